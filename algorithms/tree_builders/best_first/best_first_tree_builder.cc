@@ -1,0 +1,180 @@
+// `best_first`: SpecExec's budgeted tree, grown best-first by cumulative
+// draft log-probability (shared/ALGORITHMS.md §2.7; yandex-research/specexec
+// specdec/specexec.py::grow_tree, get_next_beams).
+//
+//   tree_builder: {type: best_first, budget: 16, max_beam_len: 8}
+//
+// Options: budget B (drafted nodes, root excluded), max_beam_len (growth
+// iterations; default: the length policy's MaxDraftLength()), max_n_beams
+// (32), max_branch_width (16), decay_factor (0.95), min_log_prob (−10).
+//
+// Each iteration feeds the (at most max_n_beams) unexpanded nodes with the
+// best scores to the drafter in one forward (the root alone at first); each
+// proposes its top max_branch_width children, scored parent + log(decay) +
+// log q. Children scoring below min_log_prob are dropped (the reference's
+// docstring limit; its SpecExecBase never passes it on). Growth stops when
+// nothing is proposed, or when the tree already holds B nodes and the best
+// new child does not beat the B-th best of them; otherwise the children
+// inside the top B of tree ∪ new are added. The tree is finally trimmed to
+// its B best nodes; decay < 1 makes a child score strictly below its parent
+// (and ties go to the earlier node), so the kept set is a tree.
+//
+// Tokens are chosen, not sampled: kDeterministic, verified by point_mass
+// (one target sample per node, as SpecExec validates) or greedy. Scores are
+// the drafter's unwarped log-probabilities. Cost: one forward and one
+// device-to-host read of the top-k per iteration; the tree is pruned and
+// re-indexed (pruned_tree.h).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/tree_builders/common/draft_ops.h"
+#include "algorithms/tree_builders/common/pruned_tree.h"
+#include "framework/core/status_macros.h"
+#include "framework/tree_builder.h"
+
+namespace speclab {
+namespace {
+
+using tree_builders::Candidate;
+
+constexpr char kName[] = "best_first";
+
+struct BestFirstOptions {
+  int budget = 0;
+  std::optional<int> max_beam_len;  // unset: the length policy's bound
+  int max_n_beams = 32;
+  int max_branch_width = 16;
+  double decay_factor = 0.95;
+  double min_log_prob = -10;
+};
+
+class BestFirstTreeBuilder final : public TreeBuilder {
+ public:
+  explicit BestFirstTreeBuilder(BestFirstOptions options) : o_(options) {}
+
+  TreeBuilderTraits traits() const override {
+    return {.needs_distributions = true, .may_branch = true, .samples_tokens = false};
+  }
+
+  absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
+    const int iterations = o_.max_beam_len ? *o_.max_beam_len : request.policy->MaxDraftLength();
+    const double log_decay = std::log(o_.decay_factor);
+    TokenTree scratch = tree_builders::ScratchTree(request.root_token, o_.budget);
+    std::vector<Candidate> tree;     // every node grown so far (root excluded)
+    std::vector<char> expanded;
+    for (int iteration = 0; iteration < iterations; ++iteration) {
+      // Beams: the root first, later the best unexpanded nodes, fed in index order.
+      std::vector<int> beams;  // candidate indices; -1 is the root
+      if (iteration == 0) {
+        beams.push_back(-1);
+      } else {
+        std::vector<Candidate> open;
+        std::vector<int> open_index;
+        for (size_t c = 0; c < tree.size(); ++c) {
+          if (expanded[c]) continue;
+          open.push_back(tree[c]);
+          open_index.push_back(static_cast<int>(c));
+        }
+        for (int i : tree_builders::BestCandidates(open, o_.max_n_beams)) beams.push_back(open_index[i]);
+        std::sort(beams.begin(), beams.end());
+      }
+      if (beams.empty()) break;
+      std::vector<int> fed;
+      for (int b : beams) {
+        if (b < 0) {
+          fed.push_back(0);
+          continue;
+        }
+        const int parent = tree[b].parent;
+        tree[b].scratch_node = scratch.AddNode(parent < 0 ? 0 : tree[parent].scratch_node, tree[b].token);
+        fed.push_back(tree[b].scratch_node);
+        expanded[b] = 1;
+      }
+      ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, fed));
+      const int width = static_cast<int>(std::min<int64_t>(o_.max_branch_width, logits.size(-1)));
+      tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), width);
+      const std::vector<double> host = tree_builders::ReadToHost({top.tokens, top.scores});  // one read
+      const size_t scores_at = host.size() / 2;
+
+      std::vector<Candidate> fresh;
+      for (size_t row = 0; row < beams.size(); ++row) {
+        const double base = beams[row] < 0 ? 0.0 : tree[beams[row]].score;
+        for (int j = 0; j < width; ++j) {
+          const size_t at = row * width + j;
+          const double score = base + log_decay + host[scores_at + at];
+          if (!(score >= o_.min_log_prob)) continue;  // also drops -inf
+          fresh.push_back({.parent = beams[row], .token = static_cast<int32_t>(host[at]), .score = score});
+        }
+      }
+      if (fresh.empty()) break;
+      double best_new = fresh.front().score;
+      for (const Candidate& c : fresh) best_new = std::max(best_new, c.score);
+      if (static_cast<int>(tree.size()) >= o_.budget &&
+          best_new <= KthBest(tree, {}, o_.budget))
+        break;  // nothing new would make the top B
+      if (static_cast<int>(tree.size() + fresh.size()) > o_.budget) {
+        const double threshold = KthBest(tree, fresh, o_.budget);
+        std::vector<Candidate> kept;
+        for (const Candidate& c : fresh)
+          if (c.score >= threshold) kept.push_back(c);
+        fresh = std::move(kept);
+      }
+      for (const Candidate& c : fresh) {
+        tree.push_back(c);
+        expanded.push_back(0);
+      }
+    }
+    return tree_builders::TreeFromCandidates(request.root_token, tree,
+                                             tree_builders::BestCandidates(tree, o_.budget), request.device);
+  }
+
+ private:
+  // The k-th best score among a ∪ b (k <= |a| + |b|).
+  static double KthBest(const std::vector<Candidate>& a, const std::vector<Candidate>& b, int k) {
+    std::vector<double> scores;
+    for (const Candidate& c : a) scores.push_back(c.score);
+    for (const Candidate& c : b) scores.push_back(c.score);
+    std::nth_element(scores.begin(), scores.begin() + (k - 1), scores.end(), std::greater<double>());
+    return scores[k - 1];
+  }
+
+  BestFirstOptions o_;
+};
+
+absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
+  BestFirstOptions o;
+  ASSIGN_OR_RETURN(int64_t budget, options.GetInt("budget"));
+  if (budget < 1 || budget > 4096) return options.Error("budget", "expected a number of drafted nodes in [1, 4096]");
+  o.budget = static_cast<int>(budget);
+  if (options.Has("max_beam_len")) {
+    ASSIGN_OR_RETURN(int64_t length, options.GetInt("max_beam_len"));
+    if (length < 1 || length > 256) return options.Error("max_beam_len", "expected an integer in [1, 256]");
+    o.max_beam_len = static_cast<int>(length);
+  }
+  ASSIGN_OR_RETURN(int64_t beams, options.GetInt("max_n_beams", o.max_n_beams));
+  if (beams < 1 || beams > 4096) return options.Error("max_n_beams", "expected an integer in [1, 4096]");
+  o.max_n_beams = static_cast<int>(beams);
+  ASSIGN_OR_RETURN(int64_t width, options.GetInt("max_branch_width", o.max_branch_width));
+  if (width < 1 || width > 1024) return options.Error("max_branch_width", "expected an integer in [1, 1024]");
+  o.max_branch_width = static_cast<int>(width);
+  ASSIGN_OR_RETURN(o.decay_factor, options.GetDouble("decay_factor", o.decay_factor));
+  if (!(o.decay_factor > 0 && o.decay_factor <= 1)) return options.Error("decay_factor", "expected a number in (0, 1]");
+  ASSIGN_OR_RETURN(o.min_log_prob, options.GetDouble("min_log_prob", o.min_log_prob));
+  if (!(o.min_log_prob <= 0)) return options.Error("min_log_prob", "expected a log-probability <= 0");
+  return std::unique_ptr<TreeBuilder>(std::make_unique<BestFirstTreeBuilder>(o));
+}
+
+const bool kRegistered = TreeBuilderRegistry::Add({
+    .name = kName,
+    .description = "SpecExec best-first budgeted tree by cumulative log q; deterministic, verify with "
+                   "point_mass/greedy (§2.7)",
+    .lossless = "-",
+    .create = Create,
+});
+
+}  // namespace
+}  // namespace speclab

@@ -1,0 +1,102 @@
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <queue>
+#include <set>
+
+#include "algorithms/tree_builders/testing/builder_harness.h"
+#include "algorithms/tree_builders/testing/table_drafter.h"
+
+namespace speclab {
+namespace tree_builders {
+namespace {
+
+using ::testing::HasSubstr;
+using Path = std::vector<int32_t>;
+
+// The B best nodes of the infinite draft tree by score = Σ (log q + log decay),
+// by exact best-first search (scores fall strictly along every path).
+std::set<Path> TopNodes(const TableDrafter& drafter, int32_t root, int budget, double decay) {
+  using Entry = std::pair<double, Path>;
+  std::priority_queue<Entry> open;
+  open.push({0.0, {root}});
+  std::set<Path> out;
+  bool first = true;
+  while (static_cast<int>(out.size()) < budget && !open.empty()) {
+    auto [score, path] = open.top();
+    open.pop();
+    if (!first) out.insert(path);
+    first = false;
+    at::Tensor logq = drafter.Logits(path).log_softmax(-1);
+    for (int64_t x = 0; x < logq.size(0); ++x) {
+      Path child = path;
+      child.push_back(static_cast<int32_t>(x));
+      open.push({score + std::log(decay) + logq[x].item<double>(), child});
+    }
+  }
+  return out;
+}
+
+TEST(BestFirstTreeBuilderTest, FindsTheBudgetMostProbableNodes) {
+  for (int budget : {1, 5, 12}) {
+    // Wide enough to be exact: every open node expanded, every child proposed.
+    auto builder = BuilderFromYaml("{type: best_first, budget: " + std::to_string(budget) +
+                                   ", max_beam_len: 12, max_n_beams: 4096, max_branch_width: 8, min_log_prob: -1000}");
+    ASSERT_TRUE(builder.ok()) << builder.status();
+    EXPECT_FALSE((*builder)->traits().samples_tokens);
+    TableDrafter drafter(8, 21, /*scale=*/2.0);
+    auto draft = BuildOnce(**builder, drafter, {});
+    ASSERT_TRUE(draft.ok()) << draft.status();
+    EXPECT_EQ(draft->sampling, DraftSampling::kDeterministic);
+    const TokenTree& tree = draft->tree;
+    ASSERT_EQ(tree.size(), budget + 1);
+    std::set<Path> paths;
+    for (int i = 1; i < tree.size(); ++i) {
+      EXPECT_LT(tree.parent(i), i);
+      paths.insert(tree.PathTokens(i));
+    }
+    EXPECT_EQ(paths, TopNodes(drafter, 1, budget, 0.95)) << "budget " << budget;
+    for (const auto& [node, path] : drafter.fed_paths()) EXPECT_TRUE(node == 0 || node > budget) << node;
+  }
+}
+
+TEST(BestFirstTreeBuilderTest, RespectsBeamLimitsAndTheLengthPolicy) {
+  auto builder = BuilderFromYaml("{type: best_first, budget: 20, max_n_beams: 2, max_branch_width: 3}");
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  TableDrafter drafter(16, 4);
+  auto draft = BuildOnce(**builder, drafter, {.gamma = 3});  // max_beam_len defaults to the policy's 3
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  EXPECT_LE(drafter.calls().size(), 3u);
+  for (const auto& call : drafter.calls()) EXPECT_LE(call.size(), 2u);
+  EXPECT_LE(draft->tree.max_depth(), 3);
+  EXPECT_LE(draft->tree.size(), 1 + 3 + 2 * 3 * 2);
+  for (int i = 0; i < draft->tree.size(); ++i) EXPECT_LE(draft->tree.children(i).size(), 3u);
+}
+
+TEST(BestFirstTreeBuilderTest, MinLogProbStopsGrowth) {
+  auto builder = BuilderFromYaml("{type: best_first, budget: 50, max_beam_len: 10, min_log_prob: -0.5}");
+  ASSERT_TRUE(builder.ok());
+  TableDrafter drafter(16, 4, /*scale=*/0.1);  // near-uniform q: every child scores about log(1/16)
+  auto draft = BuildOnce(**builder, drafter, {});
+  ASSERT_TRUE(draft.ok());
+  EXPECT_EQ(draft->tree.size(), 1);
+}
+
+TEST(BestFirstTreeBuilderTest, OptionErrorsNameFileLineAndKey) {
+  EXPECT_THAT(BuilderFromYaml("{type: best_first}", "b.yaml").status().message(),
+              HasSubstr("b.yaml:1: key 'budget': missing required key"));
+  EXPECT_THAT(BuilderFromYaml("type: best_first\nbudget: 8\ndecay_factor: 1.5\n", "b.yaml").status().message(),
+              HasSubstr("b.yaml:3: key 'decay_factor'"));
+  EXPECT_THAT(BuilderFromYaml("type: best_first\nbudget: 8\nmin_log_prob: 2\n", "b.yaml").status().message(),
+              HasSubstr("b.yaml:3: key 'min_log_prob'"));
+  EXPECT_THAT(BuilderFromYaml("type: best_first\nbudget: 8\nmax_beam_len: 0\n", "b.yaml").status().message(),
+              HasSubstr("b.yaml:3: key 'max_beam_len'"));
+  EXPECT_THAT(BuilderFromYaml("{type: best_first, budget: 8, beams: 3}", "b.yaml").status().message(),
+              HasSubstr("unknown key 'beams'"));
+}
+
+}  // namespace
+}  // namespace tree_builders
+}  // namespace speclab

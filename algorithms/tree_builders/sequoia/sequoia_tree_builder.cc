@@ -1,0 +1,153 @@
+// `sequoia`: the DP-optimal static tree for a measured positional acceptance
+// vector (shared/ALGORITHMS.md §2.5), drafted like `static`: siblings drawn
+// without replacement at temperature > 0 (verify with rrs_wor, as Sequoia
+// does), top-k at temperature 0 (greedy, point_mass).
+//
+//   tree_builder: {type: sequoia, acceptance: [0.65, 0.1, 0.05], budget: 16, max_depth: 8}
+//   tree_builder: {type: sequoia, acceptance_file: results/acceptance.yaml,
+//                  latency_profile_file: results/acceptance.yaml, max_depth: 10}
+//
+// Options:
+//   acceptance | acceptance_file   p_1..p_W, or a YAML file whose `acceptance`
+//                                  key holds them (`speclab measure-acceptance`)
+//   budget                         tree size n, root included (>= 2)
+//   latency_profile | latency_profile_file
+//                                  {budgets: [...], target_ms: [...], draft_ms: x}
+//                                  (inline, or the `latency_profile` key of a
+//                                  file): instead of `budget`, pick the n and
+//                                  depth minimising (d·t_draft + t_target(n)) / F
+//   max_depth                      drafted tokens on the longest path (default 10)
+//   sampling                       draw siblings without replacement at T > 0 (default true)
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/tree_builders/common/shape_drafting.h"
+#include "algorithms/tree_builders/common/tree_shape.h"
+#include "algorithms/tree_builders/sequoia/sequoia_dp.h"
+#include "framework/core/status_macros.h"
+#include "framework/tree_builder.h"
+
+namespace speclab {
+namespace {
+
+using tree_builders::LatencyProfile;
+using tree_builders::SequoiaTable;
+using tree_builders::TreeShape;
+
+constexpr char kName[] = "sequoia";
+constexpr int64_t kDefaultMaxDepth = 10;
+constexpr int64_t kMaxBudget = 4096;
+
+class SequoiaTreeBuilder final : public TreeBuilder {
+ public:
+  SequoiaTreeBuilder(TreeShape shape, bool sampling) : shape_(std::move(shape)), sampling_(sampling) {}
+
+  TreeBuilderTraits traits() const override {
+    return {.needs_distributions = true, .may_branch = true, .samples_tokens = sampling_};
+  }
+
+  absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
+    return tree_builders::DraftShape(drafter, request, shape_, sampling_, kName);
+  }
+
+ private:
+  TreeShape shape_;
+  bool sampling_;
+};
+
+// `key` inline, or `file_key` naming a YAML file whose `key` holds the value.
+// Returns the Options holding `key` (the builder's own, or the file's).
+absl::StatusOr<Options> Source(Options& options, const std::string& key, const std::string& file_key,
+                               bool required) {
+  const bool inline_value = options.Has(key), from_file = options.Has(file_key);
+  if (inline_value && from_file)
+    return options.Error(file_key, absl::StrCat("give either '", key, "' or '", file_key, "', not both"));
+  if (!from_file) {
+    if (required && !inline_value) return options.Error(key, absl::StrCat("missing (or give '", file_key, "')"));
+    return options;
+  }
+  ASSIGN_OR_RETURN(std::string file, options.GetString(file_key));
+  auto loaded = Options::FromFile(options.ResolvePath(file));
+  if (!loaded.ok()) return options.Error(file_key, std::string(loaded.status().message()));
+  if (!loaded->Has(key)) return options.Error(file_key, absl::StrCat(file, " has no '", key, "' key"));
+  return *loaded;
+}
+
+absl::StatusOr<std::vector<double>> ReadAcceptance(Options& options) {
+  ASSIGN_OR_RETURN(Options source, Source(options, "acceptance", "acceptance_file", /*required=*/true));
+  ASSIGN_OR_RETURN(std::vector<double> p, source.GetDoubleList("acceptance"));
+  if (p.empty()) return source.Error("acceptance", "expected at least one value");
+  double sum = 0;
+  for (double v : p) {
+    if (!(v >= 0 && v <= 1)) return source.Error("acceptance", absl::StrCat("value ", v, " is not a probability"));
+    sum += v;
+  }
+  // p_k are probabilities of disjoint events (which rank was accepted).
+  if (sum > 1 + 1e-6) return source.Error("acceptance", absl::StrCat("values sum to ", sum, " > 1"));
+  return p;
+}
+
+absl::StatusOr<LatencyProfile> ReadProfile(Options& source) {
+  ASSIGN_OR_RETURN(Options map, source.GetMap("latency_profile"));
+  LatencyProfile profile;
+  ASSIGN_OR_RETURN(std::vector<int64_t> budgets, map.GetIntList("budgets"));
+  ASSIGN_OR_RETURN(profile.target_ms, map.GetDoubleList("target_ms"));
+  ASSIGN_OR_RETURN(profile.draft_ms, map.GetDouble("draft_ms"));
+  RETURN_IF_ERROR(map.CheckAllUsed());
+  if (budgets.empty() || budgets.size() != profile.target_ms.size())
+    return map.Error("target_ms", absl::StrCat("expected one time per budget (", budgets.size(), " budgets, ",
+                                               profile.target_ms.size(), " times)"));
+  for (size_t i = 0; i < budgets.size(); ++i) {
+    if (budgets[i] < 1 || budgets[i] > kMaxBudget || (i > 0 && budgets[i] <= budgets[i - 1]))
+      return map.Error("budgets", absl::StrCat("expected increasing tree sizes in [1, ", kMaxBudget, "]"));
+    if (!(profile.target_ms[i] > 0)) return map.Error("target_ms", "expected positive times");
+    profile.budgets.push_back(static_cast<int>(budgets[i]));
+  }
+  if (!(profile.draft_ms >= 0)) return map.Error("draft_ms", "expected a time >= 0");
+  if (profile.budgets.back() < 2) return map.Error("budgets", "expected a budget >= 2 (the root plus one draft)");
+  return profile;
+}
+
+absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
+  ASSIGN_OR_RETURN(bool sampling, options.GetBool("sampling", true));
+  ASSIGN_OR_RETURN(int64_t max_depth, options.GetInt("max_depth", kDefaultMaxDepth));
+  if (max_depth < 1 || max_depth > 64) return options.Error("max_depth", "expected an integer in [1, 64]");
+  ASSIGN_OR_RETURN(std::vector<double> acceptance, ReadAcceptance(options));
+  const int levels = static_cast<int>(max_depth) + 1;
+
+  const bool has_profile = options.Has("latency_profile") || options.Has("latency_profile_file");
+  if (has_profile == options.Has("budget"))
+    return options.Error("budget", "give exactly one of 'budget' and a latency profile "
+                                   "('latency_profile' or 'latency_profile_file')");
+  std::vector<std::vector<int64_t>> choices;
+  if (has_profile) {
+    ASSIGN_OR_RETURN(Options source, Source(options, "latency_profile", "latency_profile_file", true));
+    ASSIGN_OR_RETURN(LatencyProfile profile, ReadProfile(source));
+    ASSIGN_OR_RETURN(SequoiaTable table, SequoiaTable::Compute(acceptance, profile.budgets.back(), levels));
+    auto choice = tree_builders::ChooseHardwareAware(table, profile);
+    if (!choice.ok()) return options.Error("latency_profile", std::string(choice.status().message()));
+    choices = choice->choices;
+  } else {
+    ASSIGN_OR_RETURN(int64_t budget, options.GetInt("budget"));
+    if (budget < 2 || budget > kMaxBudget)
+      return options.Error("budget", absl::StrCat("expected a tree size in [2, ", kMaxBudget, "] (root included)"));
+    ASSIGN_OR_RETURN(SequoiaTable table, SequoiaTable::Compute(acceptance, static_cast<int>(budget), levels));
+    choices = table.TreeAtMost(static_cast<int>(budget), levels);
+  }
+  if (choices.empty()) return options.Error("acceptance", "the optimal tree drafts nothing (all p_k are 0?)");
+  auto shape = tree_builders::ShapeFromChoices(choices);
+  if (!shape.ok()) return absl::InternalError(absl::StrCat("sequoia DP built an invalid tree: ", shape.status().message()));
+  return std::unique_ptr<TreeBuilder>(std::make_unique<SequoiaTreeBuilder>(*std::move(shape), sampling));
+}
+
+const bool kRegistered = TreeBuilderRegistry::Add({
+    .name = kName,
+    .description = "Sequoia DP-optimal tree for a positional acceptance vector, optionally hardware-aware; "
+                   "siblings without replacement at T>0 (§2.5)",
+    .lossless = "-",
+    .create = Create,
+});
+
+}  // namespace
+}  // namespace speclab

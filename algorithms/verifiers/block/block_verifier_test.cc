@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "tests/support/exact_enumeration.h"
+
+namespace speclab {
+namespace enumeration_test {
+namespace {
+
+TEST(BlockVerifierTest, TraitsAreHonest) {
+  auto verifier = MakeVerifier("block");
+  ASSERT_NE(verifier, nullptr);
+  EXPECT_EQ(verifier->traits().losslessness, Losslessness::kLossless);
+  EXPECT_TRUE(verifier->traits().needs_draft_distributions);
+  EXPECT_TRUE(verifier->traits().chain_only);
+}
+
+TEST(BlockVerifierTest, LosslessOnChains) {
+  auto verifier = MakeVerifier("block");
+  ASSERT_NE(verifier, nullptr);
+  std::vector<Instance> instances = Catalogue(DraftMode::kIndependent, true);
+  for (DraftMode mode : {DraftMode::kWithoutReplacement, DraftMode::kTopKOneHot})
+    for (const Instance& instance : Catalogue(mode, true)) instances.push_back(instance);
+  // Longer chains, where block differs most from token-wise rejection.
+  for (uint64_t seed : {3u, 4u}) instances.push_back(MakeInstance({1, 1, 1, 1}, 3, DraftMode::kIndependent, seed));
+  ExpectLossless(*verifier, instances, "block (chains)");
+}
+
+TEST(BlockVerifierTest, NeverAcceptsLessThanTokenWiseRejection) {
+  auto block = MakeVerifier("block");
+  auto tokenwise = MakeVerifier("rejection");
+  ASSERT_NE(block, nullptr);
+  ASSERT_NE(tokenwise, nullptr);
+  double largest_gain = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    for (int depth : {2, 3}) {
+      Instance instance = MakeInstance(std::vector<int>(depth, 1), 3 + seed % 2, DraftMode::kIndependent, 100 + seed);
+      if (seed % 3 == 0) instance.target.concentration = instance.draft.concentration = 0.4;
+      const double block_accepted = ExpectedAccepted(*block, instance);
+      const double tokenwise_accepted = ExpectedAccepted(*tokenwise, instance);
+      EXPECT_GE(block_accepted, tokenwise_accepted - 1e-12) << instance.Describe();
+      largest_gain = std::max(largest_gain, block_accepted - tokenwise_accepted);
+    }
+  }
+  std::printf("[ block ] largest E[accepted] gain over token-wise: %.4f\n", largest_gain);
+  EXPECT_GT(largest_gain, 1e-3);  // strictly better somewhere, not just equal
+}
+
+TEST(BlockVerifierTest, AcceptsEverythingWhenDraftEqualsTarget) {
+  // The degenerate case of §1.9: w_i = 1 and p = q, so Σr_i + 1 - w_i = 0.
+  auto verifier = MakeVerifier("block");
+  ASSERT_NE(verifier, nullptr);
+  Instance instance = MakeInstance({1, 1, 1}, 3, DraftMode::kIndependent, 5);
+  instance.target.constant_row = instance.draft.constant_row = {0.5, 0.3, 0.2};
+  auto comparison = enumeration::CheckExactly(*verifier, instance);
+  ASSERT_TRUE(comparison.ok()) << comparison.status();
+  EXPECT_LT(comparison->max_abs_error, kLosslessTolerance);
+  EXPECT_NEAR(comparison->expected_accepted, 3.0, 1e-15);
+}
+
+TEST(BlockVerifierTest, MatchesGreedyAtTemperatureZero) {
+  auto verifier = MakeVerifier("block");
+  ASSERT_NE(verifier, nullptr);
+  for (int depth : {1, 2, 3, 4}) {
+    Instance instance = MakeInstance(std::vector<int>(depth, 1), 3, DraftMode::kIndependent, 40 + depth);
+    instance.target.one_hot = instance.draft.one_hot = true;
+    EXPECT_GT(ExpectGreedyAtTemperatureZero(*verifier, instance), 0);
+    instance.draft.one_hot = false;
+    EXPECT_GT(ExpectGreedyAtTemperatureZero(*verifier, instance), 0);
+  }
+}
+
+TEST(BlockVerifierTest, RefusesTreesAndTokenOnlyDrafts) {
+  auto verifier = MakeVerifier("block");
+  ASSERT_NE(verifier, nullptr);
+  EXPECT_EQ(VerifyOnceStatus(*verifier, MakeInstance({2, 1}, 4, DraftMode::kIndependent, 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyOnceStatus(*verifier, MakeInstance({1, 1}, 4, DraftMode::kTopK, 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace enumeration_test
+}  // namespace speclab

@@ -1,0 +1,94 @@
+// Canonical two-step multi-draft verification (Khisti et al., ICLR 2025; §1.8).
+//
+// Per node over its K children (i.i.d. draws from one shared q row):
+//  1. select one distinct drafted token Y with α ∝ p/q (canonical_selection.h);
+//  2. accept Y with min(1, p(Y)/r(Y)), r being the exact law of Y, and descend
+//     into the first child carrying Y; otherwise stop and draw the extra token
+//     from norm((p - r)+).
+// Lossless for any selection rule because step 2 is plain SpS of Y ~ r against
+// p. Acceptance per node is Σ min(p, r), below the optimum
+// min_S [p(S) + 1 - q(S)^K] of §1.8. Cost: computing r is O(s^K·K) per visited
+// node (s = |supp q|); see `max_selection_tuples`.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/verifiers/common/distribution.h"
+#include "algorithms/verifiers/common/problem_checks.h"
+#include "algorithms/verifiers/common/tree_walk.h"
+#include "algorithms/verifiers/khisti/canonical_selection.h"
+#include "framework/core/status_macros.h"
+#include "framework/core/verifier_registry.h"
+
+namespace speclab {
+namespace {
+
+constexpr char kName[] = "khisti";
+constexpr double kDefaultMaxSelectionTuples = 1e7;
+
+class KhistiVerifier final : public Verifier {
+ public:
+  explicit KhistiVerifier(double max_selection_tuples) : max_selection_tuples_(max_selection_tuples) {}
+
+  VerifierTraits traits() const override {
+    return {.losslessness = Losslessness::kLossless,
+            .needs_draft_distributions = true,
+            .chain_only = false,
+            .needs_target_rows = true};
+  }
+
+  absl::StatusOr<Verdict> Verify(const VerificationProblem& problem, RandomSource& random) const override {
+    RETURN_IF_ERROR(verifiers::CheckTargetRows(problem, kName));
+    RETURN_IF_ERROR(verifiers::CheckDraftRows(problem, kName, {DraftSampling::kIndependent}));
+    return verifiers::WalkTree(problem, random, [&](int node) { return VerifyNode(problem, node, random); });
+  }
+
+ private:
+  absl::StatusOr<verifiers::NodeOutcome> VerifyNode(const VerificationProblem& problem, int node,
+                                                    RandomSource& random) const {
+    const TokenTree& tree = *problem.tree;
+    ASSIGN_OR_RETURN(absl::Span<const double> q, verifiers::SharedSiblingRow(problem, node, kName));
+    absl::Span<const double> p = problem.target.row(node);
+    const std::vector<int>& children = tree.children(node);
+    const int k = static_cast<int>(children.size());
+    if (verifiers::SelectionTupleCount(q, k) > max_selection_tuples_)
+      return absl::InvalidArgumentError(
+          absl::StrCat(kName, ": the exact selection law needs |supp q|^K = ", verifiers::SelectionTupleCount(q, k),
+                       " tuples at node ", node, ", above max_selection_tuples = ", max_selection_tuples_));
+
+    // Step 1: choose among the distinct drafted tokens.
+    std::vector<int32_t> distinct;
+    for (int child : children)
+      if (std::find(distinct.begin(), distinct.end(), tree.token(child)) == distinct.end())
+        distinct.push_back(tree.token(child));
+    const std::vector<double> weights = verifiers::SelectionWeights(p, q, distinct);
+    const int32_t selected = distinct[random.Categorical(weights)];
+
+    // Step 2: single-draft SpS of the selected token against its exact law r.
+    const std::vector<double> r = verifiers::SelectionLaw(p, q, k);
+    verifiers::NodeOutcome outcome;
+    if (random.Bernoulli(verifiers::AcceptProbability(p[selected], r[selected]))) {
+      outcome.accepted_child = tree.FindChild(node, selected);
+      return outcome;
+    }
+    outcome.residual.assign(p.begin(), p.end());
+    verifiers::ReplaceWithNormalized(outcome.residual, verifiers::PositivePart(p, r));  // p = r: rounding only
+    return outcome;
+  }
+
+  double max_selection_tuples_;
+};
+
+const bool kRegistered = VerifierRegistry::Add(
+    {.name = kName,
+     .description = "Khisti canonical two-step: p/q selection + SpS against the exact selection law (§1.8)",
+     .lossless = "lossless",
+     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<Verifier>> {
+       ASSIGN_OR_RETURN(double limit, options.GetDouble("max_selection_tuples", kDefaultMaxSelectionTuples));
+       if (!(limit >= 1.0)) return options.Error("max_selection_tuples", "expected a number >= 1");
+       return std::make_unique<KhistiVerifier>(limit);
+     }});
+
+}  // namespace
+}  // namespace speclab

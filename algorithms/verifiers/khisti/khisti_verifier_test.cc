@@ -1,0 +1,114 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms/verifiers/khisti/canonical_selection.h"
+#include "algorithms/verifiers/testing/choice_enumerator.h"
+#include "tests/support/exact_enumeration.h"
+
+namespace speclab {
+namespace enumeration_test {
+namespace {
+
+// §1.8's closed form for K i.i.d. drafts: min over S of p(S) + 1 - q(S)^K.
+double OptimalAcceptance(const std::vector<double>& p, const std::vector<double>& q, int k) {
+  const int vocab = static_cast<int>(p.size());
+  double best = 1.0;
+  for (int mask = 0; mask < (1 << vocab); ++mask) {
+    double ps = 0, qs = 0;
+    for (int x = 0; x < vocab; ++x) {
+      if (mask & (1 << x)) ps += p[x], qs += q[x];
+    }
+    best = std::min(best, ps + 1 - std::pow(qs, k));
+  }
+  return best;
+}
+
+TEST(KhistiVerifierTest, TraitsAndOptions) {
+  auto verifier = MakeVerifier("khisti");
+  ASSERT_NE(verifier, nullptr);
+  EXPECT_EQ(verifier->traits().losslessness, Losslessness::kLossless);
+  EXPECT_TRUE(verifier->traits().needs_draft_distributions);
+  EXPECT_FALSE(verifier->traits().chain_only);
+  EXPECT_FALSE(CreateStatus("khisti", "{max_selection_tuples: 0}").ok());
+  // A limit below |supp q|^K is refused at Verify() time, not silently approximated.
+  auto tight = MakeVerifier("khisti", "{max_selection_tuples: 10}");
+  ASSERT_NE(tight, nullptr);
+  EXPECT_EQ(VerifyOnceStatus(*tight, MakeInstance({2}, 4, DraftMode::kIndependent, 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(KhistiVerifierTest, SelectionLawIsTheExactLawOfTheSelectedToken) {
+  enumeration::TableModel p({.vocab = 4, .seed = 3}), q({.vocab = 4, .seed = 4, .concentration = 0.5});
+  for (int k : {1, 2, 3}) {
+    const std::vector<double>& pr = p.Row({0});
+    const std::vector<double>& qr = q.Row({0});
+    std::vector<double> enumerated(4, 0.0);
+    int selected = -1;
+    ASSERT_TRUE(enumeration::EnumerateChoices(
+                    [&](RandomSource& random) {
+                      std::vector<int32_t> distinct;
+                      for (int i = 0; i < k; ++i) {
+                        const int32_t x = random.Categorical(qr);
+                        if (std::find(distinct.begin(), distinct.end(), x) == distinct.end()) distinct.push_back(x);
+                      }
+                      selected = distinct[random.Categorical(verifiers::SelectionWeights(pr, qr, distinct))];
+                      return absl::OkStatus();
+                    },
+                    [&](double probability) {
+                      enumerated[selected] += probability;
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    const std::vector<double> law = verifiers::SelectionLaw(pr, qr, k);
+    for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], enumerated[x], 1e-15) << "k=" << k << " x=" << x;
+    if (k == 1) {
+      for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], qr[x], 1e-15);
+    }
+  }
+}
+
+TEST(KhistiVerifierTest, LosslessForIidDrafts) {
+  auto verifier = MakeVerifier("khisti");
+  ASSERT_NE(verifier, nullptr);
+  ExpectLossless(*verifier, Catalogue(DraftMode::kIndependent, false), "khisti (iid)");
+}
+
+TEST(KhistiVerifierTest, Figure2OptimumAndTheImportanceRuleBelowIt) {
+  auto verifier = MakeVerifier("khisti");
+  ASSERT_NE(verifier, nullptr);
+  for (const Figure2Row& row : Figure2Table()) {
+    const Instance instance = Figure2Instance(row.q2);
+    const double optimum = OptimalAcceptance(instance.target.constant_row, instance.draft.constant_row, 2);
+    EXPECT_NEAR(optimum, row.optimal, 1e-4) << "q2=" << row.q2;
+    const double acceptance = ExpectedAccepted(*verifier, instance);
+    EXPECT_LE(acceptance, optimum + 1e-12) << "q2=" << row.q2;
+    std::printf("[ figure 2 ] q2=%.4f optimal %.4f khisti(p/q) %.4f spectr %.4f specinfer %.4f\n", row.q2, optimum,
+                acceptance, row.spectr, row.specinfer);
+  }
+}
+
+TEST(KhistiVerifierTest, MatchesGreedyAtTemperatureZero) {
+  auto verifier = MakeVerifier("khisti");
+  ASSERT_NE(verifier, nullptr);
+  for (std::vector<int> shape : {std::vector<int>{1, 1, 1}, {2, 1}, {1, 2}, {2, 2}, {3}}) {
+    Instance instance = MakeInstance(shape, 4, DraftMode::kIndependent, 37);
+    instance.target.one_hot = instance.draft.one_hot = true;
+    EXPECT_GT(ExpectGreedyAtTemperatureZero(*verifier, instance), 0);
+    instance.draft.one_hot = false;
+    EXPECT_GT(ExpectGreedyAtTemperatureZero(*verifier, instance), 0);
+  }
+}
+
+TEST(KhistiVerifierTest, RefusesDraftsThatAreNotIid) {
+  auto verifier = MakeVerifier("khisti");
+  ASSERT_NE(verifier, nullptr);
+  for (DraftMode mode : {DraftMode::kPerChildIndependent, DraftMode::kWithoutReplacement, DraftMode::kTopK})
+    EXPECT_EQ(VerifyOnceStatus(*verifier, MakeInstance({2}, 4, mode, 1)).code(), absl::StatusCode::kInvalidArgument)
+        << enumeration::DraftModeName(mode);
+}
+
+}  // namespace
+}  // namespace enumeration_test
+}  // namespace speclab

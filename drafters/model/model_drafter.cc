@@ -1,0 +1,160 @@
+#include "drafters/model/model_drafter.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+#include "framework/model/llama_model.h"
+
+namespace speclab {
+
+ModelDrafter::ModelDrafter(std::unique_ptr<LanguageModel> model) : model_(std::move(model)) {}
+
+absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
+  RETURN_IF_ERROR(model_->Truncate(0));
+  cached_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status ModelDrafter::BeginStep(absl::Span<const int32_t> context) {
+  if (context.empty()) return absl::InvalidArgumentError("empty context");
+  context_.assign(context.begin(), context.end());
+  // Keep the longest cached prefix that still agrees with the context (the
+  // root itself is fed as tree node 0, so it never counts as cached).
+  const size_t limit = std::min(cached_.size(), context_.size() - 1);
+  size_t common = 0;
+  while (common < limit && cached_[common] == context_[common]) ++common;
+  if (common < cached_.size() || model_->tentative_length() > 0) {
+    RETURN_IF_ERROR(model_->Truncate(static_cast<int64_t>(common)));
+    cached_.resize(common);
+  }
+  pending_.assign(context_.begin() + common, context_.end() - 1);
+  pending_slots_ = 0;
+  node_slot_.clear();
+  node_logits_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
+                                                         const at::Tensor& node_tokens) {
+  const c10::Device device = model_->device();
+  node_slot_.resize(tree.size(), -1);
+  node_logits_.resize(tree.size());
+  // New inputs: the pending context (first call of the step only), then every
+  // listed node not fed yet, in index order so parents precede children.
+  std::vector<int> fresh;
+  std::vector<int64_t> fresh_rows;  // row of node_tokens for each fresh node, or -1
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int node = nodes[i];
+    if (node < 0 || node >= tree.size())
+      return absl::InvalidArgumentError(absl::StrCat("node ", node, " is not in the tree"));
+    if (node_slot_[node] < 0 && std::find(fresh.begin(), fresh.end(), node) == fresh.end()) {
+      fresh.push_back(node);
+      fresh_rows.push_back(static_cast<int64_t>(i));
+    }
+  }
+  std::vector<size_t> order(fresh.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return fresh[a] < fresh[b]; });
+
+  const int64_t pending = static_cast<int64_t>(pending_.size()) - pending_slots_;
+  const int64_t n = pending + static_cast<int64_t>(fresh.size());
+  if (n > 0) {
+    const int64_t tentative = model_->tentative_length();
+    const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
+    std::vector<int64_t> host_tokens(n), positions(n);
+    std::vector<uint8_t> mask(static_cast<size_t>(n) * (tentative + n), 0);
+    auto allow = [&](int64_t row, int64_t slot) { mask[static_cast<size_t>(row) * (tentative + n) + slot] = 1; };
+    for (int64_t i = 0; i < pending; ++i) {
+      host_tokens[i] = pending_[pending_slots_ + i];
+      positions[i] = root_position - pending + i;
+      for (int64_t s = 0; s < tentative + i + 1; ++s) allow(i, s);  // causal over earlier pending slots
+    }
+    // Rows of the device token tensor to splice in, for nodes given on the device.
+    std::vector<int64_t> device_rows, device_dest;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int node = fresh[order[k]];
+      const int64_t row = pending + static_cast<int64_t>(k);
+      host_tokens[row] = std::max<int32_t>(tree.token(node), 0);
+      if (node_tokens.defined()) {
+        device_rows.push_back(fresh_rows[order[k]]);
+        device_dest.push_back(row);
+      }
+      positions[row] = root_position + tree.depth(node);
+      // All pending context: earlier calls' pending slots come first in the
+      // tentative region, and this call's pending rows come first in it when
+      // the region was empty (pending is only ever fed by the step's first call).
+      for (int64_t s = 0; s < pending_slots_ + pending; ++s) allow(row, s);
+      for (int anc : tree.PathTo(node)) {
+        if (anc == node) {
+          allow(row, tentative + row);
+        } else {
+          const int64_t slot = node_slot_[anc] >= 0 ? node_slot_[anc] : -1;
+          int64_t same_call = -1;
+          for (size_t j = 0; j < k; ++j)
+            if (fresh[order[j]] == anc) same_call = tentative + pending + static_cast<int64_t>(j);
+          if (slot < 0 && same_call < 0)
+            return absl::FailedPreconditionError(
+                absl::StrCat("node ", node, " asked for before its ancestor ", anc));
+          allow(row, slot >= 0 ? slot : same_call);
+        }
+      }
+    }
+    at::Tensor tokens = LongsToDevice(host_tokens, device);
+    if (!device_rows.empty()) {
+      at::Tensor src = node_tokens.to(at::kLong).index_select(0, LongsToDevice(device_rows, device));
+      tokens.index_copy_(0, LongsToDevice(device_dest, device), src);
+    }
+    ASSIGN_OR_RETURN(at::Tensor logits, model_->Forward(tokens, LongsToDevice(positions, device),
+                                                        MaskToDevice(mask, n, tentative + n, device)));
+    pending_slots_ += pending;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int node = fresh[order[k]];
+      node_slot_[node] = tentative + pending + static_cast<int64_t>(k);
+      node_logits_[node] = logits[pending + static_cast<int64_t>(k)];
+    }
+  }
+  std::vector<at::Tensor> rows;
+  rows.reserve(nodes.size());
+  for (int node : nodes) rows.push_back(node_logits_[node]);
+  return at::stack(rows);
+}
+
+absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) {
+  // Keep the fed pending context and the fed prefix of the accepted path.
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < pending_slots_; ++i) keep.push_back(i);
+  cached_.insert(cached_.end(), pending_.begin(), pending_.begin() + pending_slots_);
+  for (int node : accepted_path) {
+    if (node >= static_cast<int>(node_slot_.size()) || node_slot_[node] < 0) break;
+    keep.push_back(node_slot_[node]);
+    cached_.push_back(tree.token(node));
+  }
+  return model_->Commit(keep);
+}
+
+namespace {
+
+const bool kRegistered = DrafterRegistry::Add({
+    .name = "model",
+    .description = "independent small LM sharing the target's vocabulary (Leviathan/Chen); gives q rows",
+    .lossless = "-",
+    .create = [](Options& options, const DrafterEnvironment& env) -> absl::StatusOr<std::unique_ptr<Drafter>> {
+      ASSIGN_OR_RETURN(std::string path, options.GetString("path"));
+      auto model = LlamaModel::Load(options.ResolvePath(path), env.device, env.dtype, env.kv_capacity);
+      if (!model.ok()) return options.Error("path", std::string(model.status().message()));
+      if (env.target != nullptr && (*model)->config().vocab_size != env.target->config().vocab_size) {
+        return options.Error("path", absl::StrCat("drafter vocabulary (", (*model)->config().vocab_size,
+                                                  " tokens) differs from the target's (",
+                                                  env.target->config().vocab_size,
+                                                  "); a drafter must share the target's tokenizer"));
+      }
+      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*std::move(model)));
+    },
+});
+
+}  // namespace
+}  // namespace speclab

@@ -1,0 +1,126 @@
+#include "experiments/experiment.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "experiments/experiment_loading.h"
+#include "experiments/prompt_set.h"
+#include "experiments/records/step_records.h"
+#include "experiments/summary.h"
+#include "framework/core/options.h"
+#include "framework/core/status_macros.h"
+#include "framework/core/tokenizer.h"
+#include "framework/method.h"
+#include "framework/model/llama_model.h"
+#include "framework/speculative_decoder.h"
+
+namespace speclab {
+namespace {
+
+std::string GitRevision() {
+  FILE* pipe = popen("git rev-parse HEAD 2>/dev/null", "r");
+  if (pipe == nullptr) return "unknown";
+  char buffer[128] = {0};
+  std::string out = fgets(buffer, sizeof(buffer), pipe) ? std::string(buffer) : "unknown\n";
+  pclose(pipe);
+  return out;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) absl::StrAppendFormat(&out, "\\u%04x", c); else out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+absl::Status WriteOutputs(const std::string& dir, const Options& root, const std::vector<RunRecord>& records,
+                          const std::vector<SummaryRow>& rows, const Tokenizer& tokenizer) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InternalError(absl::StrCat(dir, ": cannot create: ", error.message()));
+  std::ofstream(std::filesystem::path(dir) / "config.resolved.yaml") << root.Dump() << "\n";
+  std::ofstream(std::filesystem::path(dir) / "git_revision.txt") << GitRevision();
+  std::vector<StepRecordRow> steps;
+  std::ofstream outputs(std::filesystem::path(dir) / "outputs.jsonl");
+  for (const RunRecord& r : records) {
+    for (size_t i = 0; i < r.generation.steps.size(); ++i) {
+      const StepStats& s = r.generation.steps[i];
+      steps.push_back({r.method, r.task, r.prompt_id, r.temperature, static_cast<int>(i), s.tree_nodes,
+                       s.longest_path, s.accepted, s.draft_seconds, s.verify_seconds, s.other_seconds});
+    }
+    auto text = tokenizer.Decode(r.generation.tokens);
+    outputs << absl::StrFormat("{\"method\": \"%s\", \"task\": \"%s\", \"id\": \"%s\", \"temperature\": %g, \"text\": \"%s\"}\n",
+                               JsonEscape(r.method), JsonEscape(r.task), JsonEscape(r.prompt_id), r.temperature,
+                               JsonEscape(text.ok() ? *text : ""));
+  }
+  RETURN_IF_ERROR(WriteStepRecords((std::filesystem::path(dir) / "steps.pb").string(), steps));
+  return WriteSummaryCsv((std::filesystem::path(dir) / "summary.csv").string(), rows);
+}
+
+}  // namespace
+
+absl::Status RunExperiment(const RunFlags& flags) {
+  ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(flags.config_path, flags.overrides));
+  ASSIGN_OR_RETURN(Experiment e, LoadExperiment(root));
+  std::cerr << absl::StrFormat("speclab: experiment '%s': %d prompts, %d methods, target on %s\n", e.name,
+                               e.prompts.size(), e.methods.size(), e.target->device().str());
+
+  ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> encoded, EncodePrompts(e));
+  DecodeOptions options{.sampling = e.sampling, .max_new_tokens = e.max_new_tokens,
+                        .eos_token = e.stop_at_eos ? e.tokenizer->eos_id() : -1, .seed = e.seed};
+  // Warm-up: allocator, kernels and caches, so the first measured run is not an outlier.
+  {
+    DecodeOptions warm = options;
+    warm.max_new_tokens = 8;
+    RETURN_IF_ERROR(GenerateAutoregressive(*e.target, encoded.front(), warm).status());
+    for (Method& m : e.methods) RETURN_IF_ERROR(GenerateSpeculative(*e.target, m, encoded.front(), warm).status());
+  }
+
+  std::vector<RunRecord> records;
+  for (double temperature : e.temperatures) {
+    options.sampling.temperature = temperature;
+    for (size_t i = 0; i < e.prompts.size(); ++i) {
+      const Prompt& prompt = e.prompts[i];
+      options.seed = e.seed + i;
+      ASSIGN_OR_RETURN(Generation base, GenerateAutoregressive(*e.target, encoded[i], options));
+      records.push_back({kBaseline, prompt.task, prompt.id, temperature, base});
+      for (Method& m : e.methods) {
+        auto generation = GenerateSpeculative(*e.target, m, encoded[i], options);
+        if (!generation.ok())
+          return absl::Status(generation.status().code(),
+                              absl::StrCat("prompt ", prompt.id, ": ", generation.status().message()));
+        RunRecord record{m.name, prompt.task, prompt.id, temperature, *std::move(generation)};
+        if (temperature == 0 && m.lossless()) record.greedy_match = record.generation.tokens == base.tokens;
+        records.push_back(std::move(record));
+      }
+      std::cerr << absl::StrFormat("\r  temperature %g: %d/%d prompts", temperature, i + 1, e.prompts.size());
+    }
+    std::cerr << "\n";
+  }
+  const std::vector<SummaryRow> rows = Summarize(records, kBaseline);
+  std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows)
+            << std::flush;
+  if (!flags.out_dir.empty()) {
+    RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));
+    std::cerr << "speclab: wrote " << flags.out_dir << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace speclab

@@ -1,0 +1,93 @@
+#include "experiments/experiment_loading.h"
+
+#include <ATen/Parallel.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "experiments/model_loading.h"
+#include "framework/core/status_macros.h"
+
+namespace speclab {
+
+absl::StatusOr<Experiment> LoadExperiment(Options& root) {
+  Experiment e;
+  ASSIGN_OR_RETURN(e.name, root.GetString("name", "experiment"));
+
+  ASSIGN_OR_RETURN(Options models, root.GetMap("models"));
+  ASSIGN_OR_RETURN(std::string target_path, models.GetString("target"));
+  target_path = models.ResolvePath(target_path);
+  ASSIGN_OR_RETURN(std::string tokenizer_path,
+                   models.GetString("tokenizer", (std::filesystem::path(target_path) / "tokenizer.model").string()));
+  ASSIGN_OR_RETURN(std::string device_name, models.GetString("device", "auto"));
+  ASSIGN_OR_RETURN(std::string dtype_name, models.GetString("dtype", "auto"));
+  ASSIGN_OR_RETURN(int64_t kv_capacity, models.GetInt("kv_capacity", 2048));
+  ASSIGN_OR_RETURN(int64_t threads, models.GetInt("cpu_threads", 0));
+  RETURN_IF_ERROR(models.CheckAllUsed());
+  auto device = ParseDevice(device_name);
+  if (!device.ok()) return models.Error("device", std::string(device.status().message()));
+  auto dtype = ParseDtype(dtype_name, *device);
+  if (!dtype.ok()) return models.Error("dtype", std::string(dtype.status().message()));
+  if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+  auto target = LlamaModel::Load(target_path, *device, *dtype, kv_capacity);
+  if (!target.ok()) return models.Error("target", std::string(target.status().message()));
+  e.target = *std::move(target);
+  auto tokenizer = LoadTokenizer(models.ResolvePath(tokenizer_path));
+  if (!tokenizer.ok()) return models.Error("tokenizer", std::string(tokenizer.status().message()));
+  e.tokenizer = *std::move(tokenizer);
+
+  ASSIGN_OR_RETURN(Options prompts, root.GetMap("prompts"));
+  ASSIGN_OR_RETURN(std::vector<std::string> files, prompts.GetStringList("files"));
+  ASSIGN_OR_RETURN(int64_t per_task, prompts.GetInt("per_task", 0));
+  RETURN_IF_ERROR(prompts.CheckAllUsed());
+  for (const std::string& file : files) {
+    auto loaded = ReadPromptFile(prompts.ResolvePath(file), static_cast<int>(per_task));
+    if (!loaded.ok()) return prompts.Error("files", std::string(loaded.status().message()));
+    e.prompts.insert(e.prompts.end(), loaded->begin(), loaded->end());
+  }
+
+  ASSIGN_OR_RETURN(Options decoding, root.GetMap("decoding"));
+  ASSIGN_OR_RETURN(e.temperatures, decoding.GetDoubleList("temperatures", std::vector<double>{0.0}));
+  ASSIGN_OR_RETURN(e.sampling.top_k, decoding.GetInt("top_k", 0));
+  ASSIGN_OR_RETURN(e.sampling.top_p, decoding.GetDouble("top_p", 1.0));
+  ASSIGN_OR_RETURN(int64_t max_new, decoding.GetInt("max_new_tokens", 64));
+  ASSIGN_OR_RETURN(int64_t seed, decoding.GetInt("seed", 0));
+  ASSIGN_OR_RETURN(e.stop_at_eos, decoding.GetBool("stop_at_eos", true));
+  ASSIGN_OR_RETURN(e.add_bos, decoding.GetBool("add_bos", true));
+  RETURN_IF_ERROR(decoding.CheckAllUsed());
+  for (double t : e.temperatures) {
+    SamplingParams check = e.sampling;
+    check.temperature = t;
+    if (auto status = check.Validate(); !status.ok()) return decoding.Error("temperatures", std::string(status.message()));
+  }
+  if (max_new < 1) return decoding.Error("max_new_tokens", "expected an integer >= 1");
+  e.max_new_tokens = static_cast<int>(max_new);
+  e.seed = static_cast<uint64_t>(seed);
+
+  DrafterEnvironment environment{.target = e.target.get(), .device = *device, .dtype = *dtype,
+                                 .kv_capacity = kv_capacity, .seed = e.seed};
+  ASSIGN_OR_RETURN(std::vector<Options> methods, root.GetMapList("methods"));
+  for (Options& spec : methods) {
+    ASSIGN_OR_RETURN(Method method, CreateMethod(spec, environment));
+    if (method.name == kBaseline) return spec.Error("name", "'baseline' is reserved for autoregressive decoding");
+    e.methods.push_back(std::move(method));
+  }
+  if (root.Has("measure_acceptance")) {
+    ASSIGN_OR_RETURN(Options measure, root.GetMap("measure_acceptance"));
+    e.measure_acceptance = measure;
+  }
+  RETURN_IF_ERROR(root.CheckAllUsed());
+  return e;
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> EncodePrompts(const Experiment& experiment) {
+  std::vector<std::vector<int32_t>> encoded;
+  for (const Prompt& p : experiment.prompts) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, experiment.tokenizer->Encode(p.text));
+    if (experiment.add_bos && experiment.tokenizer->bos_id() >= 0) ids.insert(ids.begin(), experiment.tokenizer->bos_id());
+    encoded.push_back(std::move(ids));
+  }
+  return encoded;
+}
+
+}  // namespace speclab

@@ -1,0 +1,108 @@
+// speclab: the command-line entry point.
+//
+//   speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]
+//   speclab list [--format=tsv]
+//   speclab audit [--format=tsv] [--seed N]
+//   speclab train TRAIN.yaml [--set key.path=value ...]
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "experiments/audit_report.h"
+#include "experiments/experiment.h"
+#include "experiments/plugin_list.h"
+#include "experiments/train.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]\n"
+    "  speclab list [--format=tsv]\n"
+    "  speclab audit [--format=tsv] [--seed N]\n"
+    "  speclab train TRAIN.yaml [--set key.path=value ...]\n";
+
+int Fail(const absl::Status& status) {
+  std::cerr << "speclab: " << status.message() << "\n";
+  return 1;
+}
+
+int Usage(const std::string& problem) {
+  std::cerr << "speclab: " << problem << "\n" << kUsage;
+  return 2;
+}
+
+// Parses "FILE [--set k=v]... [--out DIR]" for run and train.
+bool ParseConfigArgs(const std::vector<std::string>& args, speclab::RunFlags& flags, bool allow_out,
+                     std::string& problem) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if ((a == "--set" || (a == "--out" && allow_out)) && i + 1 < args.size()) {
+      (a == "--set" ? flags.overrides.push_back(args[++i]) : void(flags.out_dir = args[++i]));
+    } else if (absl::StartsWith(a, "--set=")) {
+      flags.overrides.push_back(a.substr(6));
+    } else if (allow_out && absl::StartsWith(a, "--out=")) {
+      flags.out_dir = a.substr(6);
+    } else if (!absl::StartsWith(a, "--") && flags.config_path.empty()) {
+      flags.config_path = a;
+    } else {
+      problem = absl::StrFormat("unexpected argument '%s'", a);
+      return false;
+    }
+  }
+  if (flags.config_path.empty()) problem = "missing config file";
+  return !flags.config_path.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  bool tsv = false;
+  uint64_t seed = 1;
+  if (command == "list" || command == "audit") {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--format=tsv") {
+        tsv = true;
+      } else if (args[i] == "--format=table") {
+        tsv = false;
+      } else if (command == "audit" && args[i] == "--seed" && i + 1 < args.size() &&
+                 absl::SimpleAtoi(args[i + 1], &seed)) {
+        ++i;
+      } else {
+        return Usage(absl::StrFormat("unexpected argument '%s'", args[i]));
+      }
+    }
+  }
+  if (command == "list") {
+    std::cout << speclab::FormatPluginList(tsv);
+    return 0;
+  }
+  if (command == "audit") {
+    auto rows = speclab::AuditAllVerifiers(seed);
+    if (!rows.ok()) return Fail(rows.status());
+    std::cout << speclab::FormatAudit(*rows, tsv);
+    for (const auto& row : *rows)
+      if (!row.pass) return 1;
+    return 0;
+  }
+  if (command == "run" || command == "train") {
+    speclab::RunFlags flags;
+    std::string problem;
+    if (!ParseConfigArgs(args, flags, command == "run", problem)) return Usage(problem);
+    const absl::Status status = command == "run" ? speclab::RunExperiment(flags)
+                                                 : speclab::RunTraining(flags.config_path, flags.overrides);
+    return status.ok() ? 0 : Fail(status);
+  }
+  return Usage(absl::StrFormat("unknown command '%s'", command));
+}

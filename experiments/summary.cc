@@ -1,0 +1,126 @@
+#include "experiments/summary.h"
+
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace speclab {
+namespace {
+
+struct Totals {
+  int prompts = 0, greedy_checked = 0, greedy_equal = 0;
+  long tokens = 0, steps = 0, accepted = 0, drafted = 0, nodes = 0;
+  double seconds = 0, draft = 0, verify = 0, other = 0;
+
+  void Add(const RunRecord& r) {
+    ++prompts;
+    tokens += static_cast<long>(r.generation.tokens.size());
+    seconds += r.generation.decode_seconds;
+    if (r.greedy_match >= 0) {
+      ++greedy_checked;
+      greedy_equal += r.greedy_match;
+    }
+    for (const StepStats& s : r.generation.steps) {
+      ++steps;
+      accepted += s.accepted;
+      drafted += s.longest_path;
+      nodes += s.tree_nodes;
+      draft += s.draft_seconds;
+      verify += s.verify_seconds;
+      other += s.other_seconds;
+    }
+  }
+};
+
+SummaryRow ToRow(const std::string& method, const std::string& task, double temperature, const Totals& t) {
+  SummaryRow row{.method = method, .task = task, .temperature = temperature, .prompts = t.prompts};
+  row.tokens_per_s = t.seconds > 0 ? t.tokens / t.seconds : 0;
+  row.tau = t.steps > 0 ? 1.0 + static_cast<double>(t.accepted) / t.steps : 0;
+  row.acceptance_rate = t.drafted > 0 ? static_cast<double>(t.accepted) / t.drafted : 0;
+  row.accepted_per_node = t.nodes > 0 ? static_cast<double>(t.accepted) / t.nodes : 0;
+  row.target_forwards = t.steps;
+  row.new_tokens = t.tokens;
+  const double phases = t.draft + t.verify + t.other;
+  if (phases > 0) {
+    row.draft_share = t.draft / phases;
+    row.verify_share = t.verify / phases;
+    row.other_share = t.other / phases;
+  }
+  if (t.greedy_checked > 0) row.greedy_match = static_cast<double>(t.greedy_equal) / t.greedy_checked;
+  return row;
+}
+
+}  // namespace
+
+std::vector<SummaryRow> Summarize(const std::vector<RunRecord>& records, const std::string& baseline) {
+  // (temperature, task, method order) -> totals; methods keep their config order.
+  std::vector<std::string> methods;
+  std::vector<std::string> tasks;
+  std::map<std::tuple<double, std::string, std::string>, Totals> totals;
+  std::vector<double> temperatures;
+  for (const RunRecord& r : records) {
+    if (std::find(methods.begin(), methods.end(), r.method) == methods.end()) methods.push_back(r.method);
+    if (std::find(tasks.begin(), tasks.end(), r.task) == tasks.end()) tasks.push_back(r.task);
+    if (std::find(temperatures.begin(), temperatures.end(), r.temperature) == temperatures.end())
+      temperatures.push_back(r.temperature);
+    totals[{r.temperature, r.task, r.method}].Add(r);
+    totals[{r.temperature, "all", r.method}].Add(r);
+  }
+  tasks.push_back("all");
+  std::vector<SummaryRow> rows;
+  for (double temperature : temperatures) {
+    for (const std::string& task : tasks) {
+      auto base = totals.find({temperature, task, baseline});
+      const double base_speed =
+          base == totals.end() ? 0 : ToRow(baseline, task, temperature, base->second).tokens_per_s;
+      for (const std::string& method : methods) {
+        auto it = totals.find({temperature, task, method});
+        if (it == totals.end()) continue;
+        SummaryRow row = ToRow(method, task, temperature, it->second);
+        row.speedup = base_speed > 0 ? row.tokens_per_s / base_speed : 0;
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
+std::string MarkdownTables(const std::vector<SummaryRow>& rows) {
+  std::string out;
+  std::string current;
+  for (const SummaryRow& r : rows) {
+    const std::string key = absl::StrCat(r.task, "@", r.temperature);
+    if (key != current) {
+      current = key;
+      absl::StrAppendFormat(&out,
+                            "\n### task `%s`, temperature %g (%d prompts)\n\n"
+                            "| method | tokens/s | speedup | tau | acceptance | draft %% | verify %% | other %% | "
+                            "greedy match |\n|---|---|---|---|---|---|---|---|---|\n",
+                            r.task, r.temperature, r.prompts);
+    }
+    const std::string match = r.greedy_match < 0 ? "-" : absl::StrFormat("%.0f%%", 100 * r.greedy_match);
+    absl::StrAppendFormat(&out, "| %s | %.1f | %.2fx | %.2f | %.3f | %.0f | %.0f | %.0f | %s |\n", r.method,
+                          r.tokens_per_s, r.speedup, r.tau, r.acceptance_rate, 100 * r.draft_share,
+                          100 * r.verify_share, 100 * r.other_share, match);
+  }
+  return out;
+}
+
+absl::Status WriteSummaryCsv(const std::string& path, const std::vector<SummaryRow>& rows) {
+  std::ofstream out(path);
+  if (!out) return absl::InternalError(absl::StrCat(path, ": cannot write"));
+  out << "method,task,temperature,tokens_per_s,speedup,tau,acceptance_rate,target_forwards,new_tokens,"
+         "prompts,accepted_per_node,draft_share,verify_share,other_share,greedy_match\n";
+  for (const SummaryRow& r : rows) {
+    out << absl::StrFormat("%s,%s,%g,%.3f,%.4f,%.4f,%.4f,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%s\n", r.method, r.task,
+                           r.temperature, r.tokens_per_s, r.speedup, r.tau, r.acceptance_rate, r.target_forwards,
+                           r.new_tokens, r.prompts, r.accepted_per_node, r.draft_share, r.verify_share,
+                           r.other_share, r.greedy_match < 0 ? "" : absl::StrFormat("%.4f", r.greedy_match));
+  }
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat(path, ": write failed"));
+}
+
+}  // namespace speclab

@@ -1,0 +1,47 @@
+// Summary: per (method, task, temperature) metrics of an experiment run,
+// following shared/ALGORITHMS.md §6 (tau counts the extra token).
+#ifndef SPECLAB_EXPERIMENTS_SUMMARY_H_
+#define SPECLAB_EXPERIMENTS_SUMMARY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "framework/generation.h"
+
+namespace speclab {
+
+struct RunRecord {
+  std::string method, task, prompt_id;
+  double temperature = 0;
+  Generation generation;
+  int greedy_match = -1;  // at temperature 0 for lossless methods: 1 if tokens equal the baseline's
+};
+
+struct SummaryRow {
+  std::string method, task;
+  double temperature = 0;
+  int prompts = 0;
+  double tokens_per_s = 0;     // new tokens / decode time (prefill excluded)
+  double speedup = 0;          // tokens_per_s / the baseline's, same task and temperature
+  double tau = 0;              // tokens committed per target forward, extra token included
+  double acceptance_rate = 0;  // accepted drafts / drafted tokens on the longest path
+  double accepted_per_node = 0;  // accepted drafts / drafted tree nodes
+  long target_forwards = 0;
+  long new_tokens = 0;
+  double draft_share = 0, verify_share = 0, other_share = 0;
+  double greedy_match = -1;    // fraction of prompts equal to greedy output; -1 if not checked
+};
+
+// Rows for every method (the baseline included, named `baseline`), grouped by
+// temperature, then task (plus an "all" task per temperature).
+std::vector<SummaryRow> Summarize(const std::vector<RunRecord>& records, const std::string& baseline);
+
+// One Markdown table per (task, temperature).
+std::string MarkdownTables(const std::vector<SummaryRow>& rows);
+
+absl::Status WriteSummaryCsv(const std::string& path, const std::vector<SummaryRow>& rows);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_EXPERIMENTS_SUMMARY_H_

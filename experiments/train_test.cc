@@ -1,0 +1,221 @@
+#include "experiments/train.h"
+#include "framework/core/file_util.h"
+
+#include <ATen/ATen.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "framework/model/llama_model.h"
+#include "framework/model/safetensors.h"
+
+namespace speclab {
+namespace {
+
+namespace fs = std::filesystem;
+
+
+// The committed tokenizer (SPECLAB_TEST_TOKENIZER may point elsewhere).
+std::string TokenizerPath() {
+  if (const char* env = std::getenv("SPECLAB_TEST_TOKENIZER"); env != nullptr && fs::exists(env)) return env;
+  const std::string path = std::string(SPECLAB_SOURCE_DIR) + "/data/tokenizer/speclab.model";
+  return fs::exists(path) ? path : "";
+}
+
+// A small corpus with learnable structure: templated sentences, documents
+// ended by "<|endoftext|>" lines as in data/corpus.
+void WriteCorpus(const std::string& path, int documents, uint32_t seed) {
+  const std::vector<std::string> subjects = {"the cat", "a dog", "the bird", "my friend", "the old man"};
+  const std::vector<std::string> verbs = {"sees", "likes", "follows", "finds", "watches"};
+  const std::vector<std::string> objects = {"the ball", "a red house", "the river", "some bread", "the moon"};
+  std::mt19937 rng(seed);
+  std::ofstream out(path);
+  for (int d = 0; d < documents; ++d) {
+    const int lines = 2 + static_cast<int>(rng() % 3);
+    for (int l = 0; l < lines; ++l) {
+      out << subjects[rng() % subjects.size()] << " " << verbs[rng() % verbs.size()] << " "
+          << objects[rng() % objects.size()] << ".\n";
+    }
+    out << "<|endoftext|>\n";
+  }
+}
+
+struct Row {
+  int64_t step;
+  double loss;
+};
+
+std::vector<Row> ReadLog(const std::string& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<Row> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    Row row{};
+    EXPECT_TRUE(absl::SimpleAtoi(cells[0], &row.step)) << line;
+    EXPECT_TRUE(absl::SimpleAtod(cells[1], &row.loss)) << line;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+class TrainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(::testing::TempDir() + "/speclab_train_test_" + std::to_string(::getpid()));
+    RemoveTree(*dir_);
+    fs::create_directories(*dir_);
+    WriteCorpus(*dir_ + "/train.txt", 400, 1);
+    WriteCorpus(*dir_ + "/valid.txt", 20, 2);
+    WriteCorpus(*dir_ + "/test.txt", 20, 3);
+  }
+  static void TearDownTestSuite() {
+    RemoveTree(*dir_);
+    delete dir_;
+  }
+
+  // A config for a tiny model; `extra` lines go under `training:`.
+  static std::string WriteConfig(const std::string& name, const std::string& output, const std::string& extra = "") {
+    const std::string path = *dir_ + "/" + name;
+    std::ofstream out(path);
+    out << "model:\n"
+           "  hidden_size: 32\n"
+           "  intermediate_size: 64\n"
+           "  num_hidden_layers: 2\n"
+           "  num_attention_heads: 2\n"
+           "  num_key_value_heads: 1\n"
+           "  tie_word_embeddings: true\n"
+           "data:\n"
+           "  tokenizer: "
+        << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
+        << "/valid.txt\n  test: " << *dir_
+        << "/test.txt\n"
+           "  seq_len: 32\n"
+           "training:\n"
+           "  device: cpu\n"
+           "  batch_size: 4\n"
+           "  steps: 30\n"
+           "  lr: 1e-2\n"
+           "  min_lr: 1e-3\n"
+           "  warmup_steps: 5\n"
+           "  eval_every: 10\n"
+           "  eval_batches: 2\n"
+           "  checkpoint_every: 10\n"
+           "  log_every: 5\n"
+           "  seed: 7\n"
+        << extra << "output: " << output << "\nsave_dtype: float32\nresume: true\n";
+    return path;
+  }
+
+  static std::string* dir_;
+};
+
+std::string* TrainTest::dir_ = nullptr;
+
+TEST_F(TrainTest, UnknownKeyIsReportedWithFileAndLine) {
+  const std::string config = WriteConfig("typo.yaml", *dir_ + "/typo", "  bach_size: 4\n");
+  const absl::Status status = RunTraining(config, {});
+  ASSERT_FALSE(status.ok());
+  int typo_line = 0;
+  {
+    std::ifstream in(config);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n)
+      if (line.find("bach_size") != std::string::npos) typo_line = n;
+  }
+  ASSERT_GT(typo_line, 0);
+  EXPECT_NE(status.message().find(absl::StrCat(config, ":", typo_line, ":")), std::string::npos) << status;
+  EXPECT_NE(status.message().find("training.bach_size"), std::string::npos) << status;
+  // Overrides are checked the same way.
+  const absl::Status bad_value = RunTraining(WriteConfig("ok.yaml", *dir_ + "/typo"), {"training.steps=many"});
+  ASSERT_FALSE(bad_value.ok());
+  EXPECT_NE(bad_value.message().find("training.steps"), std::string::npos) << bad_value;
+}
+
+TEST_F(TrainTest, LossDecreasesAndResumeMatchesAnUninterruptedRun) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  // Uninterrupted: 30 steps, updating the model's own tensors one by one.
+  const std::string full = *dir_ + "/full";
+  const absl::Status full_status =
+      RunTraining(WriteConfig("full.yaml", full), {"training.flat_parameters=false"});
+  ASSERT_TRUE(full_status.ok()) << full_status;
+  const std::vector<Row> rows = ReadLog(full + "/training_log.csv");
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows.front().step, 5);
+  EXPECT_EQ(rows.back().step, 30);
+  EXPECT_LT(rows.back().loss, rows.front().loss - 1.0);
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.model", "training_log.json"})
+    EXPECT_TRUE(fs::exists(full + "/" + file)) << file;
+  auto model = LlamaModel::Load(full, c10::Device(c10::kCPU), at::kFloat, 16);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().hidden_size, 32);
+  EXPECT_EQ((*model)->config().num_hidden_layers, 2);
+
+  // Interrupted after 20 steps (training.run_steps), then resumed, with the
+  // parameters re-pointed at the optimizer's flat buffers (the default).
+  const std::string parts = *dir_ + "/parts";
+  const std::string config = WriteConfig("parts.yaml", parts);
+  const absl::Status first = RunTraining(config, {"training.run_steps=20"});
+  ASSERT_TRUE(first.ok()) << first;
+  EXPECT_FALSE(fs::exists(parts + "/model.safetensors"));  // unfinished: only the checkpoint
+  std::ifstream state_in(parts + "/checkpoint/state.json");
+  std::stringstream state;
+  state << state_in.rdbuf();
+  EXPECT_NE(state.str().find("\"step\": 20,"), std::string::npos) << state.str();
+  const absl::Status second = RunTraining(config, {});
+  ASSERT_TRUE(second.ok()) << second;
+  const std::vector<Row> resumed = ReadLog(parts + "/training_log.csv");
+  ASSERT_EQ(resumed.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(resumed[i].step, rows[i].step);
+    EXPECT_NEAR(resumed[i].loss, rows[i].loss, 1e-4) << "step " << rows[i].step;
+  }
+  // Same batches, same optimizer state, either update path: the same weights.
+  auto a = ReadSafetensors(full + "/model.safetensors");
+  auto b = ReadSafetensors(parts + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (const auto& [name, tensor] : *a)
+    EXPECT_TRUE(at::allclose(tensor, b->at(name), 1e-4, 1e-5)) << name;
+}
+
+TEST_F(TrainTest, DistillsInBfloat16FromATeacher) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  // The teacher: a short fp32 run.
+  const std::string teacher = *dir_ + "/teacher";
+  const absl::Status teacher_status = RunTraining(WriteConfig("teacher.yaml", teacher), {"training.steps=10"});
+  ASSERT_TRUE(teacher_status.ok()) << teacher_status;
+  // The student: bf16 working copy with fp32 master weights, KL + CE.
+  const std::string student = *dir_ + "/student";
+  const absl::Status status = RunTraining(
+      WriteConfig("student.yaml", student, "  dtype: bfloat16\n  distill:\n    teacher: " + teacher +
+                                               "\n    alpha: 0.5\n"),
+      {"training.steps=10", "model.num_hidden_layers=1", "save_dtype=bfloat16"});
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<Row> rows = ReadLog(student + "/training_log.csv");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_LT(rows.back().loss, rows.front().loss);
+  auto model = LlamaModel::Load(student, c10::Device(c10::kCPU), at::kFloat, 16);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().num_hidden_layers, 1);
+  auto tensors = ReadSafetensors(student + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok());
+  EXPECT_EQ(tensors->begin()->second.scalar_type(), at::kBFloat16);
+}
+
+}  // namespace
+}  // namespace speclab

@@ -1,0 +1,17 @@
+// File-system helpers that are safe in every build of speclab.
+#ifndef SPECLAB_FRAMEWORK_CORE_FILE_UTIL_H_
+#define SPECLAB_FRAMEWORK_CORE_FILE_UTIL_H_
+
+#include <string>
+
+namespace speclab {
+
+// Deletes a file or a folder tree (no error if absent). Not
+// std::filesystem::remove_all: PyTorch's LibTorch 2.x wheels export their own
+// copy of libstdc++'s filesystem symbols, and that remove_all crashes (a call
+// through a null pointer) on non-empty folders when it wins symbol resolution.
+void RemoveTree(const std::string& path);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_CORE_FILE_UTIL_H_

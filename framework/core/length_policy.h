@@ -1,0 +1,48 @@
+// DraftLengthPolicy: how many tokens to draft this step, and when to stop early.
+//
+// Policies see only drafter-side information while drafting and verified
+// outcomes after the step, never the verifier's uniforms, so every policy
+// keeps the verifier's losslessness (shared/ALGORITHMS.md §3).
+#ifndef SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_
+#define SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_
+
+#include "framework/core/registry.h"
+
+namespace speclab {
+
+// Drafter-side facts about the token just drafted on the current path.
+struct DraftProgress {
+  int depth = 0;                  // drafted tokens on the path so far (>= 1)
+  double draft_probability = 1;   // q(token) of the drafted token (1 for token-only drafts)
+  double draft_entropy = 0;       // entropy of the q row it came from (0 if unknown)
+};
+
+// What verification made of one step.
+struct StepOutcome {
+  int drafted = 0;          // tokens on the longest drafted path
+  int accepted = 0;         // drafts accepted (the extra token not counted)
+  int tree_nodes = 0;       // drafted nodes in the tree (root excluded)
+  double step_seconds = 0;  // wall time of the whole step
+};
+
+class DraftLengthPolicy {
+ public:
+  virtual ~DraftLengthPolicy() = default;
+  // Upper bound on the draft depth for the coming step (>= 1).
+  virtual int MaxDraftLength() = 0;
+  // True if ContinueDrafting() reads the progress: builders then read each
+  // drafted token's probability back to the host (one sync per draft token).
+  virtual bool wants_progress() const { return false; }
+  // Called after each drafted token of a chain; false stops drafting.
+  virtual bool ContinueDrafting(const DraftProgress& progress) { return true; }
+  // Called once per step after verification.
+  virtual void Observe(const StepOutcome& outcome) {}
+  // Called at the start of every generation (a new prompt).
+  virtual void Reset() {}
+};
+
+using LengthPolicyRegistry = Registry<DraftLengthPolicy>;
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_

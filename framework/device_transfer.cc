@@ -1,0 +1,28 @@
+#include "framework/device_transfer.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+namespace speclab {
+namespace {
+
+at::Tensor Upload(const void* data, size_t bytes, at::IntArrayRef shape, at::ScalarType dtype, c10::Device device) {
+  const bool pin = device.is_cuda();
+  at::Tensor host = at::empty(shape, at::TensorOptions().dtype(dtype).pinned_memory(pin));
+  if (bytes > 0) std::memcpy(host.data_ptr(), data, bytes);
+  return pin ? host.to(device, /*non_blocking=*/true) : host;
+}
+
+}  // namespace
+
+at::Tensor LongsToDevice(const std::vector<int64_t>& values, c10::Device device) {
+  return Upload(values.data(), values.size() * sizeof(int64_t), {static_cast<int64_t>(values.size())}, at::kLong,
+                device);
+}
+
+at::Tensor MaskToDevice(const std::vector<uint8_t>& mask, int64_t rows, int64_t cols, c10::Device device) {
+  return Upload(mask.data(), mask.size(), {rows, cols}, at::kBool, device);
+}
+
+}  // namespace speclab

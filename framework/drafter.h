@@ -1,0 +1,72 @@
+// Drafter: proposes tokens continuing a tree node. Tree builders decide which.
+//
+// Two kinds exist, declared by kind():
+//  - kDistributions: NextTokenLogits() gives the drafter's logits after any
+//    node of the current tree (an independent small LM, EAGLE, Medusa heads).
+//    The tree builder turns them into q with the experiment's sampling chain
+//    and either samples (q is a valid draft law) or picks top-k (it is not).
+//  - kTokensOnly: Continuation() proposes tokens with no distribution
+//    (prompt lookup, retrieval). Verifiers that need q refuse these.
+#ifndef SPECLAB_FRAMEWORK_DRAFTER_H_
+#define SPECLAB_FRAMEWORK_DRAFTER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "framework/core/registry.h"
+#include "framework/core/token_tree.h"
+#include "framework/model/language_model.h"
+
+namespace speclab {
+
+enum class DrafterKind { kDistributions, kTokensOnly };
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual DrafterKind kind() const = 0;
+
+  // Starts a generation: `prompt` is the whole prompt (the root is its last token).
+  virtual absl::Status Reset(absl::Span<const int32_t> prompt) = 0;
+
+  // Starts a step. `context` is every committed token, ending with the root of
+  // the tree about to be built.
+  virtual absl::Status BeginStep(absl::Span<const int32_t> context) = 0;
+
+  // kDistributions only: logits [nodes.size(), vocab] float32 on the drafter's
+  // device for the token after each listed node of `tree`. A node's ancestors
+  // must have been listed in this or an earlier call of the same step.
+  // `node_tokens` ([nodes.size()] int64 on the device), when defined, gives the
+  // listed nodes' tokens: builders that sample on the device pass them so that
+  // drafting never waits for the host (the tree's own tokens may then be
+  // placeholders until the step's single device-to-host transfer).
+  virtual absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
+                                                     const at::Tensor& node_tokens = at::Tensor());
+
+  // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
+  virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);
+
+  // Ends a step: `accepted_path` holds the accepted node indices root first;
+  // the next step's context is their tokens followed by the extra token.
+  virtual absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) = 0;
+};
+
+// What drafters may use when they are built from a config.
+struct DrafterEnvironment {
+  LanguageModel* target = nullptr;  // the target model (for self-speculative or head drafters)
+  c10::Device device = c10::Device(c10::kCPU);
+  at::ScalarType dtype = at::kFloat;
+  int64_t kv_capacity = 4096;
+  uint64_t seed = 0;
+};
+
+using DrafterRegistry = Registry<Drafter, const DrafterEnvironment&>;
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_DRAFTER_H_

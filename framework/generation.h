@@ -1,0 +1,39 @@
+// What a decoder is asked to do, and what it reports back.
+#ifndef SPECLAB_FRAMEWORK_GENERATION_H_
+#define SPECLAB_FRAMEWORK_GENERATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/sampling.h"
+
+namespace speclab {
+
+struct DecodeOptions {
+  SamplingParams sampling;
+  int max_new_tokens = 64;
+  int32_t eos_token = -1;     // stop after emitting it; -1: never
+  uint64_t seed = 0;
+  bool time_phases = true;    // on CUDA, synchronise at phase boundaries for exact shares
+};
+
+// One target forward (a speculative step, or one autoregressive token).
+struct StepStats {
+  int tree_nodes = 0;      // drafted nodes, root excluded
+  int longest_path = 0;    // depth of the drafted tree
+  int accepted = 0;        // accepted drafts; the step emitted accepted + 1 tokens
+  double draft_seconds = 0;
+  double verify_seconds = 0;  // target forward + verification rule
+  double other_seconds = 0;   // commit, drafter and policy updates, bookkeeping
+};
+
+struct Generation {
+  std::vector<int32_t> tokens;  // new tokens only (prefill excluded)
+  std::vector<StepStats> steps;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;    // everything after prefill
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_GENERATION_H_

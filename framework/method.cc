@@ -1,0 +1,67 @@
+#include "framework/method.h"
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+#include "framework/core/verifier_registry.h"
+
+namespace speclab {
+
+absl::Status Method::CheckCompatible() const {
+  const VerifierTraits verifier_traits = verifier->traits();
+  const TreeBuilderTraits builder_traits = tree_builder->traits();
+  const bool token_only = drafter->kind() == DrafterKind::kTokensOnly;
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("method '", name, "': ", why));
+  };
+  if (builder_traits.needs_distributions && token_only)
+    return refuse(absl::StrCat("tree builder '", tree_builder_name, "' needs next-token distributions but drafter '",
+                               drafter_name, "' gives tokens only"));
+  if (verifier_traits.needs_draft_distributions && (token_only || !builder_traits.samples_tokens))
+    return refuse(absl::StrCat("verifier '", verifier_name, "' needs the distributions q the drafts were sampled from, "
+                               "but ", token_only ? absl::StrCat("drafter '", drafter_name, "' gives tokens only")
+                                                  : absl::StrCat("tree builder '", tree_builder_name,
+                                                                 "' does not sample its tokens"),
+                               " (use a verifier that takes token-only drafts, e.g. greedy or point_mass)"));
+  if (verifier_traits.chain_only && builder_traits.may_branch)
+    return refuse(absl::StrCat("verifier '", verifier_name, "' verifies chains only, but tree builder '",
+                               tree_builder_name, "' builds trees"));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Reads `key` as a plugin spec; a missing key means {type: fallback}.
+absl::StatusOr<Options> PluginSpec(Options& spec, const std::string& key, const std::string& fallback) {
+  if (!spec.Has(key) && !fallback.empty()) {
+    YAML::Node node(YAML::NodeType::Map);
+    node["type"] = fallback;
+    return Options(node, spec.file(), absl::StrCat(spec.path(), ".", key));
+  }
+  if (!spec.Has(key)) return spec.Error(key, "missing required key");
+  return spec.GetMap(key);
+}
+
+}  // namespace
+
+absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& environment) {
+  Method method;
+  ASSIGN_OR_RETURN(method.name, spec.GetString("name"));
+  ASSIGN_OR_RETURN(Options drafter, PluginSpec(spec, "drafter", ""));
+  ASSIGN_OR_RETURN(Options builder, PluginSpec(spec, "tree_builder", "chain"));
+  ASSIGN_OR_RETURN(Options verifier, PluginSpec(spec, "verifier", ""));
+  ASSIGN_OR_RETURN(Options policy, PluginSpec(spec, "length_policy", "fixed"));
+  RETURN_IF_ERROR(spec.CheckAllUsed());
+  ASSIGN_OR_RETURN(method.drafter, DrafterRegistry::Create(drafter, "drafter", environment));
+  ASSIGN_OR_RETURN(method.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
+  ASSIGN_OR_RETURN(method.verifier, VerifierRegistry::Create(verifier, "verifier"));
+  ASSIGN_OR_RETURN(method.policy, LengthPolicyRegistry::Create(policy, "length policy"));
+  method.drafter_name = *drafter.GetString("type");
+  method.tree_builder_name = *builder.GetString("type");
+  method.verifier_name = *verifier.GetString("type");
+  method.policy_name = *policy.GetString("type");
+  if (auto status = method.CheckCompatible(); !status.ok())
+    return absl::InvalidArgumentError(absl::StrCat(spec.file(), ":", spec.node().Mark().line + 1, ": ", status.message()));
+  return method;
+}
+
+}  // namespace speclab

@@ -1,0 +1,57 @@
+// LanguageModel: what the decoding engine needs from a target or a drafter LM.
+//
+// The KV cache holds `committed_length()` committed tokens followed by
+// `tentative_length()` tentative slots: the nodes of the trees fed since the
+// last commit, in the order they were fed. Forward() appends tentative slots;
+// Commit() keeps some of them (KV compaction, no recomputation) and drops the
+// rest; Truncate() rolls the committed prefix back.
+#ifndef SPECLAB_FRAMEWORK_MODEL_LANGUAGE_MODEL_H_
+#define SPECLAB_FRAMEWORK_MODEL_LANGUAGE_MODEL_H_
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "framework/model/model_config.h"
+
+namespace speclab {
+
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual c10::Device device() const = 0;
+  virtual int64_t capacity() const = 0;  // KV slots, committed + tentative
+  virtual int64_t committed_length() const = 0;
+  virtual int64_t tentative_length() const = 0;
+
+  // Feeds n new tokens as tentative slots.
+  //   tokens:    [n] int64 on device()
+  //   positions: [n] int64 absolute positions (committed_length() + depth for a tree)
+  //   mask:      [n, tentative_length() + n] bool; true where the new token may
+  //              attend to that tentative slot (itself included). The committed
+  //              prefix is always visible.
+  // Returns logits [n, vocab] float32 on device(). Fails (never crashes) on
+  // shape mismatches and when the cache would exceed capacity().
+  virtual absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions,
+                                             const at::Tensor& mask) = 0;
+
+  // The final hidden states (after the last norm) of the last Forward(): [n, hidden].
+  virtual at::Tensor last_hidden_states() const = 0;
+
+  // Appends the listed tentative slots (strictly increasing, 0-based within the
+  // tentative region) to the committed prefix, in order, and drops the others.
+  virtual absl::Status Commit(absl::Span<const int64_t> tentative_slots) = 0;
+
+  // Drops all tentative slots and keeps the first `length` committed tokens.
+  virtual absl::Status Truncate(int64_t length) = 0;
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_MODEL_LANGUAGE_MODEL_H_

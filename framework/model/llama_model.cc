@@ -1,0 +1,709 @@
+#include "framework/model/llama_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "framework/core/status_macros.h"
+#include "framework/model/safetensors.h"
+#include "yaml-cpp/yaml.h"
+
+namespace speclab {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ShapeString(at::IntArrayRef sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
+
+// Runs `fn`, turning LibTorch exceptions into a Status so none escape the API.
+template <typename Fn>
+auto Guarded(const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+// One decoder layer. q/k/v and gate/up live in fused tensors (one matmul each
+// at inference); the HuggingFace-named parameters are views into them, so a
+// trainer updating those views in place updates the fused weights too.
+struct LayerWeights {
+  at::Tensor qkv_weight;      // [(heads + 2 kv_heads) * head_dim, hidden]
+  at::Tensor qkv_bias;        // [(heads + 2 kv_heads) * head_dim] or undefined
+  at::Tensor gate_up_weight;  // [2 * intermediate, hidden]
+  at::Tensor q_weight, k_weight, v_weight, q_bias, k_bias, v_bias;
+  at::Tensor o_weight, o_bias;  // o_bias: Llama with attention_bias only (Qwen2 has none)
+  at::Tensor gate_weight, up_weight, down_weight;
+  at::Tensor input_norm, post_attention_norm;
+
+  // False once a view was re-pointed (e.g. set_data by a trainer): then the
+  // fused tensors are stale and the separate views must be used.
+  bool FusedIntact() const {
+    bool ok = q_weight.is_alias_of(qkv_weight) && k_weight.is_alias_of(qkv_weight) &&
+              v_weight.is_alias_of(qkv_weight) && gate_weight.is_alias_of(gate_up_weight) &&
+              up_weight.is_alias_of(gate_up_weight);
+    if (qkv_bias.defined()) {
+      ok = ok && q_bias.is_alias_of(qkv_bias) && k_bias.is_alias_of(qkv_bias) && v_bias.is_alias_of(qkv_bias);
+    }
+    return ok;
+  }
+};
+
+// HuggingFace LlamaRMSNorm: normalise in float32, scale in the input dtype.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (xf * at::rsqrt(variance + eps)).to(x.scalar_type());
+}
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const auto halves = x.chunk(2, -1);
+  return at::cat({-halves[1], halves[0]}, -1);
+}
+
+// x: [..., tokens, heads, head_dim]; cos/sin: [tokens, head_dim].
+at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos.unsqueeze(-2) + RotateHalf(x) * sin.unsqueeze(-2);
+}
+
+// inv_freq as transformers computes it (float32 arithmetic, same op order):
+// _compute_default_rope_parameters, then the llama3 or linear adjustment.
+at::Tensor ComputeInvFreq(const ModelConfig& c) {
+  const int64_t dim = c.head_dim;
+  const at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+  at::Tensor inv_freq = at::reciprocal(at::pow(c.rope_theta, exponent));
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == "linear") return inv_freq / s.factor;
+  if (s.type != "llama3") return inv_freq;
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const double low_freq_wavelen = old_context / s.low_freq_factor;
+  const double high_freq_wavelen = old_context / s.high_freq_factor;
+  const at::Tensor wavelen = at::reciprocal(inv_freq) * (2 * M_PI);
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
+  const at::Tensor smooth =
+      (at::reciprocal(wavelen) * old_context - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const at::Tensor smoothed = at::rsub(smooth, 1.0) * scaled / s.factor + smooth * scaled;
+  const at::Tensor medium = (wavelen < high_freq_wavelen).logical_not() & (wavelen > low_freq_wavelen).logical_not();
+  return at::where(medium, smoothed, scaled);
+}
+
+// The attention pattern of one forward, in the two forms the kernels want.
+struct AttentionMask {
+  at::Tensor allowed;  // [n, S] bool: query token may attend to key slot
+  at::Tensor blocked;  // logical_not(allowed), for the matmul-softmax path
+  at::Tensor grouped;  // allowed repeated per query head of a group: [g * n, S] (SDPA path)
+};
+
+AttentionMask MakeAttentionMask(const at::Tensor& allowed, int64_t group, bool use_sdpa) {
+  AttentionMask m;
+  m.allowed = allowed;
+  if (use_sdpa) {
+    m.grouped = group > 1 ? allowed.repeat({group, 1}) : allowed;
+  } else {
+    m.blocked = allowed.logical_not();
+  }
+  return m;
+}
+
+bool UseSdpa(const c10::Device& device) {
+#if TORCH_VERSION_MAJOR >= 2
+  return device.is_cuda();
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+// Grouped-query attention without repeating K/V: the `group` query heads that
+// share a KV head are stacked along the query axis.
+//   q: [B, kv_heads, group * n, head_dim]; k, v: [B, kv_heads, S, head_dim].
+at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
+                  int64_t group) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (mask.grouped.defined()) return at::scaled_dot_product_attention(q, k, v, mask.grouped);
+#endif
+  const int64_t n = mask.allowed.size(0);
+  const int64_t s = k.size(-2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat) * scale;
+  const std::vector<int64_t> full = scores.sizes().vec();
+  std::vector<int64_t> by_group(full.begin(), full.end() - 2);
+  by_group.insert(by_group.end(), {group, n, s});
+  // A finite fill keeps rows without any visible key NaN-free.
+  const at::Tensor masked =
+      scores.view(by_group).masked_fill(mask.blocked, std::numeric_limits<float>::lowest()).view(full);
+  return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v);
+}
+
+struct ForwardContext {
+  at::Tensor cos, sin;  // [n, head_dim]
+  AttentionMask mask;
+  bool fused = false;
+};
+
+}  // namespace
+
+struct LlamaModel::Impl {
+  ModelConfig config;
+  c10::Device device = c10::kCPU;
+  at::ScalarType dtype = at::kFloat;
+  int64_t group = 1;  // query heads per KV head
+
+  at::Tensor embed;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  at::Tensor final_norm;
+  at::Tensor lm_head;  // the embedding itself when tied
+
+  at::Tensor inv_freq;            // [head_dim / 2] float32 on device
+  at::Tensor rope_cos, rope_sin;  // [capacity, head_dim] in dtype: the table for positions < capacity
+
+  int64_t capacity = 0;
+  at::Tensor k_cache, v_cache;  // [layers, kv_heads, capacity, head_dim]
+  at::Tensor slot_positions;    // [capacity] int64, kept only for sliding-window attention
+  int64_t committed = 0;
+  int64_t tentative = 0;
+  at::Tensor last_hidden;
+
+  static absl::StatusOr<std::unique_ptr<Impl>> Create(const ModelConfig& config, c10::Device device,
+                                                     at::ScalarType dtype, int64_t kv_capacity);
+  void AllocateParameters();
+  void AllocateCache(int64_t kv_capacity);
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
+  at::TensorOptions Options() const { return at::TensorOptions().device(device).dtype(dtype); }
+
+  absl::Status ValidateForward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask) const;
+  std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, int64_t max_position) const;
+  at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache, int64_t start);
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask);
+  at::Tensor ForwardTraining(const at::Tensor& tokens);
+  absl::Status Commit(absl::Span<const int64_t> slots);
+};
+
+absl::StatusOr<std::unique_ptr<LlamaModel::Impl>> LlamaModel::Impl::Create(const ModelConfig& config,
+                                                                         c10::Device device, at::ScalarType dtype,
+                                                                         int64_t kv_capacity) {
+  RETURN_IF_ERROR(config.Validate());
+  if (kv_capacity <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel: kv_capacity must be positive, got ", kv_capacity));
+  }
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LlamaModel: dtype must be float32, bfloat16 or float16, got ", c10::toString(dtype)));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->dtype = dtype;
+  impl->group = config.num_attention_heads / config.num_key_value_heads;
+  RETURN_IF_ERROR(Guarded("LlamaModel: allocating weights", [&]() -> absl::Status {
+    // Parameters must be ordinary tensors (trainable), whatever mode the caller is in.
+    c10::InferenceMode normal_tensors(false);
+    c10::AutoGradMode grad_mode(true);
+    // Resolves "cuda" to "cuda:<current>" so device checks compare equal.
+    impl->device = at::empty({0}, at::TensorOptions().device(device)).device();
+    impl->AllocateParameters();
+    impl->AllocateCache(kv_capacity);
+    return absl::OkStatus();
+  }));
+  return impl;
+}
+
+void LlamaModel::Impl::AllocateParameters() {
+  const ModelConfig& c = config;
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_rows = c.num_attention_heads * c.head_dim;
+  const int64_t kv_rows = c.num_key_value_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  embed = at::empty({c.vocab_size, hidden}, Options());
+  layers.resize(c.num_hidden_layers);
+  for (LayerWeights& w : layers) {
+    w.qkv_weight = at::empty({q_rows + 2 * kv_rows, hidden}, Options());
+    w.q_weight = w.qkv_weight.narrow(0, 0, q_rows);
+    w.k_weight = w.qkv_weight.narrow(0, q_rows, kv_rows);
+    w.v_weight = w.qkv_weight.narrow(0, q_rows + kv_rows, kv_rows);
+    if (c.attention_bias) {
+      w.qkv_bias = at::empty({q_rows + 2 * kv_rows}, Options());
+      w.q_bias = w.qkv_bias.narrow(0, 0, q_rows);
+      w.k_bias = w.qkv_bias.narrow(0, q_rows, kv_rows);
+      w.v_bias = w.qkv_bias.narrow(0, q_rows + kv_rows, kv_rows);
+    }
+    w.o_weight = at::empty({hidden, q_rows}, Options());
+    if (c.attention_bias && c.model_type == "llama") w.o_bias = at::empty({hidden}, Options());
+    w.gate_up_weight = at::empty({2 * inter, hidden}, Options());
+    w.gate_weight = w.gate_up_weight.narrow(0, 0, inter);
+    w.up_weight = w.gate_up_weight.narrow(0, inter, inter);
+    w.down_weight = at::empty({hidden, inter}, Options());
+    w.input_norm = at::empty({hidden}, Options());
+    w.post_attention_norm = at::empty({hidden}, Options());
+  }
+  final_norm = at::empty({hidden}, Options());
+  lm_head = c.tie_word_embeddings ? embed : at::empty({c.vocab_size, hidden}, Options());
+  inv_freq = ComputeInvFreq(c).to(device);
+}
+
+void LlamaModel::Impl::AllocateCache(int64_t kv_capacity) {
+  const ModelConfig& c = config;
+  capacity = kv_capacity;
+  committed = 0;
+  tentative = 0;
+  last_hidden = at::Tensor();
+  {
+    // The RoPE tables feed autograd in ForwardTraining: ordinary tensors.
+    c10::InferenceMode normal_tensors(false);
+    const at::Tensor angles =
+        at::outer(at::arange(capacity, at::TensorOptions().dtype(at::kFloat).device(device)), inv_freq);
+    const at::Tensor emb = at::cat({angles, angles}, -1);
+    rope_cos = emb.cos().to(dtype);
+    rope_sin = emb.sin().to(dtype);
+  }
+  // The cache is only touched under InferenceMode, so it can be an inference tensor.
+  c10::InferenceMode guard;
+  k_cache = at::zeros({c.num_hidden_layers, c.num_key_value_heads, capacity, c.head_dim}, Options());
+  v_cache = at::zeros_like(k_cache);
+  slot_positions = c.sliding_window > 0 ? at::zeros({capacity}, Options().dtype(at::kLong)) : at::Tensor();
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LlamaModel::Impl::NamedParameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  out.emplace_back("model.embed_tokens.weight", embed);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& w = layers[i];
+    const std::string p = absl::StrCat("model.layers.", i, ".");
+    out.emplace_back(p + "self_attn.q_proj.weight", w.q_weight);
+    if (w.q_bias.defined()) out.emplace_back(p + "self_attn.q_proj.bias", w.q_bias);
+    out.emplace_back(p + "self_attn.k_proj.weight", w.k_weight);
+    if (w.k_bias.defined()) out.emplace_back(p + "self_attn.k_proj.bias", w.k_bias);
+    out.emplace_back(p + "self_attn.v_proj.weight", w.v_weight);
+    if (w.v_bias.defined()) out.emplace_back(p + "self_attn.v_proj.bias", w.v_bias);
+    out.emplace_back(p + "self_attn.o_proj.weight", w.o_weight);
+    if (w.o_bias.defined()) out.emplace_back(p + "self_attn.o_proj.bias", w.o_bias);
+    out.emplace_back(p + "mlp.gate_proj.weight", w.gate_weight);
+    out.emplace_back(p + "mlp.up_proj.weight", w.up_weight);
+    out.emplace_back(p + "mlp.down_proj.weight", w.down_weight);
+    out.emplace_back(p + "input_layernorm.weight", w.input_norm);
+    out.emplace_back(p + "post_attention_layernorm.weight", w.post_attention_norm);
+  }
+  out.emplace_back("model.norm.weight", final_norm);
+  if (!config.tie_word_embeddings) out.emplace_back("lm_head.weight", lm_head);
+  return out;
+}
+
+absl::Status LlamaModel::Impl::ValidateForward(const at::Tensor& tokens, const at::Tensor& positions,
+                                               const at::Tensor& mask) const {
+  auto bad = [](const std::string& msg) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::Forward: ", msg));
+  };
+  auto check = [&](const at::Tensor& t, const char* name, at::ScalarType type, int64_t dims) -> absl::Status {
+    if (!t.defined()) return bad(absl::StrCat(name, " is undefined"));
+    if (t.dim() != dims) {
+      return bad(absl::StrCat(name, " must have ", dims, " dims, got shape ", ShapeString(t.sizes())));
+    }
+    if (t.scalar_type() != type) {
+      return bad(absl::StrCat(name, " must be ", c10::toString(type), ", got ", c10::toString(t.scalar_type())));
+    }
+    if (t.device() != device) return bad(absl::StrCat(name, " is on ", t.device().str(), ", model on ", device.str()));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check(tokens, "tokens", at::kLong, 1));
+  RETURN_IF_ERROR(check(positions, "positions", at::kLong, 1));
+  RETURN_IF_ERROR(check(mask, "mask", at::kBool, 2));
+  const int64_t n = tokens.size(0);
+  if (n == 0) return bad("no tokens");
+  if (positions.size(0) != n) {
+    return bad(absl::StrCat("positions has shape ", ShapeString(positions.sizes()), ", expected [", n, "]"));
+  }
+  if (mask.size(0) != n || mask.size(1) != tentative + n) {
+    return bad(absl::StrCat("mask has shape ", ShapeString(mask.sizes()), ", expected [", n, ", ", tentative + n,
+                            "] (new tokens x (tentative slots ", tentative, " + new tokens))"));
+  }
+  if (committed + tentative + n > capacity) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "LlamaModel::Forward: KV cache full: ", committed, " committed + ", tentative, " tentative + ", n,
+        " new tokens exceed the capacity of ", capacity, " slots (commit, truncate or ResetCache with more)"));
+  }
+  return absl::OkStatus();
+}
+
+// cos/sin [n, head_dim] for the positions: from the table, or computed the
+// same way for positions beyond it.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::RopeAngles(const at::Tensor& positions,
+                                                               int64_t max_position) const {
+  if (max_position < capacity) return {rope_cos.index_select(0, positions), rope_sin.index_select(0, positions)};
+  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
+  const at::Tensor emb = at::cat({angles, angles}, -1);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+// One decoder layer on x [B, n, hidden]. With the cache (B == 1), the new K/V
+// go to slots [start, start + n) and attention covers slots [0, start + n).
+at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache,
+                                   int64_t start) {
+  const ModelConfig& c = config;
+  const LayerWeights& w = layers[index];
+  const int64_t batch = x.size(0);
+  const int64_t n = x.size(1);
+  const int64_t heads = c.num_attention_heads;
+  const int64_t kv_heads = c.num_key_value_heads;
+  const int64_t hd = c.head_dim;
+
+  const at::Tensor h = RmsNorm(x, w.input_norm, c.rms_norm_eps);
+  // q and k side by side, so RoPE runs once over all their heads.
+  at::Tensor qk, v;
+  if (ctx.fused) {
+    const at::Tensor qkv = at::linear(h, w.qkv_weight, w.qkv_bias);
+    qk = qkv.narrow(-1, 0, (heads + kv_heads) * hd);
+    v = qkv.narrow(-1, (heads + kv_heads) * hd, kv_heads * hd);
+  } else {
+    qk = at::cat({at::linear(h, w.q_weight, w.q_bias), at::linear(h, w.k_weight, w.k_bias)}, -1);
+    v = at::linear(h, w.v_weight, w.v_bias);
+  }
+  qk = ApplyRope(qk.reshape({batch, n, heads + kv_heads, hd}), ctx.cos, ctx.sin);
+  const at::Tensor q = qk.narrow(2, 0, heads);
+  at::Tensor k = qk.narrow(2, heads, kv_heads).transpose(1, 2);  // [B, kv_heads, n, hd]
+  v = v.reshape({batch, n, kv_heads, hd}).transpose(1, 2);
+  if (use_cache) {
+    k_cache[index].narrow(1, start, n).copy_(k[0]);
+    v_cache[index].narrow(1, start, n).copy_(v[0]);
+    k = k_cache[index].narrow(1, 0, start + n).unsqueeze(0);
+    v = v_cache[index].narrow(1, 0, start + n).unsqueeze(0);
+  }
+  // [B, n, heads, hd] -> [B, kv_heads, group * n, hd], heads ordered kv_head * group + j as in HF repeat_kv.
+  const at::Tensor q_grouped =
+      q.reshape({batch, n, kv_heads, group, hd}).permute({0, 2, 3, 1, 4}).reshape({batch, kv_heads, group * n, hd});
+  const at::Tensor attn = Attend(q_grouped, k, v, ctx.mask, group)
+                              .reshape({batch, kv_heads, group, n, hd})
+                              .permute({0, 3, 1, 2, 4})
+                              .reshape({batch, n, heads * hd});
+  const at::Tensor x1 = x + at::linear(attn, w.o_weight, w.o_bias);
+
+  const at::Tensor h2 = RmsNorm(x1, w.post_attention_norm, c.rms_norm_eps);
+  at::Tensor gate, up;
+  if (ctx.fused) {
+    const at::Tensor gate_up = at::linear(h2, w.gate_up_weight);
+    gate = gate_up.narrow(-1, 0, c.intermediate_size);
+    up = gate_up.narrow(-1, c.intermediate_size, c.intermediate_size);
+  } else {
+    gate = at::linear(h2, w.gate_weight);
+    up = at::linear(h2, w.up_weight);
+  }
+  return x1 + at::linear(at::silu(gate) * up, w.down_weight);
+}
+
+absl::StatusOr<at::Tensor> LlamaModel::Impl::Forward(const at::Tensor& tokens, const at::Tensor& positions,
+                                                     const at::Tensor& mask) {
+  RETURN_IF_ERROR(ValidateForward(tokens, positions, mask));
+  c10::InferenceMode guard;
+  const int64_t n = tokens.size(0);
+  const int64_t start = committed + tentative;
+  const int64_t total = start + n;
+
+  // On the CPU, check ids and positions (out-of-range ids would index out of
+  // bounds). On an accelerator the check would cost a host sync per forward,
+  // the very thing speculative decoding must avoid: ids there come from the
+  // model's own distributions or from a tokenizer whose size was checked at
+  // load, and positions are bounded by the cache slots they occupy.
+  int64_t max_position = start + n;
+  if (!device.is_cuda()) {
+    const at::Tensor bounds = at::stack({tokens.min(), tokens.max(), positions.min(), positions.max()}).cpu();
+    const int64_t* b = bounds.data_ptr<int64_t>();
+    if (b[0] < 0 || b[1] >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("LlamaModel::Forward: token ids must lie in [0, ",
+                                                     config.vocab_size, "), got [", b[0], ", ", b[1], "]"));
+    }
+    if (b[2] < 0) return absl::InvalidArgumentError("LlamaModel::Forward: positions must be non-negative");
+    max_position = b[3];
+  }
+
+  ForwardContext ctx;
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, max_position);
+  at::Tensor allowed = at::ones({n, total}, at::TensorOptions().dtype(at::kBool).device(device));
+  allowed.narrow(1, committed, tentative + n).copy_(mask);
+  if (config.sliding_window > 0) {
+    // A token at position t sees positions > t - window (transformers' sliding_window_overlay).
+    slot_positions.narrow(0, start, n).copy_(positions);
+    const at::Tensor distance = positions.unsqueeze(1) - slot_positions.narrow(0, 0, total).unsqueeze(0);
+    allowed.logical_and_(distance < config.sliding_window);
+  }
+  ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
+  ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
+
+  at::Tensor x = at::embedding(embed, tokens).unsqueeze(0);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true, start);
+  last_hidden = RmsNorm(x[0], final_norm, config.rms_norm_eps);
+  tentative += n;
+  return at::linear(last_hidden, lm_head).to(at::kFloat);
+}
+
+at::Tensor LlamaModel::Impl::ForwardTraining(const at::Tensor& tokens) {
+  TORCH_CHECK(tokens.dim() == 2, "ForwardTraining: tokens must be [B, T], got ", tokens.sizes());
+  TORCH_CHECK(tokens.scalar_type() == at::kLong, "ForwardTraining: tokens must be int64");
+  const int64_t t = tokens.size(1);
+  const at::Tensor positions = at::arange(t, at::TensorOptions().dtype(at::kLong).device(device));
+  ForwardContext ctx;
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, t - 1);
+  at::Tensor allowed = at::ones({t, t}, at::TensorOptions().dtype(at::kBool).device(device)).tril();
+  if (config.sliding_window > 0) allowed = allowed.triu(-(config.sliding_window - 1));
+  ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
+  ctx.fused = false;  // autograd must reach the HuggingFace-named views
+  at::Tensor x = at::embedding(embed, tokens.to(device));
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/false, 0);
+  return at::linear(RmsNorm(x, final_norm, config.rms_norm_eps), lm_head);
+}
+
+absl::Status LlamaModel::Impl::Commit(absl::Span<const int64_t> slots) {
+  const int64_t kept = static_cast<int64_t>(slots.size());
+  for (int64_t i = 0; i < kept; ++i) {
+    if (slots[i] < 0 || slots[i] >= tentative || (i > 0 && slots[i] <= slots[i - 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LlamaModel::Commit: tentative slots must be strictly increasing in [0, ", tentative,
+                       "), got [", absl::StrJoin(slots, ", "), "]"));
+    }
+  }
+  // Slots already in place (a kept prefix) need no move.
+  int64_t first = 0;
+  while (first < kept && slots[first] == first) ++first;
+  if (first < kept) {
+    c10::InferenceMode guard;
+    std::vector<int64_t> src(slots.begin() + first, slots.end());
+    std::vector<int64_t> dst(kept - first);
+    for (int64_t i = first; i < kept; ++i) {
+      src[i - first] += committed;
+      dst[i - first] = committed + i;
+    }
+    const auto index_options = at::TensorOptions().dtype(at::kLong);
+    const at::Tensor src_index = at::tensor(src, index_options).to(device);
+    const at::Tensor dst_index = at::tensor(dst, index_options).to(device);
+    // index_select copies first, so overlapping source and destination are safe.
+    k_cache.index_copy_(2, dst_index, k_cache.index_select(2, src_index));
+    v_cache.index_copy_(2, dst_index, v_cache.index_select(2, src_index));
+    if (slot_positions.defined()) slot_positions.index_copy_(0, dst_index, slot_positions.index_select(0, src_index));
+  }
+  committed += kept;
+  tentative = 0;
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<std::string> DtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return std::string("float32");
+    case at::kBFloat16: return std::string("bfloat16");
+    case at::kHalf: return std::string("float16");
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unsupported save dtype ", c10::toString(dtype)));
+  }
+}
+
+// Tensors a checkpoint may carry that the model does not use.
+bool IgnorableTensor(const std::string& name, const ModelConfig& config) {
+  return (name == "lm_head.weight" && config.tie_word_embeddings) || absl::EndsWith(name, ".rotary_emb.inv_freq");
+}
+
+// The checkpoint files of a HuggingFace folder and, per tensor, the file the
+// index promises it in (empty for a single file).
+struct Checkpoint {
+  std::vector<std::string> files;
+  std::map<std::string, std::string> index;
+  std::string index_path;
+};
+
+absl::StatusOr<Checkpoint> FindCheckpoint(const std::string& dir) {
+  Checkpoint ckpt;
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::exists(single)) {
+    ckpt.files.push_back(single.string());
+    return ckpt;
+  }
+  ckpt.index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (!fs::exists(ckpt.index_path)) {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": no model.safetensors or model.safetensors.index.json in the model folder"));
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(ckpt.index_path);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(ckpt.index_path, ": invalid JSON: ", e.msg));
+  }
+  const YAML::Node map = root.IsMap() ? root["weight_map"] : YAML::Node();
+  if (!map.IsMap()) return absl::InvalidArgumentError(absl::StrCat(ckpt.index_path, ": key 'weight_map' missing"));
+  std::set<std::string> seen;
+  for (const auto& item : map) {
+    if (!item.second.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ckpt.index_path, ": key 'weight_map.", item.first.Scalar(), "': expected a file name"));
+    }
+    const std::string file = (fs::path(dir) / item.second.Scalar()).string();
+    ckpt.index[item.first.Scalar()] = file;
+    if (seen.insert(file).second) ckpt.files.push_back(file);
+  }
+  return ckpt;
+}
+
+}  // namespace
+
+// --- LlamaModel --------------------------------------------------------------
+
+LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LlamaModel::~LlamaModel() = default;
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRandom(const ModelConfig& config, c10::Device device,
+                                                                     at::ScalarType dtype, int64_t kv_capacity,
+                                                                     uint64_t seed) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, device, dtype, kv_capacity));
+  RETURN_IF_ERROR(Guarded("LlamaModel::CreateRandom", [&]() -> absl::Status {
+    c10::InferenceMode normal_tensors(false);
+    c10::NoGradGuard no_grad;
+    // Drawn on the CPU in float32 so every device and dtype gets the same model.
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    for (auto& [name, param] : impl->NamedParameters()) {
+      at::Tensor values = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
+      if (absl::EndsWith(name, "norm.weight")) {
+        values.fill_(1.0);
+      } else {
+        values.normal_(0.0, 0.02, gen);
+      }
+      param.copy_(values);
+    }
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& dir, c10::Device device,
+                                                             at::ScalarType dtype, int64_t kv_capacity) {
+  if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat(dir, ": model folder not found"));
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromJsonFile((fs::path(dir) / "config.json").string()));
+  ASSIGN_OR_RETURN(Checkpoint ckpt, FindCheckpoint(dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, device, dtype, kv_capacity));
+  std::map<std::string, at::Tensor> expected;
+  for (auto& [name, param] : impl->NamedParameters()) expected.emplace(name, param);
+  std::set<std::string> loaded;
+  // One shard at a time keeps host memory at about one shard.
+  for (const std::string& file : ckpt.files) {
+    ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(file));
+    for (const auto& [name, tensor] : tensors) {
+      auto it = expected.find(name);
+      if (it == expected.end()) {
+        if (IgnorableTensor(name, config)) continue;
+        // Refused rather than skipped: an unused weight means the config
+        // describes a different model than the checkpoint holds.
+        return absl::InvalidArgumentError(absl::StrCat(file, ": unexpected tensor '", name, "' for a ",
+                                                       config.model_type, " model with this config.json"));
+      }
+      if (tensor.sizes() != it->second.sizes()) {
+        return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", name, "' has shape ",
+                                                       ShapeString(tensor.sizes()), ", expected ",
+                                                       ShapeString(it->second.sizes())));
+      }
+      RETURN_IF_ERROR(Guarded(absl::StrCat(file, ": tensor '", name, "'"), [&]() -> absl::Status {
+        c10::InferenceMode normal_tensors(false);
+        c10::NoGradGuard no_grad;
+        it->second.copy_(tensor);
+        return absl::OkStatus();
+      }));
+      loaded.insert(name);
+    }
+  }
+  for (const auto& [name, param] : expected) {
+    if (loaded.count(name)) continue;
+    auto where = ckpt.index.find(name);
+    const std::string file = ckpt.index_path.empty() ? ckpt.files[0]
+                             : where != ckpt.index.end() ? where->second
+                                                         : ckpt.index_path;
+    return absl::NotFoundError(absl::StrCat(file, ": tensor '", name, "' is missing"));
+  }
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
+}
+
+absl::Status LlamaModel::Save(const std::string& dir, at::ScalarType save_dtype) const {
+  ASSIGN_OR_RETURN(std::string dtype_name, DtypeName(save_dtype));
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat(dir, ": cannot create folder: ", error.message()));
+  ModelConfig config = impl_->config;
+  config.torch_dtype = dtype_name;
+  RETURN_IF_ERROR(config.WriteJsonFile((fs::path(dir) / "config.json").string()));
+  std::map<std::string, at::Tensor> tensors;
+  RETURN_IF_ERROR(Guarded(absl::StrCat(dir, ": converting weights"), [&]() -> absl::Status {
+    c10::NoGradGuard no_grad;
+    for (const auto& [name, param] : impl_->NamedParameters()) {
+      tensors.emplace(name, param.detach().to(at::kCPU, save_dtype).contiguous());
+    }
+    return absl::OkStatus();
+  }));
+  return WriteSafetensors((fs::path(dir) / "model.safetensors").string(), tensors);
+}
+
+const ModelConfig& LlamaModel::config() const { return impl_->config; }
+c10::Device LlamaModel::device() const { return impl_->device; }
+int64_t LlamaModel::capacity() const { return impl_->capacity; }
+int64_t LlamaModel::committed_length() const { return impl_->committed; }
+int64_t LlamaModel::tentative_length() const { return impl_->tentative; }
+at::Tensor LlamaModel::last_hidden_states() const { return impl_->last_hidden; }
+
+absl::StatusOr<at::Tensor> LlamaModel::Forward(const at::Tensor& tokens, const at::Tensor& positions,
+                                               const at::Tensor& mask) {
+  return Guarded("LlamaModel::Forward", [&] { return impl_->Forward(tokens, positions, mask); });
+}
+
+absl::Status LlamaModel::Commit(absl::Span<const int64_t> tentative_slots) {
+  return Guarded("LlamaModel::Commit", [&] { return impl_->Commit(tentative_slots); });
+}
+
+absl::Status LlamaModel::Truncate(int64_t length) {
+  if (length < 0 || length > impl_->committed) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::Truncate: length ", length, " outside [0, ",
+                                                   impl_->committed, "] (the committed length)"));
+  }
+  impl_->committed = length;
+  impl_->tentative = 0;
+  return absl::OkStatus();
+}
+
+at::Tensor LlamaModel::ForwardTraining(const at::Tensor& tokens) {
+  // The signature has no Status: failures print the reason and return an
+  // undefined tensor rather than throwing.
+  try {
+    return impl_->ForwardTraining(tokens);
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", e.what());
+  }
+  return at::Tensor();
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LlamaModel::NamedParameters() const {
+  return impl_->NamedParameters();
+}
+
+absl::Status LlamaModel::ResetCache(int64_t kv_capacity) {
+  if (kv_capacity <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ResetCache: kv_capacity must be positive, got ",
+                                                   kv_capacity));
+  }
+  return Guarded("LlamaModel::ResetCache", [&]() -> absl::Status {
+    impl_->AllocateCache(kv_capacity);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace speclab

@@ -1,0 +1,67 @@
+// LlamaModel: the Llama-family decoder (Llama 1/2/3, Qwen2, Mistral) in LibTorch.
+//
+// RMSNorm, RoPE (rope_theta; llama3 and linear scaling), SwiGLU MLP,
+// grouped-query attention, optional q/k/v bias, tied or untied embeddings.
+// Inference goes through the LanguageModel interface with a pre-allocated KV
+// cache; training uses ForwardTraining() (autograd, no cache).
+#ifndef SPECLAB_FRAMEWORK_MODEL_LLAMA_MODEL_H_
+#define SPECLAB_FRAMEWORK_MODEL_LLAMA_MODEL_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "framework/model/language_model.h"
+#include "framework/model/model_config.h"
+
+namespace speclab {
+
+class LlamaModel final : public LanguageModel {
+ public:
+  // Random weights (normal, std 0.02; norms 1), reproducible from `seed`.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandom(const ModelConfig& config, c10::Device device,
+                                                                   at::ScalarType dtype, int64_t kv_capacity,
+                                                                   uint64_t seed);
+  // Loads a HuggingFace folder: config.json plus model.safetensors, or shards
+  // listed by model.safetensors.index.json. Weights are cast to `dtype`.
+  // Errors name the file and tensor (missing, truncated, wrong shape).
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const std::string& dir, c10::Device device,
+                                                          at::ScalarType dtype, int64_t kv_capacity);
+  // Writes config.json and model.safetensors (in `save_dtype`) loadable by transformers.
+  absl::Status Save(const std::string& dir, at::ScalarType save_dtype) const;
+
+  // LanguageModel.
+  const ModelConfig& config() const override;
+  c10::Device device() const override;
+  int64_t capacity() const override;
+  int64_t committed_length() const override;
+  int64_t tentative_length() const override;
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions,
+                                     const at::Tensor& mask) override;
+  at::Tensor last_hidden_states() const override;
+  absl::Status Commit(absl::Span<const int64_t> tentative_slots) override;
+  absl::Status Truncate(int64_t length) override;
+
+  // Training: causal forward of tokens [B, T] (positions 0..T-1), no cache,
+  // autograd enabled. Returns logits [B, T, vocab] in the parameters' dtype.
+  at::Tensor ForwardTraining(const at::Tensor& tokens);
+  // HuggingFace names ("model.layers.0.self_attn.q_proj.weight", ...) and tensors.
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
+  // Casts parameters (for mixed-precision training copies) and resizes the cache.
+  absl::Status ResetCache(int64_t kv_capacity);
+
+  ~LlamaModel() override;
+
+ private:
+  struct Impl;
+  explicit LlamaModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_MODEL_LLAMA_MODEL_H_

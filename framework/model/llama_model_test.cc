@@ -1,0 +1,712 @@
+#include "framework/model/llama_model.h"
+#include "framework/core/file_util.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/token_tree.h"
+#include "framework/model/model_config.h"
+#include "framework/model/safetensors.h"
+
+namespace speclab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --- Helpers -----------------------------------------------------------------
+
+// CPU unless SPECLAB_TEST_DEVICE=cuda (scripts/gpu_run.sh), always float32.
+c10::Device Dev() {
+  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
+  return device != nullptr && std::string(device) == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+}
+
+ModelConfig SmallConfig(const std::string& model_type = "llama") {
+  ModelConfig c;
+  c.model_type = model_type;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.max_position_embeddings = 128;
+  c.rms_norm_eps = 1e-5;
+  c.attention_bias = model_type == "qwen2";
+  return c;
+}
+
+// The model variants every behavioural test runs on.
+struct Variant {
+  std::string name;
+  ModelConfig config;
+};
+
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+
+std::vector<Variant> Variants() {
+  ModelConfig llama3 = SmallConfig();
+  llama3.rope_theta = 500000.0;
+  llama3.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 16};
+  ModelConfig tied = SmallConfig();
+  tied.tie_word_embeddings = true;
+  tied.num_key_value_heads = 4;  // plain multi-head attention
+  ModelConfig linear = SmallConfig();
+  linear.rope_scaling.type = "linear";
+  linear.rope_scaling.factor = 2.0;
+  ModelConfig mistral = SmallConfig("mistral");
+  mistral.sliding_window = 4;  // shorter than the test sequences, so it matters
+  ModelConfig llama_bias = SmallConfig();
+  llama_bias.attention_bias = true;  // q, k, v and o biases
+  ModelConfig mqa = SmallConfig("qwen2");
+  mqa.num_key_value_heads = 1;
+  return {{"llama", SmallConfig()}, {"llama3_rope", llama3}, {"tied_mha", tied}, {"linear_rope", linear},
+          {"qwen2_bias", SmallConfig("qwen2")}, {"mistral_window", mistral}, {"qwen2_mqa", mqa},
+          {"llama_bias", llama_bias}};
+}
+
+std::unique_ptr<LlamaModel> MakeModel(const ModelConfig& config, int64_t capacity = 64, uint64_t seed = 7) {
+  auto model = LlamaModel::CreateRandom(config, Dev(), at::kFloat, capacity, seed);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+at::Tensor Longs(const std::vector<int64_t>& values) { return at::tensor(values, at::kLong).to(Dev()); }
+
+std::vector<int64_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int64_t> out(n);
+  for (auto& t : out) t = static_cast<int64_t>(rng() % vocab);
+  return out;
+}
+
+// Mask for a chain of n new tokens after `tentative` earlier tentative slots
+// that the chain may see (all of them when see_tentative).
+at::Tensor ChainMask(int64_t n, int64_t tentative = 0, bool see_tentative = true) {
+  at::Tensor mask = at::ones({n, n}, at::kBool).tril();
+  if (tentative > 0) mask = at::cat({at::full({n, tentative}, see_tentative, at::kBool), mask}, 1);
+  return mask.to(Dev());
+}
+
+// Feeds `tokens` as one causal chain after the current cache contents.
+at::Tensor FeedChain(LanguageModel& model, const std::vector<int64_t>& tokens) {
+  const int64_t start = model.committed_length() + model.tentative_length();
+  auto logits = model.Forward(Longs(tokens),
+                              at::arange(start, start + static_cast<int64_t>(tokens.size()), at::kLong).to(Dev()),
+                              ChainMask(tokens.size(), model.tentative_length()));
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  return logits.ok() ? *logits : at::Tensor();
+}
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
+// max |a - b| / max |b|: logits are compared relative to their scale.
+double RelError(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  const at::Tensor ca = a.cpu();
+  const at::Tensor cb = b.cpu();
+  const double scale = cb.abs().max().item<double>();
+  return (ca - cb).abs().max().item<double>() / std::max(scale, 1e-30);
+}
+
+TokenTree RandomTree(int32_t root, int size, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  TokenTree tree(root);
+  while (tree.size() < size) {
+    const int parent = static_cast<int>(rng() % tree.size());
+    tree.AddNode(parent, static_cast<int32_t>(rng() % vocab));
+  }
+  return tree;
+}
+
+at::Tensor TreeMask(const TokenTree& tree) {
+  const std::vector<uint8_t> mask = tree.AncestorMask();
+  return at::tensor(at::ArrayRef<uint8_t>(mask)).to(at::kBool).view({tree.size(), tree.size()}).to(Dev());
+}
+
+std::vector<int64_t> ToInt64(const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
+
+std::vector<int64_t> Concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string TempDir(const std::string& name) {
+  static int counter = 0;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / absl::StrCat("speclab_llama_", ::getpid(), "_", counter++, "_", name);
+  RemoveTree((dir).string());
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool Contains(const absl::Status& status, const std::string& text) {
+  return status.message().find(text) != absl::string_view::npos;
+}
+
+// Float32 on the CPU agrees to rounding; CUDA's attention kernels reorder sums more.
+const double kTol = Dev().is_cuda() ? 1e-4 : 1e-5;
+
+// --- Behaviour on every variant ------------------------------------------------
+
+class LlamaVariantTest : public ::testing::TestWithParam<Variant> {};
+
+INSTANTIATE_TEST_SUITE_P(Llama, LlamaVariantTest, ::testing::ValuesIn(Variants()),
+                         [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
+
+TEST_P(LlamaVariantTest, KvCompactionEqualsRecompute) {
+  const ModelConfig& config = GetParam().config;
+  const std::vector<int64_t> prompt = RandomTokens(7, config.vocab_size, 1);
+  const std::vector<int64_t> context(prompt.begin(), prompt.end() - 1);
+  auto model = MakeModel(config);
+  FeedChain(*model, context);
+  ASSERT_TRUE(model->Commit(Iota(context.size())).ok());
+
+  // The tree's root is the last prompt token, not yet fed.
+  const TokenTree tree = RandomTree(static_cast<int32_t>(prompt.back()), 12, config.vocab_size, 2);
+  const int64_t base = model->committed_length();
+  auto tree_logits = model->Forward(Longs(ToInt64(tree.tokens())), Longs(tree.Positions(base)), TreeMask(tree));
+  ASSERT_TRUE(tree_logits.ok()) << tree_logits.status();
+  const std::vector<int> leaves = tree.Leaves();
+  const int leaf = leaves[leaves.size() / 2];
+  const std::vector<int> path = tree.PathTo(leaf);
+  ASSERT_GE(path.size(), 2u);
+  ASSERT_TRUE(model->Commit(std::vector<int64_t>(path.begin(), path.end())).ok());
+  EXPECT_EQ(model->committed_length(), base + static_cast<int64_t>(path.size()));
+  EXPECT_EQ(model->tentative_length(), 0);
+  const int64_t next = 5;
+  const at::Tensor after = FeedChain(*model, {next});
+
+  auto fresh = MakeModel(config);
+  const std::vector<int64_t> chain = Concat(Concat(context, ToInt64(tree.PathTokens(leaf))), {next});
+  const at::Tensor reference = FeedChain(*fresh, chain);
+  EXPECT_LT(RelError(after, reference.narrow(0, chain.size() - 1, 1)), kTol);
+}
+
+TEST_P(LlamaVariantTest, TreeLogitsEqualSequentialPaths) {
+  const ModelConfig& config = GetParam().config;
+  const std::vector<int64_t> context = RandomTokens(6, config.vocab_size, 3);
+  const TokenTree tree = RandomTree(11, 10, config.vocab_size, 4);
+  auto model = MakeModel(config);
+  FeedChain(*model, context);
+  ASSERT_TRUE(model->Commit(Iota(context.size())).ok());
+  const int64_t base = model->committed_length();
+
+  // Fed in two parts, so the second part attends to tentative slots of the first.
+  const at::Tensor tokens = Longs(ToInt64(tree.tokens()));
+  const at::Tensor positions = Longs(tree.Positions(base));
+  const at::Tensor mask = TreeMask(tree);
+  const int64_t first = 4;
+  const int64_t rest = tree.size() - first;
+  auto logits_a = model->Forward(tokens.narrow(0, 0, first), positions.narrow(0, 0, first),
+                                 mask.narrow(0, 0, first).narrow(1, 0, first));
+  ASSERT_TRUE(logits_a.ok()) << logits_a.status();
+  auto logits_b = model->Forward(tokens.narrow(0, first, rest), positions.narrow(0, first, rest),
+                                 mask.narrow(0, first, rest));
+  ASSERT_TRUE(logits_b.ok()) << logits_b.status();
+  const at::Tensor tree_logits = at::cat({*logits_a, *logits_b}, 0);
+  EXPECT_EQ(model->last_hidden_states().sizes(), (std::vector<int64_t>{rest, config.hidden_size}));
+
+  auto reference = MakeModel(config);
+  FeedChain(*reference, context);
+  ASSERT_TRUE(reference->Commit(Iota(context.size())).ok());
+  for (int node = 0; node < tree.size(); ++node) {
+    const at::Tensor path_logits = FeedChain(*reference, ToInt64(tree.PathTokens(node)));
+    EXPECT_LT(RelError(tree_logits[node], path_logits[path_logits.size(0) - 1]), kTol) << "node " << node;
+    ASSERT_TRUE(reference->Truncate(base).ok());  // drops the tentative path
+  }
+}
+
+TEST_P(LlamaVariantTest, IncrementalDecodingEqualsPrefill) {
+  const ModelConfig& config = GetParam().config;
+  const std::vector<int64_t> tokens = RandomTokens(12, config.vocab_size, 5);
+  auto prefill_model = MakeModel(config);
+  const at::Tensor prefill = FeedChain(*prefill_model, tokens);
+  auto model = MakeModel(config);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const at::Tensor step = FeedChain(*model, {tokens[i]});
+    EXPECT_LT(RelError(step[0], prefill[i]), kTol) << "token " << i;
+    ASSERT_TRUE(model->Commit({0}).ok());
+  }
+  EXPECT_EQ(model->committed_length(), static_cast<int64_t>(tokens.size()));
+}
+
+TEST_P(LlamaVariantTest, SaveLoadRoundTripGivesIdenticalLogits) {
+  const ModelConfig& config = GetParam().config;
+  const std::vector<int64_t> tokens = RandomTokens(9, config.vocab_size, 6);
+  auto model = MakeModel(config);
+  const std::string dir = TempDir("round_trip");
+  ASSERT_TRUE(model->Save(dir, at::kFloat).ok());
+  auto loaded = LlamaModel::Load(dir, Dev(), at::kFloat, 64);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const ModelConfig& c = (*loaded)->config();
+  EXPECT_EQ(c.model_type, config.model_type);
+  EXPECT_EQ(c.tie_word_embeddings, config.tie_word_embeddings);
+  EXPECT_EQ(c.attention_bias, config.attention_bias);
+  EXPECT_EQ(c.sliding_window, config.sliding_window);
+  EXPECT_EQ(c.rope_scaling.type, config.rope_scaling.type);
+  EXPECT_EQ(c.rope_theta, config.rope_theta);
+  EXPECT_TRUE(at::equal(FeedChain(**loaded, tokens), FeedChain(*model, tokens)));
+}
+
+TEST_P(LlamaVariantTest, ForwardTrainingMatchesForwardAndHasGradients) {
+  const ModelConfig& config = GetParam().config;
+  auto model = MakeModel(config);
+  const std::vector<int64_t> a = RandomTokens(10, config.vocab_size, 8);
+  const std::vector<int64_t> b = RandomTokens(10, config.vocab_size, 9);
+  for (auto& [name, param] : model->NamedParameters()) param.set_requires_grad(true);
+
+  const at::Tensor logits = model->ForwardTraining(at::stack({Longs(a), Longs(b)}));
+  ASSERT_TRUE(logits.defined());
+  ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, 10, config.vocab_size}));
+  EXPECT_LT(RelError(logits[0].detach(), FeedChain(*model, a)), kTol);
+  ASSERT_TRUE(model->Truncate(0).ok());
+  EXPECT_LT(RelError(logits[1].detach(), FeedChain(*model, b)), kTol);
+
+  logits.pow(2).sum().backward();
+  for (const auto& [name, param] : model->NamedParameters()) {
+    ASSERT_TRUE(param.grad().defined()) << name;
+    EXPECT_GT(param.grad().abs().sum().item<double>(), 0.0) << name;
+  }
+}
+
+// --- Single-configuration behaviour ---------------------------------------------
+
+TEST(LlamaModelTest, TruncateRollsBack) {
+  const ModelConfig config = SmallConfig();
+  const std::vector<int64_t> a = RandomTokens(8, config.vocab_size, 10);
+  const std::vector<int64_t> b = RandomTokens(4, config.vocab_size, 11);
+  const std::vector<int64_t> c = RandomTokens(3, config.vocab_size, 12);
+  auto model = MakeModel(config);
+  FeedChain(*model, a);
+  ASSERT_TRUE(model->Commit(Iota(a.size())).ok());
+  FeedChain(*model, b);
+  ASSERT_TRUE(model->Commit(Iota(b.size())).ok());
+  FeedChain(*model, {1, 2});  // tentative, dropped by Truncate too
+  ASSERT_TRUE(model->Truncate(8).ok());
+  EXPECT_EQ(model->committed_length(), 8);
+  EXPECT_EQ(model->tentative_length(), 0);
+  const at::Tensor after = FeedChain(*model, c);
+
+  auto fresh = MakeModel(config);
+  const at::Tensor reference = FeedChain(*fresh, Concat(a, c)).narrow(0, a.size(), c.size());
+  EXPECT_LT(RelError(after, reference), kTol);
+
+  const absl::Status bad = model->Truncate(9);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(model->Truncate(0).ok());
+}
+
+TEST(LlamaModelTest, CommitKeepsSparseSlotsInOrder) {
+  // Tentative chain a b c d e with each token seeing only the kept ones
+  // before it; committing {1, 3, 4} must equal the chain b d e.
+  const ModelConfig config = SmallConfig();
+  auto model = MakeModel(config);
+  const std::vector<int64_t> prefix = {3, 4, 5};
+  FeedChain(*model, prefix);
+  ASSERT_TRUE(model->Commit(Iota(3)).ok());
+  const std::vector<int64_t> kept = {10, 11, 12};
+  // Slots: 0 = x (dropped), 1 = kept[0], 2 = y (dropped), 3 = kept[1], 4 = kept[2].
+  const at::Tensor tokens = Longs({20, kept[0], 21, kept[1], kept[2]});
+  const at::Tensor positions = Longs({3, 3, 4, 4, 5});
+  at::Tensor mask = at::eye(5, at::kBool);
+  mask[3][1] = true;
+  mask[4][1] = true;
+  mask[4][3] = true;
+  mask[2][0] = true;
+  ASSERT_TRUE(model->Forward(tokens, positions, mask.to(Dev())).ok());
+  ASSERT_TRUE(model->Commit({1, 3, 4}).ok());
+  const at::Tensor after = FeedChain(*model, {7});
+
+  auto fresh = MakeModel(config);
+  const at::Tensor reference = FeedChain(*fresh, {3, 4, 5, 10, 11, 12, 7});
+  EXPECT_LT(RelError(after, reference.narrow(0, 6, 1)), kTol);
+}
+
+TEST(LlamaModelTest, InPlaceParameterUpdatesReachInference) {
+  const ModelConfig config = SmallConfig("qwen2");
+  auto model = MakeModel(config);
+  const std::vector<int64_t> tokens = RandomTokens(5, config.vocab_size, 13);
+  const at::Tensor before = FeedChain(*model, tokens);
+  ASSERT_TRUE(model->Truncate(0).ok());
+  {
+    c10::NoGradGuard no_grad;
+    for (auto& [name, param] : model->NamedParameters()) {
+      if (name == "model.layers.0.self_attn.k_proj.weight") param.mul_(3.0);
+      if (name == "model.layers.1.mlp.up_proj.weight") param.mul_(-1.0);
+    }
+  }
+  const at::Tensor after = FeedChain(*model, tokens);
+  ASSERT_TRUE(model->Truncate(0).ok());
+  EXPECT_GT(RelError(after, before), 1e-3);
+  // A re-pointed parameter (set_data) must be honoured too.
+  for (auto& [name, param] : model->NamedParameters()) {
+    if (name == "model.layers.0.self_attn.v_proj.bias") param.set_data(param.detach().clone() + 1.0);
+  }
+  const at::Tensor repointed = FeedChain(*model, tokens);
+  EXPECT_GT(RelError(repointed, after), 1e-3);
+  // Save follows the parameters, so the reloaded model agrees.
+  const std::string dir = TempDir("repointed");
+  ASSERT_TRUE(model->Save(dir, at::kFloat).ok());
+  auto loaded = LlamaModel::Load(dir, Dev(), at::kFloat, 16);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_LT(RelError(FeedChain(**loaded, tokens), repointed), kTol);
+}
+
+TEST(LlamaModelTest, LoadsShardedCheckpoint) {
+  const ModelConfig config = SmallConfig();
+  auto model = MakeModel(config);
+  const std::string dir = TempDir("sharded");
+  ASSERT_TRUE(model->Save(dir, at::kFloat).ok());
+  auto tensors = ReadSafetensors(dir + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  std::map<std::string, at::Tensor> shards[2];
+  std::string weight_map;
+  int i = 0;
+  for (const auto& [name, tensor] : *tensors) {
+    const int shard = i++ % 2;
+    shards[shard].emplace(name, tensor);
+    absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",\n", "    \"", name, "\": \"model-0000", shard + 1,
+                    "-of-00002.safetensors\"");
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/model-00001-of-00002.safetensors", shards[0]).ok());
+  ASSERT_TRUE(WriteSafetensors(dir + "/model-00002-of-00002.safetensors", shards[1]).ok());
+  WriteFile(dir + "/model.safetensors.index.json",
+            absl::StrCat("{\n  \"metadata\": {\"total_size\": 0},\n  \"weight_map\": {\n", weight_map, "\n  }\n}\n"));
+  fs::remove(dir + "/model.safetensors");
+  auto loaded = LlamaModel::Load(dir, Dev(), at::kFloat, 32);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<int64_t> tokens = RandomTokens(6, config.vocab_size, 14);
+  EXPECT_TRUE(at::equal(FeedChain(**loaded, tokens), FeedChain(*model, tokens)));
+
+  // A tensor the index promises but its shard lacks is named with the shard.
+  shards[1].erase(shards[1].begin());
+  const std::string dropped = std::next(tensors->begin())->first;
+  ASSERT_TRUE(WriteSafetensors(dir + "/model-00002-of-00002.safetensors", shards[1]).ok());
+  auto broken = LlamaModel::Load(dir, Dev(), at::kFloat, 32);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_TRUE(Contains(broken.status(), dropped)) << broken.status();
+  EXPECT_TRUE(Contains(broken.status(), "model-00002-of-00002.safetensors")) << broken.status();
+}
+
+TEST(LlamaModelTest, Bf16SaveAndLoad) {
+  const ModelConfig config = SmallConfig();
+  auto model = MakeModel(config);
+  const std::string dir = TempDir("bf16");
+  ASSERT_TRUE(model->Save(dir, at::kBFloat16).ok());
+  auto tensors = ReadSafetensors(dir + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_EQ(tensors->at("model.embed_tokens.weight").scalar_type(), at::kBFloat16);
+  auto loaded = LlamaModel::Load(dir, Dev(), at::kBFloat16, 16);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (const auto& [name, param] : (*loaded)->NamedParameters()) {
+    EXPECT_TRUE(at::equal(param.cpu(), tensors->at(name))) << name;
+  }
+  const std::vector<int64_t> tokens = RandomTokens(6, config.vocab_size, 15);
+  const at::Tensor logits = FeedChain(**loaded, tokens);
+  EXPECT_EQ(logits.scalar_type(), at::kFloat);
+  EXPECT_LT(RelError(logits, FeedChain(*model, tokens)), 0.1);
+}
+
+TEST(LlamaModelTest, RandomModelsAreReproducible) {
+  const ModelConfig config = SmallConfig();
+  auto a = MakeModel(config, 16, 3);
+  auto b = MakeModel(config, 16, 3);
+  auto c = MakeModel(config, 16, 4);
+  const std::vector<int64_t> tokens = {1, 2, 3};
+  const at::Tensor la = FeedChain(*a, tokens);
+  EXPECT_TRUE(at::equal(la, FeedChain(*b, tokens)));
+  EXPECT_FALSE(at::equal(la, FeedChain(*c, tokens)));
+  int64_t count = 0;
+  for (const auto& [name, param] : a->NamedParameters()) count += param.numel();
+  EXPECT_EQ(count, config.ParameterCount());
+}
+
+TEST(LlamaModelTest, ParameterCountMatchesNamedParameters) {
+  for (const Variant& v : Variants()) {
+    auto model = MakeModel(v.config, 4);
+    int64_t count = 0;
+    for (const auto& [name, param] : model->NamedParameters()) count += param.numel();
+    EXPECT_EQ(count, v.config.ParameterCount()) << v.name;
+  }
+}
+
+// --- Errors ---------------------------------------------------------------------
+
+TEST(LlamaModelTest, CapacityExceededIsAnError) {
+  auto model = MakeModel(SmallConfig(), /*capacity=*/8);
+  auto too_many = model->Forward(Longs(Iota(9)), Longs(Iota(9)), ChainMask(9));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Contains(too_many.status(), "capacity")) << too_many.status();
+  FeedChain(*model, Iota(6));
+  auto more = model->Forward(Longs({1, 2, 3}), Longs({6, 7, 8}), ChainMask(3, 6));
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(model->tentative_length(), 6);  // unchanged by the failed call
+  ASSERT_TRUE(model->Commit(Iota(6)).ok());
+  EXPECT_TRUE(model->Forward(Longs({1, 2}), Longs({6, 7}), ChainMask(2)).ok());
+  ASSERT_TRUE(model->ResetCache(32).ok());
+  EXPECT_EQ(model->capacity(), 32);
+  EXPECT_EQ(model->committed_length(), 0);
+  EXPECT_TRUE(model->Forward(Longs(Iota(9)), Longs(Iota(9)), ChainMask(9)).ok());
+}
+
+TEST(LlamaModelTest, BadInputsAreErrors) {
+  auto model = MakeModel(SmallConfig());
+  struct Case {
+    std::string what;
+    at::Tensor tokens, positions, mask;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"mask shape", Longs({1, 2}), Longs({0, 1}), at::ones({2, 3}, at::kBool).to(Dev()), "mask has shape [2, 3]"},
+      {"mask dtype", Longs({1, 2}), Longs({0, 1}), at::ones({2, 2}, at::kFloat).to(Dev()), "mask must be Bool"},
+      {"mask dims", Longs({1, 2}), Longs({0, 1}), at::ones({2}, at::kBool).to(Dev()), "mask must have 2 dims"},
+      {"token dtype", at::tensor({1, 2}, at::kInt).to(Dev()), Longs({0, 1}), ChainMask(2), "tokens must be Long"},
+      {"positions size", Longs({1, 2}), Longs({0}), ChainMask(2), "positions has shape [1]"},
+      {"undefined", at::Tensor(), Longs({0}), ChainMask(1), "tokens is undefined"},
+      {"empty", Longs({}), Longs({}), at::ones({0, 0}, at::kBool).to(Dev()), "no tokens"},
+      {"token range", Longs({1, 64}), Longs({0, 1}), ChainMask(2), "token ids"},
+      {"negative position", Longs({1, 2}), Longs({-1, 0}), ChainMask(2), "positions"},
+  };
+  for (const Case& c : cases) {
+    // Value checks (id range, negative positions) need a host sync, which
+    // Forward makes only on the CPU (see LlamaModel::Impl::Forward).
+    if (Dev().is_cuda() && (c.what == "token range" || c.what == "negative position")) continue;
+    auto logits = model->Forward(c.tokens, c.positions, c.mask);
+    ASSERT_FALSE(logits.ok()) << c.what;
+    EXPECT_EQ(logits.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_TRUE(Contains(logits.status(), c.expect)) << c.what << ": " << logits.status();
+    EXPECT_EQ(model->tentative_length(), 0) << c.what;
+  }
+  FeedChain(*model, {1, 2, 3});
+  EXPECT_EQ(model->Commit({1, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->Commit({2, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->Commit({3}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->Commit({-1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(model->Commit({0, 2}).ok());
+  EXPECT_EQ(model->committed_length(), 2);
+  // Positions beyond the precomputed RoPE table still work.
+  EXPECT_TRUE(model->Forward(Longs({1}), Longs({1000}), ChainMask(1)).ok());
+  EXPECT_FALSE(LlamaModel::CreateRandom(SmallConfig(), Dev(), at::kFloat, 0, 1).ok());
+  EXPECT_FALSE(LlamaModel::CreateRandom(SmallConfig(), Dev(), at::kLong, 8, 1).ok());
+}
+
+TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
+  const ModelConfig config = SmallConfig();
+  auto model = MakeModel(config);
+  const std::string missing = TempDir("missing") + "/nothing_here";
+  auto no_dir = LlamaModel::Load(missing, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_EQ(no_dir.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(no_dir.status(), missing)) << no_dir.status();
+
+  const std::string no_config = TempDir("no_config");
+  auto no_cfg = LlamaModel::Load(no_config, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(no_cfg.ok());
+  EXPECT_TRUE(Contains(no_cfg.status(), "config.json")) << no_cfg.status();
+
+  const std::string no_weights = TempDir("no_weights");
+  ASSERT_TRUE(config.WriteJsonFile(no_weights + "/config.json").ok());
+  auto no_w = LlamaModel::Load(no_weights, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(no_w.ok());
+  EXPECT_TRUE(Contains(no_w.status(), "model.safetensors")) << no_w.status();
+
+  const std::string truncated = TempDir("truncated");
+  ASSERT_TRUE(model->Save(truncated, at::kFloat).ok());
+  const std::string weights = truncated + "/model.safetensors";
+  fs::resize_file(weights, fs::file_size(weights) - 100);
+  auto trunc = LlamaModel::Load(truncated, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(trunc.ok());
+  EXPECT_TRUE(Contains(trunc.status(), weights)) << trunc.status();
+
+  const std::string wrong_shape = TempDir("wrong_shape");
+  ASSERT_TRUE(model->Save(wrong_shape, at::kFloat).ok());
+  ModelConfig bigger = config;
+  bigger.intermediate_size = 56;
+  ASSERT_TRUE(bigger.WriteJsonFile(wrong_shape + "/config.json").ok());
+  auto shape = LlamaModel::Load(wrong_shape, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_TRUE(Contains(shape.status(), "model.safetensors")) << shape.status();
+  EXPECT_TRUE(Contains(shape.status(), "'model.layers.0.mlp.down_proj.weight' has shape [32, 48], expected [32, 56]"))
+      << shape.status();
+
+  const std::string missing_tensor = TempDir("missing_tensor");
+  ASSERT_TRUE(model->Save(missing_tensor, at::kFloat).ok());
+  auto tensors = ReadSafetensors(missing_tensor + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok());
+  tensors->erase("model.layers.1.self_attn.o_proj.weight");
+  ASSERT_TRUE(WriteSafetensors(missing_tensor + "/model.safetensors", *tensors).ok());
+  auto absent = LlamaModel::Load(missing_tensor, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_TRUE(Contains(absent.status(), "model.layers.1.self_attn.o_proj.weight")) << absent.status();
+  EXPECT_TRUE(Contains(absent.status(), "model.safetensors")) << absent.status();
+
+  const std::string extra_tensor = TempDir("extra_tensor");
+  ASSERT_TRUE(model->Save(extra_tensor, at::kFloat).ok());
+  tensors = ReadSafetensors(extra_tensor + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok());
+  tensors->emplace("model.layers.0.self_attn.o_proj.bias", at::zeros({32}));
+  ASSERT_TRUE(WriteSafetensors(extra_tensor + "/model.safetensors", *tensors).ok());
+  auto extra = LlamaModel::Load(extra_tensor, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_TRUE(Contains(extra.status(), "unexpected tensor 'model.layers.0.self_attn.o_proj.bias'")) << extra.status();
+
+  const std::string gpt2 = TempDir("gpt2");
+  WriteFile(gpt2 + "/config.json", R"({"model_type": "gpt2", "vocab_size": 10})");
+  auto unsupported = LlamaModel::Load(gpt2, Dev(), at::kFloat, 8);
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_TRUE(Contains(unsupported.status(), "gpt2")) << unsupported.status();
+  EXPECT_TRUE(Contains(unsupported.status(), "llama, qwen2, mistral")) << unsupported.status();
+  EXPECT_TRUE(Contains(unsupported.status(), "config.json")) << unsupported.status();
+}
+
+// --- ModelConfig ------------------------------------------------------------------
+
+TEST(ModelConfigTest, ParsesTransformers4Llama3Config) {
+  const std::string path = TempDir("cfg4") + "/config.json";
+  WriteFile(path, R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 131072,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "vocab_size": 128256
+})");
+  auto config = ModelConfig::FromJsonFile(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->head_dim, 128);
+  EXPECT_EQ(config->num_key_value_heads, 8);
+  EXPECT_EQ(config->eos_token_id, 128001);
+  EXPECT_EQ(config->bos_token_id, 128000);
+  EXPECT_EQ(config->rope_scaling.type, "llama3");
+  EXPECT_EQ(config->rope_scaling.factor, 8.0);
+  EXPECT_EQ(config->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(config->rope_theta, 500000.0);
+  EXPECT_EQ(config->rms_norm_eps, 1e-5);
+  EXPECT_EQ(config->torch_dtype, "bfloat16");
+  EXPECT_EQ(config->ParameterCount(), 8030261248);  // Llama-3.1-8B
+}
+
+TEST(ModelConfigTest, ParsesTransformers5Qwen2Config) {
+  const std::string path = TempDir("cfg5") + "/config.json";
+  WriteFile(path, R"({
+  "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "dtype": "float32",
+  "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "vocab_size": 256, "head_dim": null, "sliding_window": null, "use_sliding_window": false,
+  "layer_types": ["full_attention", "full_attention"],
+  "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+  "tie_word_embeddings": true, "eos_token_id": 3
+})");
+  auto config = ModelConfig::FromJsonFile(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->attention_bias);
+  EXPECT_EQ(config->num_key_value_heads, 4);
+  EXPECT_EQ(config->head_dim, 16);
+  EXPECT_EQ(config->rope_theta, 1000000.0);
+  EXPECT_EQ(config->rope_scaling.type, "");
+  EXPECT_EQ(config->sliding_window, 0);
+  EXPECT_TRUE(config->tie_word_embeddings);
+  EXPECT_EQ(config->torch_dtype, "float32");
+  EXPECT_EQ(config->eos_token_id, 3);
+}
+
+TEST(ModelConfigTest, WriteThenReadRoundTrips) {
+  for (const Variant& v : Variants()) {
+    ModelConfig config = v.config;
+    config.eos_token_id = 2;
+    config.rms_norm_eps = 1e-6;
+    const std::string path = TempDir("cfg_rt") + "/config.json";
+    ASSERT_TRUE(config.WriteJsonFile(path).ok()) << v.name;
+    auto read = ModelConfig::FromJsonFile(path);
+    ASSERT_TRUE(read.ok()) << v.name << ": " << read.status();
+    EXPECT_EQ(read->model_type, config.model_type);
+    EXPECT_EQ(read->num_key_value_heads, config.num_key_value_heads);
+    EXPECT_EQ(read->head_dim, config.head_dim);
+    EXPECT_EQ(read->rms_norm_eps, config.rms_norm_eps);
+    EXPECT_EQ(read->rope_theta, config.rope_theta);
+    EXPECT_EQ(read->rope_scaling.type, config.rope_scaling.type);
+    EXPECT_EQ(read->rope_scaling.factor, config.rope_scaling.factor);
+    EXPECT_EQ(read->rope_scaling.original_max_position_embeddings,
+              config.rope_scaling.original_max_position_embeddings);
+    EXPECT_EQ(read->sliding_window, config.sliding_window);
+    EXPECT_EQ(read->attention_bias, config.attention_bias);
+    EXPECT_EQ(read->tie_word_embeddings, config.tie_word_embeddings);
+    EXPECT_EQ(read->eos_token_id, 2);
+    const std::string text = ReadFile(path);
+    EXPECT_NE(text.find("\"architectures\""), std::string::npos);
+    EXPECT_NE(text.find("\"torch_dtype\": \"float32\""), std::string::npos);
+  }
+}
+
+TEST(ModelConfigTest, ErrorsNameFileAndKey) {
+  const std::string dir = TempDir("cfg_err");
+  struct Case {
+    std::string json;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {R"({"model_type": "gpt2"})", "supported: llama, qwen2, mistral"},
+      {R"({"vocab_size": 3})", "'model_type'"},
+      {R"({"model_type": "llama", "vocab_size": "many"})", "'vocab_size'"},
+      {R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 2}})",
+       "yarn"},
+      {R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2})",
+       "num_key_value_heads"},
+      {R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"rope_type": "llama3", "factor": 8}})",
+       "'rope_scaling.low_freq_factor'"},
+      {"{\"model_type\": [", "invalid JSON"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir + "/config.json";
+    WriteFile(path, c.json);
+    auto config = ModelConfig::FromJsonFile(path);
+    ASSERT_FALSE(config.ok()) << c.json;
+    EXPECT_TRUE(Contains(config.status(), path)) << config.status();
+    EXPECT_TRUE(Contains(config.status(), c.expect)) << config.status();
+  }
+  auto missing = ModelConfig::FromJsonFile(dir + "/absent.json");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace speclab

@@ -1,0 +1,179 @@
+#include "framework/model/safetensors.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace speclab {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempPath(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("speclab_safetensors_", ::getpid());
+  fs::create_directories(dir);
+  return (dir / name).string();
+}
+
+// A file with a hand-written header, for malformed and unusual layouts.
+void WriteRaw(const std::string& path, const std::string& header, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i, n >>= 8) out.put(static_cast<char>(n & 0xff));
+  out << header << data;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor ca = a.contiguous();
+  const at::Tensor cb = b.contiguous();
+  return ca.scalar_type() == cb.scalar_type() && ca.sizes() == cb.sizes() &&
+         std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
+}
+
+TEST(SafetensorsTest, RoundTripsEveryDtypeAndShape) {
+  at::manual_seed(0);
+  std::map<std::string, at::Tensor> tensors = {
+      {"f32", at::randn({3, 5})},
+      {"f16", at::randn({7}).to(at::kHalf)},
+      {"bf16", at::randn({2, 3, 4}).to(at::kBFloat16)},
+      {"i64", at::arange(-5, 6, at::kLong)},
+      {"i32", at::arange(0, 9, at::kInt).view({3, 3})},
+      {"scalar", at::scalar_tensor(2.5)},
+      {"empty", at::zeros({0, 4})},
+      {"strided", at::randn({4, 6}).t()},  // written contiguous
+  };
+  const std::string path = TempPath("round_trip.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
+  auto read = ReadSafetensors(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), tensors.size());
+  for (const auto& [name, tensor] : tensors) {
+    ASSERT_TRUE(read->count(name)) << name;
+    EXPECT_TRUE(SameBytes(read->at(name), tensor)) << name;
+  }
+}
+
+TEST(SafetensorsTest, Bf16BytesAreBitExact) {
+  at::manual_seed(1);
+  const at::Tensor original = (at::randn({64, 33}) * 1000).to(at::kBFloat16);
+  const std::string path = TempPath("bf16.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"w", original}}).ok());
+  // The data region of the file holds exactly the tensor's bytes.
+  const std::string file = ReadBytes(path);
+  const size_t bytes = original.numel() * 2;
+  ASSERT_GE(file.size(), bytes);
+  EXPECT_EQ(std::memcmp(file.data() + file.size() - bytes, original.data_ptr(), bytes), 0);
+  auto read = ReadSafetensors(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(SameBytes(read->at("w"), original));
+}
+
+TEST(SafetensorsTest, IgnoresMetadataAndHandlesUnalignedOffsets) {
+  // Three F16 values (6 bytes), then an F32 at offset 6: not 4-byte aligned.
+  const at::Tensor half = at::tensor({1.0, 2.0, 3.0}).to(at::kHalf);
+  const at::Tensor single = at::tensor({4.5f, -1.25f});
+  std::string data(static_cast<const char*>(half.data_ptr()), 6);
+  data.append(static_cast<const char*>(single.data_ptr()), 8);
+  const std::string path = TempPath("unaligned.safetensors");
+  WriteRaw(path,
+           R"({"__metadata__":{"format":"pt","note":"x"},)"
+           R"("a":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
+           R"("b":{"dtype":"F32","shape":[2],"data_offsets":[6,14]}}  )",
+           data);
+  auto read = ReadSafetensors(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), 2u);
+  EXPECT_TRUE(SameBytes(read->at("a"), half));
+  EXPECT_TRUE(SameBytes(read->at("b"), single));
+}
+
+TEST(SafetensorsTest, MissingFileNamesPath) {
+  const std::string path = TempPath("does_not_exist.safetensors");
+  auto read = ReadSafetensors(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
+}
+
+TEST(SafetensorsTest, TruncatedFileFails) {
+  const std::string path = TempPath("truncated.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"w", at::randn({100})}}).ok());
+  const std::string full = ReadBytes(path);
+  for (size_t keep : {size_t{0}, size_t{5}, size_t{20}, full.size() - 4}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << full.substr(0, keep);
+    auto read = ReadSafetensors(path);
+    ASSERT_FALSE(read.ok()) << keep;
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << full.substr(0, full.size() - 4);
+  auto read = ReadSafetensors(path);
+  EXPECT_NE(read.status().message().find("'w'"), std::string::npos) << read.status();
+}
+
+TEST(SafetensorsTest, BadHeadersFailWithClearMessages) {
+  const std::string path = TempPath("bad.safetensors");
+  const std::string data(16, '\0');
+  struct Case {
+    std::string header;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"{not json", "bad header"},
+      {"[1, 2]", "bad header"},
+      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", "out of range"},
+      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[8,4]}})", "out of range"},
+      {R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", "need 12"},
+      {R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", "unsupported dtype 'F64'"},
+      {R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", "shape"},
+      {R"({"w":{"dtype":"F32","shape":[4]}})", "data_offsets"},
+  };
+  for (const Case& c : cases) {
+    WriteRaw(path, c.header, data);
+    auto read = ReadSafetensors(path);
+    ASSERT_FALSE(read.ok()) << c.header;
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
+    EXPECT_NE(read.status().message().find(c.expect), std::string::npos) << read.status();
+  }
+  // A header length beyond the file.
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << std::string("\xff\x00\x00\x00\x00\x00\x00\x00{}", 10);
+  auto read = ReadSafetensors(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("truncated"), std::string::npos) << read.status();
+}
+
+TEST(SafetensorsTest, RefusesUnsupportedDtypeOnWrite) {
+  const std::string path = TempPath("f64.safetensors");
+  absl::Status status = WriteSafetensors(path, {{"d", at::zeros({2}, at::kDouble)}});
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("'d'"), std::string::npos) << status;
+}
+
+TEST(SafetensorsTest, ReadsLargeFileQuickly) {
+  // 64 MB: one read into one buffer should take well under a second.
+  const at::Tensor big = at::ones({16 << 20});
+  const std::string path = TempPath("big.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", big.narrow(0, 0, 8 << 20)}, {"b", big.narrow(0, 0, 8 << 20)}}).ok());
+  const auto begin = std::chrono::steady_clock::now();
+  auto read = ReadSafetensors(path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->at("b").numel(), 8 << 20);
+  EXPECT_LT(seconds, 2.0);
+  fs::remove(path);
+}
+
+}  // namespace
+}  // namespace speclab

@@ -1,0 +1,49 @@
+#include "framework/sampling.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace speclab {
+
+absl::Status SamplingParams::Validate() const {
+  if (temperature < 0) return absl::InvalidArgumentError(absl::StrCat("temperature must be >= 0, got ", temperature));
+  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
+  if (!(top_p > 0 && top_p <= 1)) return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
+  return absl::OkStatus();
+}
+
+at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params) {
+  at::Tensor x = logits.to(at::kFloat);
+  if (params.greedy()) {
+    return at::zeros_like(x).scatter_(-1, x.argmax(-1, /*keepdim=*/true), 1.0);
+  }
+  x = x / params.temperature;
+  const int64_t vocab = x.size(-1);
+  if (params.top_k > 0 && params.top_k < vocab) {
+    // Keep every token scoring at least the k-th best (ties kept, as in HF).
+    at::Tensor kth = std::get<0>(x.topk(params.top_k, -1)).narrow(-1, params.top_k - 1, 1);
+    x = x.masked_fill(x < kth, -std::numeric_limits<float>::infinity());
+  }
+  if (params.top_p < 1.0) {
+    auto [sorted, order] = x.sort(-1, /*descending=*/true);
+    at::Tensor cumulative = sorted.softmax(-1).cumsum(-1);
+    // Drop a token once the mass before it already reaches top_p; the first always stays.
+    at::Tensor drop_sorted = (cumulative - sorted.softmax(-1)) >= params.top_p;
+    at::Tensor drop = at::zeros_like(drop_sorted).scatter_(-1, order, drop_sorted);
+    x = x.masked_fill(drop, -std::numeric_limits<float>::infinity());
+  }
+  return x.softmax(-1);
+}
+
+at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator) {
+  return at::multinomial(probs, 1, /*replacement=*/false, generator).squeeze(-1);
+}
+
+at::Generator MakeGenerator(c10::Device device, uint64_t seed) {
+  at::Generator generator = at::globalContext().defaultGenerator(device).clone();
+  generator.set_current_seed(seed);
+  return generator;
+}
+
+}  // namespace speclab

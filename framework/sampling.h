@@ -1,0 +1,38 @@
+// Sampling: the one logits-processor chain applied to target and drafter alike.
+//
+// p = softmax(top_p(top_k(logits / temperature))); temperature 0 means the
+// one-hot argmax distribution (shared/ALGORITHMS.md §1.3). Verification always
+// compares these processed distributions.
+#ifndef SPECLAB_FRAMEWORK_SAMPLING_H_
+#define SPECLAB_FRAMEWORK_SAMPLING_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace speclab {
+
+struct SamplingParams {
+  double temperature = 1.0;  // 0: greedy
+  int64_t top_k = 0;         // 0: off
+  double top_p = 1.0;        // 1: off
+
+  bool greedy() const { return temperature <= 0.0; }
+  absl::Status Validate() const;
+};
+
+// Processed distributions for logits [n, V] (any float dtype): float32 [n, V] rows summing to 1.
+at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params);
+
+// One token per row of probs [n, V], drawn with `generator`: int64 [n].
+at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator);
+
+// A generator for `device`, seeded: the same seed gives the same draws.
+at::Generator MakeGenerator(c10::Device device, uint64_t seed);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_SAMPLING_H_

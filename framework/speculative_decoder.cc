@@ -1,0 +1,246 @@
+#include "framework/speculative_decoder.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/random_source.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+
+namespace speclab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Phase boundary: on CUDA, optionally wait for queued work so that each
+// phase's time is its own rather than the next host wait's.
+Clock::time_point Mark(c10::Device device, bool synchronize) {
+  if (synchronize && device.is_cuda()) torch::cuda::synchronize(device.index());
+  return Clock::now();
+}
+
+absl::Status CheckCapacity(const LanguageModel& model, absl::Span<const int32_t> prompt, int extra) {
+  if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+  const int64_t need = static_cast<int64_t>(prompt.size()) + extra;
+  if (need > model.capacity())
+    return absl::ResourceExhaustedError(absl::StrCat("prompt (", prompt.size(), " tokens) + max_new_tokens + draft tree needs ",
+                                                     need, " KV slots; the model was loaded with kv_capacity ",
+                                                     model.capacity(), " (raise models.kv_capacity)"));
+  return absl::OkStatus();
+}
+
+// Feeds prompt[0..n-2] as one causal chain and commits it: the last prompt
+// token becomes the first root.
+absl::Status Prefill(LanguageModel& model, absl::Span<const int32_t> prompt) {
+  RETURN_IF_ERROR(model.Truncate(0));
+  const int64_t n = static_cast<int64_t>(prompt.size()) - 1;
+  if (n == 0) return absl::OkStatus();
+  std::vector<int64_t> tokens(prompt.begin(), prompt.end() - 1), positions(n), slots(n);
+  std::vector<uint8_t> mask(static_cast<size_t>(n) * n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    positions[i] = slots[i] = i;
+    std::fill_n(&mask[static_cast<size_t>(i) * n], i + 1, 1);
+  }
+  const c10::Device device = model.device();
+  ASSIGN_OR_RETURN(at::Tensor logits, model.Forward(LongsToDevice(tokens, device), LongsToDevice(positions, device),
+                                                    MaskToDevice(mask, n, n, device)));
+  return model.Commit(slots);
+}
+
+// Appends `emitted` to the output, stopping at EOS or the token budget.
+// Returns true when generation is over.
+bool Emit(const std::vector<int32_t>& emitted, const DecodeOptions& options, Generation& out) {
+  for (int32_t token : emitted) {
+    out.tokens.push_back(token);
+    if (token == options.eos_token || static_cast<int>(out.tokens.size()) >= options.max_new_tokens) return true;
+  }
+  return false;
+}
+
+// Host copies of what the verifier reads, fetched with a single transfer.
+struct HostView {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> argmax;
+  ProbabilityRows target;
+  ProbabilityRows draft;
+};
+
+HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs, const at::Tensor& draft_probs,
+                              bool want_rows, bool greedy) {
+  const int64_t n = tokens.size(0), vocab = probs.size(1);
+  // Token ids are exact in float32 (< 2^24), so one packed float buffer carries everything.
+  std::vector<at::Tensor> parts{tokens.to(probs.device(), at::kFloat), probs.argmax(-1).to(at::kFloat)};
+  const bool rows = want_rows && !greedy;
+  const bool draft_rows = rows && draft_probs.defined();
+  if (rows) parts.push_back(probs.reshape({-1}));
+  if (draft_rows) parts.push_back(draft_probs.to(probs.device(), at::kFloat).reshape({-1}));
+  at::Tensor host = at::cat(parts).to(at::kCPU).contiguous();  // the step's one synchronisation
+  const float* data = host.data_ptr<float>();
+  HostView view;
+  view.tokens.assign(data, data + n);
+  view.argmax.assign(data + n, data + 2 * n);
+  auto copy_rows = [&](ProbabilityRows& dst, const float* src) {
+    dst = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
+    std::copy(src, src + n * vocab, dst.data().begin());
+  };
+  if (rows) copy_rows(view.target, data + 2 * n);
+  if (draft_rows) copy_rows(view.draft, data + 2 * n + n * vocab);
+  if (greedy && want_rows) {
+    // Temperature 0: p and q are one-hot; build them here instead of copying.
+    view.target = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
+    for (int64_t i = 0; i < n; ++i) view.target.mutable_row(i)[view.argmax[i]] = 1.0;
+    if (draft_probs.defined()) {
+      view.draft = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
+      for (int64_t i = 1; i < n; ++i) view.draft.mutable_row(i)[view.tokens[i]] = 1.0;
+    }
+  }
+  return view;
+}
+
+absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
+  int parent = 0;
+  for (int node : verdict.accepted) {
+    if (node <= 0 || node >= tree.size() || tree.parent(node) != parent)
+      return absl::InternalError(absl::StrCat("verifier returned node ", node, ", not a child of node ", parent));
+    parent = node;
+  }
+  if (verdict.extra_token < 0) return absl::InternalError("verifier returned no extra token");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<const int32_t> prompt,
+                                              const DecodeOptions& options) {
+  c10::InferenceMode inference;
+  RETURN_IF_ERROR(options.sampling.Validate());
+  RETURN_IF_ERROR(CheckCapacity(target, prompt, options.max_new_tokens + 1));
+  const c10::Device device = target.device();
+  at::Generator generator = MakeGenerator(device, options.seed);
+  Generation out;
+  auto start = Mark(device, true);
+  RETURN_IF_ERROR(Prefill(target, prompt));
+  auto decode_start = Mark(device, true);
+  out.prefill_seconds = Seconds(start, decode_start);
+  const at::Tensor one_mask = at::ones({1, 1}, at::TensorOptions().dtype(at::kBool).device(device));
+  at::Tensor token = LongsToDevice({prompt.back()}, device);
+  bool done = false;
+  while (!done) {
+    auto step_start = Clock::now();
+    const int64_t position = target.committed_length();
+    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, LongsToDevice({position}, device), one_mask));
+    at::Tensor probs = Probabilities(logits, options.sampling);
+    token = options.sampling.greedy() ? probs.argmax(-1) : SampleRows(probs, generator);
+    const int32_t host_token = static_cast<int32_t>(token.item<int64_t>());
+    RETURN_IF_ERROR(target.Commit({0}));
+    done = Emit({host_token}, options, out);
+    out.steps.push_back({.verify_seconds = Seconds(step_start, Clock::now())});
+  }
+  out.decode_seconds = Seconds(decode_start, Mark(device, true));
+  return out;
+}
+
+absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
+                                           const DecodeOptions& options) {
+  c10::InferenceMode inference;
+  RETURN_IF_ERROR(options.sampling.Validate());
+  RETURN_IF_ERROR(method.CheckCompatible());
+  const c10::Device device = target.device();
+  // Drafting and verification draw from independent streams (ALGORITHMS.md §1.3.5).
+  at::Generator draft_generator = MakeGenerator(device, options.seed);
+  SeededRandomSource verify_random(options.seed ^ 0x9E3779B97F4A7C15ULL);
+  const bool sync = options.time_phases;
+  const bool want_rows = method.verifier->traits().needs_target_rows;
+
+  Generation out;
+  auto start = Mark(device, true);
+  RETURN_IF_ERROR(Prefill(target, prompt));
+  RETURN_IF_ERROR(method.drafter->Reset(prompt));
+  method.policy->Reset();
+  auto decode_start = Mark(device, true);
+  out.prefill_seconds = Seconds(start, decode_start);
+
+  std::vector<int32_t> context(prompt.begin(), prompt.end());
+  bool done = false;
+  while (!done) {
+    StepStats stats;
+    auto t0 = Clock::now();
+    RETURN_IF_ERROR(method.drafter->BeginStep(context));
+    BuildRequest request{.root_token = context.back(), .sampling = options.sampling,
+                         .policy = method.policy.get(), .generator = &draft_generator, .device = device};
+    ASSIGN_OR_RETURN(DraftTree draft, method.tree_builder->Build(*method.drafter, request));
+    TokenTree& tree = draft.tree;
+    const int n = tree.size();
+    RETURN_IF_ERROR(CheckCapacity(target, context, options.max_new_tokens + n));
+    auto t1 = Mark(device, sync);
+
+    // One target forward over the whole tree, on top of the committed cache.
+    ASSIGN_OR_RETURN(at::Tensor logits,
+                     target.Forward(draft.tokens.to(device), LongsToDevice(tree.Positions(target.committed_length()), device),
+                                    MaskToDevice(tree.AncestorMask(), n, n, device)));
+    at::Tensor probs = Probabilities(logits, options.sampling);
+    HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs, want_rows, options.sampling.greedy());
+    for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);
+    VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
+                                .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
+                                .sampling = draft.sampling};
+    ASSIGN_OR_RETURN(Verdict verdict, method.verifier->Verify(problem, verify_random));
+    RETURN_IF_ERROR(CheckPath(tree, verdict));
+    auto t2 = Clock::now();
+
+    std::vector<int64_t> keep{0};
+    std::vector<int> path{0};
+    std::vector<int32_t> emitted;
+    for (int node : verdict.accepted) {
+      keep.push_back(node);
+      path.push_back(node);
+      emitted.push_back(tree.token(node));
+    }
+    emitted.push_back(verdict.extra_token);
+    RETURN_IF_ERROR(target.Commit(keep));
+    RETURN_IF_ERROR(method.drafter->EndStep(tree, path));
+    context.insert(context.end(), emitted.begin(), emitted.end());
+    done = Emit(emitted, options, out);
+    stats.tree_nodes = n - 1;
+    stats.longest_path = tree.max_depth();
+    stats.accepted = static_cast<int>(verdict.accepted.size());
+    auto t3 = Mark(device, sync);
+    stats.draft_seconds = Seconds(t0, t1);
+    stats.verify_seconds = Seconds(t1, t2);
+    stats.other_seconds = Seconds(t2, t3);
+    method.policy->Observe({.drafted = stats.longest_path, .accepted = stats.accepted,
+                            .tree_nodes = stats.tree_nodes, .step_seconds = Seconds(t0, t3)});
+    out.steps.push_back(stats);
+  }
+  out.decode_seconds = Seconds(decode_start, Mark(device, true));
+  return out;
+}
+
+}  // namespace
+
+// LibTorch reports errors by throwing c10::Error; none may leave the framework.
+absl::StatusOr<Generation> GenerateAutoregressive(LanguageModel& target, absl::Span<const int32_t> prompt,
+                                                  const DecodeOptions& options) {
+  try {
+    return AutoregressiveImpl(target, prompt, options);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("autoregressive decoding failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<Generation> GenerateSpeculative(LanguageModel& target, Method& method,
+                                               absl::Span<const int32_t> prompt, const DecodeOptions& options) {
+  try {
+    return SpeculativeImpl(target, method, prompt, options);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("method '", method.name, "' failed: ", e.what()));
+  }
+}
+
+}  // namespace speclab

@@ -1,0 +1,59 @@
+// TreeBuilder: shapes the draft tree of a step from a drafter's proposals.
+#ifndef SPECLAB_FRAMEWORK_TREE_BUILDER_H_
+#define SPECLAB_FRAMEWORK_TREE_BUILDER_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "framework/core/length_policy.h"
+#include "framework/core/registry.h"
+#include "framework/core/token_tree.h"
+#include "framework/core/verifier.h"
+#include "framework/drafter.h"
+#include "framework/sampling.h"
+
+namespace speclab {
+
+// The drafted tree plus what the verifier needs to know about how it was drawn.
+struct DraftTree {
+  // Host tokens may be placeholders (-1) when drafting stayed on the device;
+  // `tokens` is authoritative and the engine fills the host copy.
+  TokenTree tree{0};
+  at::Tensor tokens;  // [tree.size()] int64 on the drafter's device, root first
+  // [tree.size(), vocab] float32 on the drafter's device: row i (i > 0) is the
+  // unmasked distribution node i's token was drawn from. Undefined when the
+  // builder did not sample (sampling == kDeterministic).
+  at::Tensor draft_probs;
+  DraftSampling sampling = DraftSampling::kDeterministic;
+};
+
+struct BuildRequest {
+  int32_t root_token = 0;
+  SamplingParams sampling;          // the experiment's processor chain, for q
+  DraftLengthPolicy* policy = nullptr;
+  at::Generator* generator = nullptr;  // drafting randomness (never the verifier's)
+  c10::Device device = c10::Device(c10::kCPU);  // where the drafter's tensors live
+};
+
+// What a builder needs from the rest of the method; checked at config load.
+struct TreeBuilderTraits {
+  bool needs_distributions = true;  // refuses token-only drafters
+  bool may_branch = true;           // false: always a chain
+  bool samples_tokens = false;      // q rows are a valid draft law at temperature > 0
+};
+
+class TreeBuilder {
+ public:
+  virtual ~TreeBuilder() = default;
+  virtual TreeBuilderTraits traits() const = 0;
+  virtual absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) = 0;
+};
+
+using TreeBuilderRegistry = Registry<TreeBuilder>;
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_TREE_BUILDER_H_

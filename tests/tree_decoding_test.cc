@@ -1,0 +1,347 @@
+// End-to-end tests of every tree builder in the decoding engine, on tiny
+// random model pairs: greedy equality at temperature 0 (greedy, point_mass
+// and the q-based rules the builder's law admits), the exact output law at
+// temperature 1 (statistical) for each builder with the verifiers it is meant
+// for, the refusals, and the comparison configs.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "drafters/model/model_drafter.h"
+#include "framework/core/verifier_registry.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/tiny_models.h"
+
+namespace speclab {
+namespace {
+
+using ::speclab::testing::ModelDrafterMethod;
+using ::speclab::testing::TinyModel;
+using ::testing::HasSubstr;
+
+const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
+
+const std::string kEagleTree =
+    std::string("{type: static, choices_file: ") + SPECLAB_SOURCE_DIR + "/configs/trees/eagle_mc_sim_7b_63.yaml}";
+const std::string kSampledTree = "{type: static, sampling: true, choices: [[0], [1], [2], [0, 0], [0, 1], [1, 0]]}";
+const std::string kSequoia =
+    "{type: sequoia, budget: 10, max_depth: 4, acceptance: [0.6, 0.15, 0.08, 0.04]}";
+const std::string kDynamic = "{type: dynamic_topk, top_k: 4, depth: 3, total_tokens: 16}";
+const std::string kMultiIid = "{type: multi_sample, k: 3}";
+const std::string kMultiWor = "{type: multi_sample, k: 3, replacement: false}";
+const std::string kBestFirst = "{type: best_first, budget: 12, max_beam_len: 5}";
+
+DecodeOptions Decoding(double temperature, int max_new, uint64_t seed) {
+  return {.sampling = {.temperature = temperature}, .max_new_tokens = max_new, .seed = seed, .time_phases = false};
+}
+
+std::string Verifier(const std::string& name) { return "{type: " + name + "}"; }
+
+// At T = 0 a builder, with every verifier its draft admits, reproduces greedy
+// decoding token for token: with a different drafter, and with the target
+// itself as drafter (then, where the rank-0 path is the deepest, every step
+// accepts the whole depth, which checks the tree forward's mask and positions).
+void ExpectGreedy(const std::string& builder, const std::vector<std::string>& verifiers, bool rank0_chain_is_deepest) {
+  constexpr int kTokens = 24;
+  auto target = TinyModel(1);
+  auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, kTokens, 0));
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  for (const std::string& verifier : verifiers) {
+    Method method = ModelDrafterMethod(TinyModel(2), builder, Verifier(verifier), 4);
+    auto out = GenerateSpeculative(*target, method, kPrompt, Decoding(0, kTokens, 0));
+    ASSERT_TRUE(out.ok()) << builder << " + " << verifier << ": " << out.status();
+    EXPECT_EQ(out->tokens, greedy->tokens) << builder << " + " << verifier;
+  }
+  Method self = ModelDrafterMethod(TinyModel(1), builder, Verifier(verifiers.front()), 4);
+  auto out = GenerateSpeculative(*target, self, kPrompt, Decoding(0, kTokens, 0));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens) << builder << " drafted by the target";
+  int accepted = 0;
+  for (const StepStats& s : out->steps) {
+    accepted += s.accepted;
+    if (rank0_chain_is_deepest) EXPECT_EQ(s.accepted, s.longest_path) << builder;
+  }
+  EXPECT_GT(accepted, kTokens / 2) << builder << ": the target drafting for itself should be accepted";
+}
+
+TEST(TreeDecodingTest, StaticTopKEqualsGreedyAtTemperatureZero) { ExpectGreedy(kEagleTree, {"point_mass", "greedy"}, true); }
+TEST(TreeDecodingTest, StaticSampledEqualsGreedyAtTemperatureZero) {
+  ExpectGreedy(kSampledTree, {"point_mass", "greedy"}, true);
+}
+TEST(TreeDecodingTest, SequoiaEqualsGreedyAtTemperatureZero) { ExpectGreedy(kSequoia, {"point_mass", "greedy"}, false); }
+TEST(TreeDecodingTest, DynamicTopKEqualsGreedyAtTemperatureZero) { ExpectGreedy(kDynamic, {"point_mass", "greedy"}, false); }
+TEST(TreeDecodingTest, BestFirstEqualsGreedyAtTemperatureZero) { ExpectGreedy(kBestFirst, {"point_mass", "greedy"}, false); }
+// At T = 0 multi_sample drafts one greedy chain, which the q-based rules verify too.
+TEST(TreeDecodingTest, MultiSampleEqualsGreedyAtTemperatureZero) {
+  ExpectGreedy(kMultiIid, {"specinfer", "rrs", "spectr", "khisti"}, true);
+}
+TEST(TreeDecodingTest, MultiSampleWithoutReplacementEqualsGreedyAtTemperatureZero) {
+  ExpectGreedy(kMultiWor, {"rrs_wor", "traversal"}, true);
+}
+
+// The law of the first two generated tokens, exactly, from target forwards.
+std::map<std::pair<int, int>, double> ExactTwoTokenLaw(LlamaModel& target, double temperature) {
+  c10::InferenceMode guard;
+  const int64_t vocab = target.config().vocab_size;
+  auto next = [&](const std::vector<int32_t>& context) {
+    std::vector<int64_t> tokens(context.begin(), context.end());
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    EXPECT_TRUE(target.Truncate(0).ok());
+    auto logits = target.Forward(at::tensor(tokens), at::arange(n), at::ones({n, n}, at::kBool).tril());
+    return Probabilities((*logits)[n - 1].unsqueeze(0), {.temperature = temperature})[0];
+  };
+  std::map<std::pair<int, int>, double> law;
+  at::Tensor first = next(kPrompt);
+  for (int a = 0; a < vocab; ++a) {
+    std::vector<int32_t> context = kPrompt;
+    context.push_back(a);
+    at::Tensor second = next(context);
+    for (int b = 0; b < vocab; ++b) law[{a, b}] = first[a].item<double>() * second[b].item<double>();
+  }
+  return law;
+}
+
+// Pearson chi-square against the exact law, cells of expected count < 5 pooled.
+// Returns {statistic, 1e-4 upper quantile of chi-square(dof)} (Wilson-Hilferty).
+std::pair<double, double> ChiSquare(const std::map<std::pair<int, int>, int>& counts,
+                                    const std::map<std::pair<int, int>, double>& law, int runs) {
+  double statistic = 0, pooled_expected = 0, pooled_observed = 0;
+  int cells = 0;
+  for (const auto& [outcome, probability] : law) {
+    const double expected = probability * runs;
+    const auto it = counts.find(outcome);
+    const double observed = it == counts.end() ? 0 : it->second;
+    if (expected < 5) {
+      pooled_expected += expected;
+      pooled_observed += observed;
+      continue;
+    }
+    statistic += (observed - expected) * (observed - expected) / expected;
+    ++cells;
+  }
+  if (pooled_expected > 0) {
+    statistic += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+    ++cells;
+  }
+  const int dof = cells - 1;
+  const double z = 3.719, h = 2.0 / (9.0 * dof);
+  return {statistic, dof * std::pow(1 - h + z * std::sqrt(h), 3)};
+}
+
+// 2000 two-token generations at T = 1 with a tree method; chi-square (1e-4
+// false-alarm level) against the
+// target's exact law. Also checks that the trees did branch and that drafts
+// were accepted (so the test exercises the tree, not just the extra token).
+class TreeLawTest : public ::testing::Test {
+ protected:
+  static constexpr int kRuns = 2000;
+
+  void SetUp() override {
+    target_ = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+    law_ = ExactTwoTokenLaw(*target_, 1.0);
+  }
+
+  // Returns {chi-square statistic, critical value}.
+  std::pair<double, double> Sample(const std::string& builder, const std::string& verifier) {
+    const auto start = std::chrono::steady_clock::now();
+    // The target's own network at a lower logit scale: q is p at temperature
+    // 40/15, different but close enough that trees are accepted deeply.
+    Method method = ModelDrafterMethod(TinyModel(7, 8, 1, 15), builder, Verifier(verifier), 2);
+    std::map<std::pair<int, int>, int> counts;
+    int accepted = 0, branching_steps = 0, steps = 0;
+    for (int i = 0; i < kRuns; ++i) {
+      auto out = GenerateSpeculative(*target_, method, kPrompt, Decoding(1, 2, 1000 + i));
+      EXPECT_TRUE(out.ok()) << builder << " + " << verifier << ": " << out.status();
+      if (!out.ok()) return {INFINITY, 0};
+      ++counts[{out->tokens[0], out->tokens[1]}];
+      for (const StepStats& s : out->steps) {
+        accepted += s.accepted;
+        branching_steps += s.tree_nodes > s.longest_path;
+        ++steps;
+      }
+    }
+    const auto [statistic, critical] = ChiSquare(counts, law_, kRuns);
+    std::printf("[ tree law ] %-70s + %-10s chi2 %7.1f (critical %.1f), %.2f accepted/step, %.0f%% branching, %.1f s\n",
+                builder.c_str(), verifier.c_str(), statistic, critical, static_cast<double>(accepted) / steps,
+                100.0 * branching_steps / steps,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    EXPECT_GT(accepted, kRuns / 4) << "drafts were rarely accepted; the test would not exercise the tree";
+    EXPECT_GT(branching_steps, steps / 4) << "trees rarely branched";
+    return {statistic, critical};
+  }
+
+  void ExpectExact(const std::string& builder, const std::string& verifier) {
+    auto [statistic, critical] = Sample(builder, verifier);
+    EXPECT_LT(statistic, critical) << builder << " + " << verifier;
+  }
+
+  std::unique_ptr<LlamaModel> target_;
+  std::map<std::pair<int, int>, double> law_;
+};
+
+
+TEST_F(TreeLawTest, MultiSampleSpecInferMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "specinfer"); }
+TEST_F(TreeLawTest, MultiSampleWithoutReplacementRrsWorMatchesTargetLaw) { ExpectExact(kMultiWor, "rrs_wor"); }
+TEST_F(TreeLawTest, StaticSamplingRrsWorMatchesTargetLawAtTemperatureOne) { ExpectExact(kSampledTree, "rrs_wor"); }
+TEST_F(TreeLawTest, StaticSamplingTraversalMatchesTargetLawAtTemperatureOne) { ExpectExact(kSampledTree, "traversal"); }
+TEST_F(TreeLawTest, DynamicTopKPointMassMatchesTargetLawAtTemperatureOne) {
+  ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass");
+}
+TEST_F(TreeLawTest, MultiSampleSpecTrMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "spectr"); }
+TEST_F(TreeLawTest, MultiSampleKhistiMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "khisti"); }
+TEST_F(TreeLawTest, SequoiaRrsWorMatchesTargetLawAtTemperatureOne) {
+  ExpectExact("{type: sequoia, budget: 7, max_depth: 2, acceptance: [0.6, 0.2, 0.1]}", "rrs_wor");
+}
+TEST_F(TreeLawTest, BestFirstPointMassMatchesTargetLawAtTemperatureOne) {
+  ExpectExact("{type: best_first, budget: 6, max_beam_len: 2}", "point_mass");
+}
+
+// Negative control: the same sampled tree verified by greedy exact match at
+// T = 1 follows the argmax, not the target's law; the test must notice.
+TEST_F(TreeLawTest, NegativeControlGreedyOnASampledTreeIsCaught) {
+  auto [statistic, critical] = Sample(kSampledTree, "greedy");
+  EXPECT_GT(statistic, critical);
+}
+
+// Verifiers refuse, at Verify time, drafts whose law they are not exact for.
+TEST(TreeDecodingTest, QBasedRulesRefuseTopKTreesAtTemperatureZero) {
+  auto target = TinyModel(1);
+  Method method = ModelDrafterMethod(TinyModel(2), kSampledTree, Verifier("rrs_wor"), 4);
+  auto at_zero = GenerateSpeculative(*target, method, kPrompt, Decoding(0, 10, 0));
+  ASSERT_FALSE(at_zero.ok());
+  EXPECT_THAT(at_zero.status().message(), HasSubstr("rrs_wor: exact only for drafts sampled as {without_replacement}"));
+  EXPECT_TRUE(GenerateSpeculative(*target, method, kPrompt, Decoding(1, 10, 0)).ok());
+}
+
+// Config-time refusals follow the builders' traits: a verifier that needs q
+// is refused with a builder that picks its tokens instead of sampling them.
+TEST(TreeDecodingTest, DeterministicBuildersAreRefusedWithQBasedVerifiers) {
+  auto create = [](const std::string& yaml, auto registry) {
+    Options spec = *Options::FromString(yaml, "test.yaml");
+    return *decltype(registry)::Create(spec, "plugin");
+  };
+  for (const std::string& builder : {kEagleTree, kDynamic, kBestFirst}) {
+    for (const char* verifier : {"rrs_wor", "specinfer", "traversal"}) {
+      Method method;
+      method.name = "m";
+      method.drafter = std::make_unique<ModelDrafter>(TinyModel(2));
+      method.tree_builder = create(builder, TreeBuilderRegistry{});
+      method.verifier = create(Verifier(verifier), VerifierRegistry{});
+      method.policy = create("{type: fixed}", LengthPolicyRegistry{});
+      EXPECT_THAT(method.CheckCompatible().message(), HasSubstr("does not sample its tokens")) << builder;
+    }
+  }
+  Method chain_only = ModelDrafterMethod(TinyModel(2), "{type: multi_sample, k: 1}", Verifier("rejection"), 3);
+  EXPECT_TRUE(chain_only.CheckCompatible().ok()) << "one sequence is a chain";
+}
+
+// The comparison configs list only combinations that run: every method is
+// created with a tiny drafter, passes the load-time checks, and decodes at
+// every temperature of its config (verifiers also refuse laws at Verify time).
+TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
+  auto target = TinyModel(1);
+  for (const char* name : {"tree_vs_chain.yaml", "tree_vs_chain_sampled.yaml"}) {
+    auto root = Options::FromFile(std::string(SPECLAB_SOURCE_DIR) + "/configs/experiments/" + name);
+    ASSERT_TRUE(root.ok()) << root.status();
+    Options decoding = *root->GetMap("decoding");
+    const std::vector<double> temperatures = *decoding.GetDoubleList("temperatures");
+    const int64_t top_k = *decoding.GetInt("top_k", 0);
+    std::vector<Options> methods = *root->GetMapList("methods");
+    for (Options& spec : methods) {
+      const std::string method_name = *spec.GetString("name");
+      auto plugin = [&](const std::string& key, const std::string& fallback) {
+        return spec.Has(key) ? *spec.GetMap(key) : *Options::FromString("{type: " + fallback + "}", name);
+      };
+      Options builder = plugin("tree_builder", "chain"), verifier = plugin("verifier", "");
+      Options policy = plugin("length_policy", "fixed");
+      Method method;
+      method.name = method_name;
+      method.drafter = std::make_unique<ModelDrafter>(TinyModel(2));
+      auto created_builder = TreeBuilderRegistry::Create(builder, "tree builder");
+      auto created_verifier = VerifierRegistry::Create(verifier, "verifier");
+      auto created_policy = LengthPolicyRegistry::Create(policy, "length policy");
+      ASSERT_TRUE(created_builder.ok() && created_verifier.ok() && created_policy.ok())
+          << name << " " << method_name << ": " << created_builder.status() << created_verifier.status()
+          << created_policy.status();
+      method.tree_builder = *std::move(created_builder);
+      method.verifier = *std::move(created_verifier);
+      method.policy = *std::move(created_policy);
+      ASSERT_TRUE(method.CheckCompatible().ok()) << name << " " << method_name << ": " << method.CheckCompatible();
+      for (double temperature : temperatures) {
+        DecodeOptions options = Decoding(temperature, 4, 0);
+        options.sampling.top_k = top_k;
+        auto out = GenerateSpeculative(*target, method, kPrompt, options);
+        EXPECT_TRUE(out.ok()) << name << " " << method_name << " at T=" << temperature << ": " << out.status();
+      }
+    }
+  }
+}
+
+// SPECLAB_TEST_DEVICE=cuda (scripts/gpu_run.sh) runs every builder on the
+// GPU: device-side drafting (Gumbel keys, gathers, per-level reads) at T = 0
+// against greedy decoding on the same device, and at T = 1 with the rules
+// each builder is meant for.
+c10::Device TestDevice() {
+  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
+  return device != nullptr && std::string(device) == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+}
+
+std::unique_ptr<LlamaModel> TinyModelOn(c10::Device device, uint64_t seed) {
+  ModelConfig config;
+  config.vocab_size = 16;
+  config.hidden_size = 32;
+  config.intermediate_size = 64;
+  config.num_hidden_layers = 2;
+  config.num_attention_heads = 4;
+  config.num_key_value_heads = 2;
+  config.head_dim = 8;
+  config.max_position_embeddings = 512;
+  auto model = LlamaModel::CreateRandom(config, device, at::kFloat, 256, seed);
+  EXPECT_TRUE(model.ok()) << model.status();
+  c10::NoGradGuard no_grad;
+  for (auto& [name, tensor] : (*model)->NamedParameters())
+    if (name == "lm_head.weight") tensor.mul_(30);
+  return *std::move(model);
+}
+
+TEST(TreeDecodingTest, EveryBuilderRunsOnTheTestDevice) {
+  const c10::Device device = TestDevice();
+  if (device.is_cuda() && !at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";
+  auto target = TinyModelOn(device, 1);
+  auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, 16, 0));
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> combinations = {
+      {kEagleTree, {"point_mass"}},
+      {kSampledTree, {"point_mass", "rrs_wor", "traversal"}},
+      {kSequoia, {"rrs_wor"}},
+      {kDynamic, {"point_mass"}},
+      {kBestFirst, {"point_mass"}},
+      {kMultiIid, {"specinfer", "spectr", "khisti"}},
+      {kMultiWor, {"rrs_wor"}},
+  };
+  for (const auto& [builder, verifiers] : combinations) {
+    for (const std::string& verifier : verifiers) {
+      Method method = ModelDrafterMethod(TinyModelOn(device, 2), builder, Verifier(verifier), 3);
+      for (double temperature : {0.0, 1.0}) {
+        const bool top_k_tree = temperature == 0 && (verifier == "rrs_wor" || verifier == "traversal") &&
+                                builder != kMultiWor;
+        if (top_k_tree) continue;  // refused at T = 0 by design (see QBasedRulesRefuseTopKTreesAtTemperatureZero)
+        auto out = GenerateSpeculative(*target, method, kPrompt, Decoding(temperature, 16, 5));
+        ASSERT_TRUE(out.ok()) << builder << " + " << verifier << " at T=" << temperature << ": " << out.status();
+        if (temperature == 0) EXPECT_EQ(out->tokens, greedy->tokens) << builder << " + " << verifier;
+        EXPECT_EQ(out->tokens.size(), 16u);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace speclab
