@@ -4,6 +4,7 @@
 //   speclab list [--format=tsv]
 //   speclab audit [--format=tsv] [--seed N]
 //   speclab train TRAIN.yaml [--set key.path=value ...]
+//   speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set ...]
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "experiments/audit_report.h"
 #include "experiments/experiment.h"
+#include "experiments/measure_acceptance.h"
 #include "experiments/plugin_list.h"
 #include "experiments/train.h"
 
@@ -24,7 +26,8 @@ constexpr char kUsage[] =
     "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]\n"
     "  speclab list [--format=tsv]\n"
     "  speclab audit [--format=tsv] [--seed N]\n"
-    "  speclab train TRAIN.yaml [--set key.path=value ...]\n";
+    "  speclab train TRAIN.yaml [--set key.path=value ...]\n"
+    "  speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set key.path=value ...]\n";
 
 int Fail(const absl::Status& status) {
   std::cerr << "speclab: " << status.message() << "\n";
@@ -96,12 +99,20 @@ int main(int argc, char** argv) {
       if (!row.pass) return 1;
     return 0;
   }
-  if (command == "run" || command == "train") {
+  if (command == "run" || command == "train" || command == "measure-acceptance") {
     speclab::RunFlags flags;
     std::string problem;
-    if (!ParseConfigArgs(args, flags, command == "run", problem)) return Usage(problem);
-    const absl::Status status = command == "run" ? speclab::RunExperiment(flags)
-                                                 : speclab::RunTraining(flags.config_path, flags.overrides);
+    if (!ParseConfigArgs(args, flags, command != "train", problem)) return Usage(problem);
+    absl::Status status;
+    if (command == "run") {
+      status = speclab::RunExperiment(flags);
+    } else if (command == "train") {
+      status = speclab::RunTraining(flags.config_path, flags.overrides);
+    } else if (flags.out_dir.empty()) {
+      return Usage("measure-acceptance needs --out FILE.yaml");
+    } else {
+      status = speclab::RunMeasureAcceptance(flags.config_path, flags.overrides, flags.out_dir);
+    }
     return status.ok() ? 0 : Fail(status);
   }
   return Usage(absl::StrFormat("unknown command '%s'", command));
