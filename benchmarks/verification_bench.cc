@@ -53,7 +53,13 @@ void BM_Verifier(benchmark::State& state, const std::string& name) {
   TokenTree tree = RandomTree(width, width == 1 ? 5 : 3, vocab, rng);
   problem.tree = &tree;
   problem.target = RandomRows(tree.size(), vocab, rng);
-  problem.draft = RandomRows(tree.size(), vocab, rng);
+  // Siblings are drawn from their parent's q row, as tree builders report them.
+  const ProbabilityRows parent_q = RandomRows(tree.size(), vocab, rng);
+  problem.draft = ProbabilityRows(tree.size(), vocab);
+  for (int i = 1; i < tree.size(); ++i) {
+    auto from = parent_q.row(tree.parent(i));
+    std::copy(from.begin(), from.end(), problem.draft.mutable_row(i).begin());
+  }
   for (int i = 0; i < tree.size(); ++i) {
     auto row = problem.target.row(i);
     problem.target_argmax.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
