@@ -11,13 +11,18 @@
 
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
 
 namespace speclab {
 namespace {
 
 using ::speclab::testing::MethodFromYaml;
 using ::speclab::testing::ModelDrafterMethod;
+using ::speclab::testing::ChiSquareResult;
+using ::speclab::testing::ChiSquareTest;
+using ::speclab::testing::ExactTwoTokenLaw;
 using ::speclab::testing::TinyModel;
+using ::speclab::testing::TwoTokenCounts;
 using ::testing::HasSubstr;
 
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
@@ -72,53 +77,6 @@ TEST(SpeculativeDecodingTest, SameSeedSameTokens) {
   EXPECT_NE(a->tokens, c->tokens);
 }
 
-// The law of the first two generated tokens, exactly, from target forwards.
-std::map<std::pair<int, int>, double> ExactTwoTokenLaw(LlamaModel& target, double temperature) {
-  c10::InferenceMode guard;
-  const int64_t vocab = target.config().vocab_size;
-  std::map<std::pair<int, int>, double> law;
-  auto next = [&](std::vector<int32_t> context) {
-    std::vector<int64_t> tokens(context.begin(), context.end());
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    EXPECT_TRUE(target.Truncate(0).ok());
-    auto logits = target.Forward(at::tensor(tokens), at::arange(n), at::ones({n, n}, at::kBool).tril());
-    return Probabilities((*logits)[n - 1].unsqueeze(0), {.temperature = temperature})[0];
-  };
-  at::Tensor first = next(kPrompt);
-  for (int a = 0; a < vocab; ++a) {
-    std::vector<int32_t> context = kPrompt;
-    context.push_back(a);
-    at::Tensor second = next(context);
-    for (int b = 0; b < vocab; ++b) law[{a, b}] = first[a].item<double>() * second[b].item<double>();
-  }
-  return law;
-}
-
-// Pearson chi-square of `runs` two-token samples against the exact law, with
-// outcomes of expected count < 5 pooled. Returns {statistic, degrees of freedom}.
-std::pair<double, int> ChiSquare(const std::map<std::pair<int, int>, int>& counts,
-                                 const std::map<std::pair<int, int>, double>& law, int runs) {
-  double statistic = 0, pooled_expected = 0, pooled_observed = 0;
-  int cells = 0;
-  for (const auto& [outcome, probability] : law) {
-    const double expected = probability * runs;
-    const auto it = counts.find(outcome);
-    const double observed = it == counts.end() ? 0 : it->second;
-    if (expected < 5) {
-      pooled_expected += expected;
-      pooled_observed += observed;
-      continue;
-    }
-    statistic += (observed - expected) * (observed - expected) / expected;
-    ++cells;
-  }
-  if (pooled_expected > 0) {
-    statistic += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
-    ++cells;
-  }
-  return {statistic, cells - 1};
-}
-
 // Chain speculative sampling at temperature 1 samples exactly the target's law:
 // 2000 two-token generations against the enumerated law (Pearson chi-square at
 // a 1e-4 false-alarm level), plus a negative control showing the test has power.
@@ -127,7 +85,7 @@ std::pair<double, int> ChiSquare(const std::map<std::pair<int, int>, int>& count
 TEST(SpeculativeDecodingTest, RejectionSamplingMatchesTargetLawAtTemperatureOne) {
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
-  const auto law = ExactTwoTokenLaw(*target, 1.0);
+  const auto law = ExactTwoTokenLaw(*target, kPrompt, 1.0);
   auto sample = [&](Method* method, uint64_t seed) {
     auto out = method ? GenerateSpeculative(*target, *method, kPrompt, Options(1, 2, seed))
                       : GenerateAutoregressive(*target, kPrompt, Options(1, 2, seed));
@@ -135,22 +93,18 @@ TEST(SpeculativeDecodingTest, RejectionSamplingMatchesTargetLawAtTemperatureOne)
     return std::pair<int, int>{out->tokens[0], out->tokens[1]};
   };
   Method method = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", "{type: rejection}", 2);
-  std::map<std::pair<int, int>, int> counts;
+  TwoTokenCounts counts;
   for (int i = 0; i < kRuns; ++i) ++counts[sample(&method, 1000 + i)];
-  auto [statistic, dof] = ChiSquare(counts, law, kRuns);
-  // Wilson-Hilferty 1e-4 upper quantile of chi-square(dof).
-  const double z = 3.719, h = 2.0 / (9.0 * dof);
-  const double critical = dof * std::pow(1 - h + z * std::sqrt(h), 3);
-  EXPECT_LT(statistic, critical) << "dof " << dof;
+  const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
+  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
 
   // Negative control: the greedy verifier at T=1 (lossy there) is caught.
   constexpr int kControlRuns = 300;
   Method lossy = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", "{type: greedy}", 2);
-  std::map<std::pair<int, int>, int> lossy_counts;
+  TwoTokenCounts lossy_counts;
   for (int i = 0; i < kControlRuns; ++i) ++lossy_counts[sample(&lossy, 1000 + i)];
-  auto [lossy_statistic, lossy_dof] = ChiSquare(lossy_counts, law, kControlRuns);
-  const double lossy_h = 2.0 / (9.0 * lossy_dof);
-  EXPECT_GT(lossy_statistic, lossy_dof * std::pow(1 - lossy_h + z * std::sqrt(lossy_h), 3));
+  const ChiSquareResult control = ChiSquareTest(lossy_counts, law, kControlRuns);
+  EXPECT_GT(control.statistic, control.critical);
 }
 
 TEST(SpeculativeDecodingTest, IncompatibleCombinationsAreRefusedAtLoad) {

@@ -19,6 +19,7 @@
 #include "framework/core/verifier_registry.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
 
 namespace speclab {
 namespace {
@@ -87,55 +88,6 @@ TEST(TreeDecodingTest, MultiSampleWithoutReplacementEqualsGreedyAtTemperatureZer
   ExpectGreedy(kMultiWor, {"rrs_wor", "traversal"}, true);
 }
 
-// The law of the first two generated tokens, exactly, from target forwards.
-std::map<std::pair<int, int>, double> ExactTwoTokenLaw(LlamaModel& target, double temperature) {
-  c10::InferenceMode guard;
-  const int64_t vocab = target.config().vocab_size;
-  auto next = [&](const std::vector<int32_t>& context) {
-    std::vector<int64_t> tokens(context.begin(), context.end());
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    EXPECT_TRUE(target.Truncate(0).ok());
-    auto logits = target.Forward(at::tensor(tokens), at::arange(n), at::ones({n, n}, at::kBool).tril());
-    return Probabilities((*logits)[n - 1].unsqueeze(0), {.temperature = temperature})[0];
-  };
-  std::map<std::pair<int, int>, double> law;
-  at::Tensor first = next(kPrompt);
-  for (int a = 0; a < vocab; ++a) {
-    std::vector<int32_t> context = kPrompt;
-    context.push_back(a);
-    at::Tensor second = next(context);
-    for (int b = 0; b < vocab; ++b) law[{a, b}] = first[a].item<double>() * second[b].item<double>();
-  }
-  return law;
-}
-
-// Pearson chi-square against the exact law, cells of expected count < 5 pooled.
-// Returns {statistic, 1e-4 upper quantile of chi-square(dof)} (Wilson-Hilferty).
-std::pair<double, double> ChiSquare(const std::map<std::pair<int, int>, int>& counts,
-                                    const std::map<std::pair<int, int>, double>& law, int runs) {
-  double statistic = 0, pooled_expected = 0, pooled_observed = 0;
-  int cells = 0;
-  for (const auto& [outcome, probability] : law) {
-    const double expected = probability * runs;
-    const auto it = counts.find(outcome);
-    const double observed = it == counts.end() ? 0 : it->second;
-    if (expected < 5) {
-      pooled_expected += expected;
-      pooled_observed += observed;
-      continue;
-    }
-    statistic += (observed - expected) * (observed - expected) / expected;
-    ++cells;
-  }
-  if (pooled_expected > 0) {
-    statistic += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
-    ++cells;
-  }
-  const int dof = cells - 1;
-  const double z = 3.719, h = 2.0 / (9.0 * dof);
-  return {statistic, dof * std::pow(1 - h + z * std::sqrt(h), 3)};
-}
-
 // 2000 two-token generations at T = 1 with a tree method; chi-square (1e-4
 // false-alarm level) against the
 // target's exact law. Also checks that the trees did branch and that drafts
@@ -146,7 +98,7 @@ class TreeLawTest : public ::testing::Test {
 
   void SetUp() override {
     target_ = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
-    law_ = ExactTwoTokenLaw(*target_, 1.0);
+    law_ = testing::ExactTwoTokenLaw(*target_, kPrompt, 1.0);
   }
 
   // Returns {chi-square statistic, critical value}.
@@ -168,7 +120,7 @@ class TreeLawTest : public ::testing::Test {
         ++steps;
       }
     }
-    const auto [statistic, critical] = ChiSquare(counts, law_, kRuns);
+    const auto [statistic, dof, critical] = testing::ChiSquareTest(counts, law_, kRuns);
     std::printf("[ tree law ] %-70s + %-10s chi2 %7.1f (critical %.1f), %.2f accepted/step, %.0f%% branching, %.1f s\n",
                 builder.c_str(), verifier.c_str(), statistic, critical, static_cast<double>(accepted) / steps,
                 100.0 * branching_steps / steps,

@@ -1,0 +1,58 @@
+#include "tests/support/two_token_law.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/sampling.h"
+
+namespace speclab::testing {
+
+TwoTokenLaw ExactTwoTokenLaw(LlamaModel& target, const std::vector<int32_t>& prompt, double temperature) {
+  c10::InferenceMode guard;
+  const int64_t vocab = target.config().vocab_size;
+  auto next = [&](const std::vector<int32_t>& context) {
+    std::vector<int64_t> tokens(context.begin(), context.end());
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    EXPECT_TRUE(target.Truncate(0).ok());
+    auto logits = target.Forward(at::tensor(tokens), at::arange(n), at::ones({n, n}, at::kBool).tril());
+    return Probabilities((*logits)[n - 1].unsqueeze(0), {.temperature = temperature})[0];
+  };
+  TwoTokenLaw law;
+  const at::Tensor first = next(prompt);
+  for (int a = 0; a < vocab; ++a) {
+    std::vector<int32_t> context = prompt;
+    context.push_back(a);
+    const at::Tensor second = next(context);
+    for (int b = 0; b < vocab; ++b) law[{a, b}] = first[a].item<double>() * second[b].item<double>();
+  }
+  return law;
+}
+
+ChiSquareResult ChiSquareTest(const TwoTokenCounts& counts, const TwoTokenLaw& law, int runs) {
+  double statistic = 0, pooled_expected = 0, pooled_observed = 0;
+  int cells = 0;
+  for (const auto& [outcome, probability] : law) {
+    const double expected = probability * runs;
+    const auto it = counts.find(outcome);
+    const double observed = it == counts.end() ? 0 : it->second;
+    if (expected < 5) {
+      pooled_expected += expected;
+      pooled_observed += observed;
+      continue;
+    }
+    statistic += (observed - expected) * (observed - expected) / expected;
+    ++cells;
+  }
+  if (pooled_expected > 0) {
+    statistic += (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+    ++cells;
+  }
+  const int dof = std::max(cells - 1, 1);
+  const double z = 3.719, h = 2.0 / (9.0 * dof);
+  return {statistic, dof, dof * std::pow(1 - h + z * std::sqrt(h), 3)};
+}
+
+}  // namespace speclab::testing

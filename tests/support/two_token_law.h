@@ -1,0 +1,33 @@
+// The exact law of the first two generated tokens, and a chi-square test of
+// samples against it: the statistical check of a decoding method at T > 0.
+#ifndef SPECLAB_TESTS_SUPPORT_TWO_TOKEN_LAW_H_
+#define SPECLAB_TESTS_SUPPORT_TWO_TOKEN_LAW_H_
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "framework/model/llama_model.h"
+
+namespace speclab::testing {
+
+using TwoTokenLaw = std::map<std::pair<int, int>, double>;
+using TwoTokenCounts = std::map<std::pair<int, int>, int>;
+
+// P(first two new tokens = (a, b) | prompt) under the target's processed law,
+// enumerated with target forwards (small vocabularies only).
+TwoTokenLaw ExactTwoTokenLaw(LlamaModel& target, const std::vector<int32_t>& prompt, double temperature);
+
+struct ChiSquareResult {
+  double statistic = 0;
+  int degrees_of_freedom = 0;
+  double critical = 0;  // 1e-4 upper quantile of chi-square(dof), Wilson-Hilferty
+};
+
+// Pearson chi-square of `runs` samples against `law`, cells of expected count
+// below 5 pooled into one.
+ChiSquareResult ChiSquareTest(const TwoTokenCounts& counts, const TwoTokenLaw& law, int runs);
+
+}  // namespace speclab::testing
+
+#endif  // SPECLAB_TESTS_SUPPORT_TWO_TOKEN_LAW_H_
