@@ -417,8 +417,9 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::Forward(const at::Tensor& tokens, c
   // bounds). On an accelerator the check would cost a host sync per forward,
   // the very thing speculative decoding must avoid: ids there come from the
   // model's own distributions or from a tokenizer whose size was checked at
-  // load, and positions are bounded by the cache slots they occupy.
-  int64_t max_position = start + n;
+  // load, and RoPE angles are computed from the positions directly (no table
+  // lookup that an unchecked position could overrun).
+  int64_t max_position = std::numeric_limits<int64_t>::max();
   if (!device.is_cuda()) {
     const at::Tensor bounds = at::stack({tokens.min(), tokens.max(), positions.min(), positions.max()}).cpu();
     const int64_t* b = bounds.data_ptr<int64_t>();
