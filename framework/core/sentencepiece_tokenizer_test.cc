@@ -418,11 +418,11 @@ INSTANTIATE_TEST_SUITE_P(
                                 "--control_symbols='<c1>'"},
         TrainedModel{"bpe", "--model_type=bpe --vocab_size=300 "
                             "--user_defined_symbols='<|x|>,def,\xe2\x96\x81\xe2\x96\x81'"},
-        TrainedModel{"unigram_bytes", "--vocab_size=400 --byte_fallback=true "
+        TrainedModel{"unigram_bytes", "--vocab_size=600 --byte_fallback=true "
                                       "--normalization_rule_name=nfkc_cf "
                                       "--treat_whitespace_as_suffix=true"},
         TrainedModel{"bpe_bytes_identity",
-                     "--model_type=bpe --vocab_size=400 --byte_fallback=true "
+                     "--model_type=bpe --vocab_size=600 --byte_fallback=true "
                      "--normalization_rule_name=identity --add_dummy_prefix=false "
                      "--remove_extra_whitespaces=false --allow_whitespace_only_pieces=true "
                      "--split_digits=true"},
