@@ -82,7 +82,10 @@ TEST(SpeculativeDecodingTest, SameSeedSameTokens) {
 // a 1e-4 false-alarm level), plus a negative control showing the test has power.
 // (Exactness itself is proven by enumeration in the verifier tests; this checks
 // the engine around the verifier: drafting law, q rows, commit, extra token.)
-TEST(SpeculativeDecodingTest, RejectionSamplingMatchesTargetLawAtTemperatureOne) {
+class ChainLawTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
+  const std::string verifier = "{type: " + GetParam() + "}";
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
   const auto law = ExactTwoTokenLaw(*target, kPrompt, 1.0);
@@ -92,7 +95,7 @@ TEST(SpeculativeDecodingTest, RejectionSamplingMatchesTargetLawAtTemperatureOne)
     EXPECT_TRUE(out.ok()) << out.status();
     return std::pair<int, int>{out->tokens[0], out->tokens[1]};
   };
-  Method method = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", "{type: rejection}", 2);
+  Method method = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", verifier, 2);
   TwoTokenCounts counts;
   for (int i = 0; i < kRuns; ++i) ++counts[sample(&method, 1000 + i)];
   const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
@@ -106,6 +109,9 @@ TEST(SpeculativeDecodingTest, RejectionSamplingMatchesTargetLawAtTemperatureOne)
   const ChiSquareResult control = ChiSquareTest(lossy_counts, law, kControlRuns);
   EXPECT_GT(control.statistic, control.critical);
 }
+
+// Every lossless chain rule: token-wise rejection and block verification.
+INSTANTIATE_TEST_SUITE_P(Verifiers, ChainLawTest, ::testing::Values("rejection", "block"));
 
 TEST(SpeculativeDecodingTest, IncompatibleCombinationsAreRefusedAtLoad) {
   auto target = TinyModel(1);

@@ -148,6 +148,7 @@ TEST_F(TreeLawTest, DynamicTopKPointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass");
 }
 TEST_F(TreeLawTest, MultiSampleSpecTrMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "spectr"); }
+TEST_F(TreeLawTest, MultiSampleRrsMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "rrs"); }
 TEST_F(TreeLawTest, MultiSampleKhistiMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "khisti"); }
 TEST_F(TreeLawTest, SequoiaRrsWorMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: sequoia, budget: 7, max_depth: 2, acceptance: [0.6, 0.2, 0.1]}", "rrs_wor");
