@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
@@ -11,7 +12,39 @@
 
 namespace speclab {
 
-ModelDrafter::ModelDrafter(std::unique_ptr<LanguageModel> model) : model_(std::move(model)) {}
+ModelDrafter::ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<VocabularyMap> vocab_map)
+    : model_(std::move(model)), vocab_map_(std::move(vocab_map)) {
+  if (!vocab_map_) return;
+  const c10::Device device = model_->device();
+  target_to_draft_.assign(vocab_map_->target_vocab, -1);
+  std::vector<int64_t> mapped_draft, mapped_target;
+  for (size_t d = 0; d < vocab_map_->draft_to_target.size(); ++d) {
+    const int64_t t = vocab_map_->draft_to_target[d];
+    if (t < 0) continue;
+    target_to_draft_[t] = static_cast<int64_t>(d);
+    mapped_draft.push_back(static_cast<int64_t>(d));
+    mapped_target.push_back(t);
+  }
+  std::vector<int64_t> feed(target_to_draft_.size());
+  for (size_t t = 0; t < feed.size(); ++t) feed[t] = ToDraftToken(static_cast<int64_t>(t));
+  target_to_draft_device_ = LongsToDevice(feed, device);
+  mapped_draft_ids_device_ = LongsToDevice(mapped_draft, device);
+  draft_to_target_device_ = LongsToDevice(mapped_target, device);
+}
+
+int64_t ModelDrafter::ToDraftToken(int64_t target_token) const {
+  if (!vocab_map_) return target_token;
+  const int64_t d = target_to_draft_[target_token];
+  return d >= 0 ? d : vocab_map_->unknown_draft_token;
+}
+
+at::Tensor ModelDrafter::ToTargetLogits(const at::Tensor& draft_logits) const {
+  if (!vocab_map_) return draft_logits;
+  // Target tokens the drafter cannot propose get -inf: probability 0 in q.
+  at::Tensor out = at::full({draft_logits.size(0), vocab_map_->target_vocab},
+                            -std::numeric_limits<float>::infinity(), draft_logits.options());
+  return out.index_copy_(1, draft_to_target_device_, draft_logits.index_select(1, mapped_draft_ids_device_));
+}
 
 absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
   RETURN_IF_ERROR(model_->Truncate(0));
@@ -69,7 +102,7 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
     std::vector<uint8_t> mask(static_cast<size_t>(n) * (tentative + n), 0);
     auto allow = [&](int64_t row, int64_t slot) { mask[static_cast<size_t>(row) * (tentative + n) + slot] = 1; };
     for (int64_t i = 0; i < pending; ++i) {
-      host_tokens[i] = pending_[pending_slots_ + i];
+      host_tokens[i] = ToDraftToken(pending_[pending_slots_ + i]);
       positions[i] = root_position - pending + i;
       for (int64_t s = 0; s < tentative + i + 1; ++s) allow(i, s);  // causal over earlier pending slots
     }
@@ -78,7 +111,7 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
     for (size_t k = 0; k < order.size(); ++k) {
       const int node = fresh[order[k]];
       const int64_t row = pending + static_cast<int64_t>(k);
-      host_tokens[row] = std::max<int32_t>(tree.token(node), 0);
+      host_tokens[row] = ToDraftToken(std::max<int32_t>(tree.token(node), 0));
       if (node_tokens.defined()) {
         device_rows.push_back(fresh_rows[order[k]]);
         device_dest.push_back(row);
@@ -106,6 +139,7 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
     at::Tensor tokens = LongsToDevice(host_tokens, device);
     if (!device_rows.empty()) {
       at::Tensor src = node_tokens.to(at::kLong).index_select(0, LongsToDevice(device_rows, device));
+      if (vocab_map_) src = target_to_draft_device_.index_select(0, src);
       tokens.index_copy_(0, LongsToDevice(device_dest, device), src);
     }
     ASSIGN_OR_RETURN(at::Tensor logits, model_->Forward(tokens, LongsToDevice(positions, device),
@@ -120,7 +154,7 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   std::vector<at::Tensor> rows;
   rows.reserve(nodes.size());
   for (int node : nodes) rows.push_back(node_logits_[node]);
-  return at::stack(rows);
+  return ToTargetLogits(at::stack(rows));
 }
 
 absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) {
@@ -138,6 +172,29 @@ absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> 
 
 namespace {
 
+// Reads {d2t: [...], unknown: ID} and checks it: one entry per drafter token,
+// target ids in range or -1, no target id used twice.
+absl::StatusOr<VocabularyMap> ReadVocabularyMap(const std::string& path, int64_t draft_vocab, int64_t target_vocab) {
+  ASSIGN_OR_RETURN(Options file, Options::FromFile(path));
+  VocabularyMap map{.target_vocab = target_vocab};
+  ASSIGN_OR_RETURN(map.draft_to_target, file.GetIntList("d2t"));
+  ASSIGN_OR_RETURN(map.unknown_draft_token, file.GetInt("unknown", 0));
+  RETURN_IF_ERROR(file.CheckAllUsed());
+  if (static_cast<int64_t>(map.draft_to_target.size()) != draft_vocab)
+    return file.Error("d2t", absl::StrCat("has ", map.draft_to_target.size(), " entries; the drafter has ",
+                                          draft_vocab, " tokens"));
+  if (map.unknown_draft_token < 0 || map.unknown_draft_token >= draft_vocab)
+    return file.Error("unknown", absl::StrCat("must be a drafter token id in [0, ", draft_vocab, ")"));
+  std::vector<bool> used(target_vocab, false);
+  for (int64_t t : map.draft_to_target) {
+    if (t < -1 || t >= target_vocab)
+      return file.Error("d2t", absl::StrCat("target id ", t, " is outside [-1, ", target_vocab, ")"));
+    if (t >= 0 && used[t]) return file.Error("d2t", absl::StrCat("target id ", t, " is mapped twice"));
+    if (t >= 0) used[t] = true;
+  }
+  return map;
+}
+
 const bool kRegistered = DrafterRegistry::Add({
     .name = "model",
     .description = "independent small LM sharing the target's vocabulary (Leviathan/Chen); gives q rows",
@@ -146,13 +203,23 @@ const bool kRegistered = DrafterRegistry::Add({
       ASSIGN_OR_RETURN(std::string path, options.GetString("path"));
       auto model = LlamaModel::Load(options.ResolvePath(path), env.device, env.dtype, env.kv_capacity);
       if (!model.ok()) return options.Error("path", std::string(model.status().message()));
-      if (env.target != nullptr && (*model)->config().vocab_size != env.target->config().vocab_size) {
+      ASSIGN_OR_RETURN(std::string map_path, options.GetString("vocab_map", ""));
+      std::optional<VocabularyMap> vocab_map;
+      if (!map_path.empty()) {
+        if (env.target == nullptr) return options.Error("vocab_map", "needs a target model");
+        auto map = ReadVocabularyMap(options.ResolvePath(map_path), (*model)->config().vocab_size,
+                                     env.target->config().vocab_size);
+        if (!map.ok()) return options.Error("vocab_map", std::string(map.status().message()));
+        vocab_map = *std::move(map);
+      } else if (env.target != nullptr && (*model)->config().vocab_size != env.target->config().vocab_size) {
         return options.Error("path", absl::StrCat("drafter vocabulary (", (*model)->config().vocab_size,
                                                   " tokens) differs from the target's (",
                                                   env.target->config().vocab_size,
-                                                  "); a drafter must share the target's tokenizer"));
+                                                  "); a drafter must share the target's tokenizer, or configure "
+                                                  "vocab_map: a YAML file with d2t: [target id of each drafter id, "
+                                                  "-1 if none] and optionally unknown: <drafter id>"));
       }
-      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*std::move(model)));
+      return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*std::move(model), std::move(vocab_map)));
     },
 });
 

@@ -6,6 +6,7 @@
 #define SPECLAB_DRAFTERS_MODEL_MODEL_DRAFTER_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "framework/drafter.h"
@@ -13,9 +14,19 @@
 
 namespace speclab {
 
+// Maps a drafter with its own vocabulary onto the target's (EAGLE-3's d2t).
+// `draft_to_target[d]` is the target id of drafter token d, or -1 when the
+// target has no such token. The drafter's q is its softmax over the mapped
+// tokens only, so q stays exactly the law the drafts are drawn from.
+struct VocabularyMap {
+  std::vector<int64_t> draft_to_target;
+  int64_t target_vocab = 0;
+  int64_t unknown_draft_token = 0;  // fed to the drafter for target tokens it lacks
+};
+
 class ModelDrafter final : public Drafter {
  public:
-  explicit ModelDrafter(std::unique_ptr<LanguageModel> model);
+  explicit ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<VocabularyMap> vocab_map = std::nullopt);
 
   DrafterKind kind() const override { return DrafterKind::kDistributions; }
   absl::Status Reset(absl::Span<const int32_t> prompt) override;
@@ -27,7 +38,16 @@ class ModelDrafter final : public Drafter {
   LanguageModel& model() { return *model_; }
 
  private:
+  // Target token ids -> the ids the drafter is fed, and drafter logits -> target-vocabulary logits.
+  int64_t ToDraftToken(int64_t target_token) const;
+  at::Tensor ToTargetLogits(const at::Tensor& draft_logits) const;
+
   std::unique_ptr<LanguageModel> model_;
+  std::optional<VocabularyMap> vocab_map_;
+  std::vector<int64_t> target_to_draft_;  // -1 where the drafter lacks the token
+  at::Tensor target_to_draft_device_;     // the same, unknowns replaced, on the drafter's device
+  at::Tensor draft_to_target_device_;     // mapped drafter ids' target ids
+  at::Tensor mapped_draft_ids_device_;    // drafter ids that have a target id
   std::vector<int32_t> cached_;        // tokens committed in the model's cache
   std::vector<int32_t> context_;       // this step's committed context (root last)
   std::vector<int32_t> pending_;       // context tokens not yet in the cache (root excluded)
