@@ -125,6 +125,10 @@ TEST(SpeculativeDecodingTest, IncompatibleCombinationsAreRefusedAtLoad) {
   auto typo = MethodFromYaml("{name: bad, drafter: {type: prompt_lookup, ngram: 3}, verifier: {type: greedy}}",
                              target.get());
   EXPECT_THAT(typo.status().message(), HasSubstr("unknown key 'drafter.ngram'"));
+  // A misspelt required key is reported as missing and as unknown.
+  auto misspelt = MethodFromYaml("{name: bad, drafter: {type: model, pth: x}, verifier: {type: greedy}}", target.get());
+  EXPECT_THAT(misspelt.status().message(), HasSubstr("key 'drafter.path': missing required key"));
+  EXPECT_THAT(misspelt.status().message(), HasSubstr("unknown key 'drafter.pth' (expected one of: path, type)"));
 }
 
 TEST(SpeculativeDecodingTest, CapacityIsReportedNotCrashed) {

@@ -64,7 +64,12 @@ class Registry {
                                              "' (registered: ", absl::StrJoin(names, ", "), ")"));
     }
     auto plugin = entry->create(spec, args...);
-    if (!plugin.ok()) return plugin.status();
+    if (!plugin.ok()) {
+      // A typo ("pth" for "path") shows up as a missing key; name both.
+      if (auto unused = spec.CheckAllUsed(); !unused.ok())
+        return absl::Status(plugin.status().code(), absl::StrCat(plugin.status().message(), "; ", unused.message()));
+      return plugin.status();
+    }
     if (auto unused = spec.CheckAllUsed(); !unused.ok()) return unused;
     return plugin;
   }
