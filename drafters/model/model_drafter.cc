@@ -15,8 +15,8 @@ namespace speclab {
 ModelDrafter::ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<VocabularyMap> vocab_map)
     : model_(std::move(model)), vocab_map_(std::move(vocab_map)) {
   if (!vocab_map_) return;
-  const c10::Device device = model_->device();
-  target_to_draft_.assign(vocab_map_->target_vocab, -1);
+  // Target tokens the drafter lacks are fed to it as its unknown token.
+  target_to_draft_.assign(vocab_map_->target_vocab, vocab_map_->unknown_draft_token);
   std::vector<int64_t> mapped_draft, mapped_target;
   for (size_t d = 0; d < vocab_map_->draft_to_target.size(); ++d) {
     const int64_t t = vocab_map_->draft_to_target[d];
@@ -25,17 +25,14 @@ ModelDrafter::ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<V
     mapped_draft.push_back(static_cast<int64_t>(d));
     mapped_target.push_back(t);
   }
-  std::vector<int64_t> feed(target_to_draft_.size());
-  for (size_t t = 0; t < feed.size(); ++t) feed[t] = ToDraftToken(static_cast<int64_t>(t));
-  target_to_draft_device_ = LongsToDevice(feed, device);
+  const c10::Device device = model_->device();
+  target_to_draft_device_ = LongsToDevice(target_to_draft_, device);
   mapped_draft_ids_device_ = LongsToDevice(mapped_draft, device);
   draft_to_target_device_ = LongsToDevice(mapped_target, device);
 }
 
 int64_t ModelDrafter::ToDraftToken(int64_t target_token) const {
-  if (!vocab_map_) return target_token;
-  const int64_t d = target_to_draft_[target_token];
-  return d >= 0 ? d : vocab_map_->unknown_draft_token;
+  return vocab_map_ ? target_to_draft_[target_token] : target_token;
 }
 
 at::Tensor ModelDrafter::ToTargetLogits(const at::Tensor& draft_logits) const {

@@ -44,8 +44,8 @@ class ModelDrafter final : public Drafter {
 
   std::unique_ptr<LanguageModel> model_;
   std::optional<VocabularyMap> vocab_map_;
-  std::vector<int64_t> target_to_draft_;  // -1 where the drafter lacks the token
-  at::Tensor target_to_draft_device_;     // the same, unknowns replaced, on the drafter's device
+  std::vector<int64_t> target_to_draft_;  // drafter id fed for each target id (its unknown if none)
+  at::Tensor target_to_draft_device_;     // the same, on the drafter's device
   at::Tensor draft_to_target_device_;     // mapped drafter ids' target ids
   at::Tensor mapped_draft_ids_device_;    // drafter ids that have a target id
   std::vector<int32_t> cached_;        // tokens committed in the model's cache
