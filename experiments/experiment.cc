@@ -6,11 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "experiments/experiment_loading.h"
+#include "experiments/forward_costs.h"
 #include "experiments/prompt_set.h"
 #include "experiments/records/step_records.h"
 #include "experiments/summary.h"
@@ -73,6 +77,57 @@ absl::Status WriteOutputs(const std::string& dir, const Options& root, const std
   return WriteSummaryCsv((std::filesystem::path(dir) / "summary.csv").string(), rows);
 }
 
+// The prompts as the models saw them, for tools that must feed the same ids
+// (scripts/hf_bench.py).
+void WritePromptIds(const std::string& dir, const std::vector<Prompt>& prompts,
+                    const std::vector<std::vector<int32_t>>& encoded) {
+  std::ofstream out(std::filesystem::path(dir) / "prompts.jsonl");
+  for (size_t i = 0; i < prompts.size(); ++i)
+    out << absl::StrFormat("{\"task\": \"%s\", \"id\": \"%s\", \"ids\": [%s]}\n", JsonEscape(prompts[i].task),
+                           JsonEscape(prompts[i].id), absl::StrJoin(encoded[i], ", "));
+}
+
+void AddCounts(const std::map<int64_t, int64_t>& counts, std::set<int64_t>& into) {
+  for (const auto& [tokens, count] : counts) into.insert(tokens);
+}
+
+// Prices every run's forwards at costs measured on its own models, at the
+// mean context length the runs decoded at.
+absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_t>>& encoded,
+                             std::vector<RunRecord>& records) {
+  double prompt_tokens = 0;
+  for (const auto& ids : encoded) prompt_tokens += static_cast<double>(ids.size());
+  const int64_t context = static_cast<int64_t>(prompt_tokens / encoded.size() + e.max_new_tokens / 2.0);
+  constexpr int kRepeats = 10;
+  std::set<int64_t> target_counts;
+  for (const RunRecord& r : records) AddCounts(r.generation.target_forwards, target_counts);
+  ASSIGN_OR_RETURN(auto target_costs, MeasureForwardCosts(*e.target, target_counts, context, kRepeats));
+  std::map<std::string, std::map<int64_t, double>> draft_costs;  // by method; absent: no prediction
+  for (Method& m : e.methods) {
+    const std::vector<LanguageModel*> models = m.drafter->models();
+    if (models.size() > 1) continue;  // counts of several models are merged: no single price list
+    std::set<int64_t> counts;
+    for (const RunRecord& r : records)
+      if (r.method == m.name) AddCounts(r.generation.draft_forwards, counts);
+    if (models.empty() || counts.empty()) {
+      draft_costs[m.name] = {};
+      continue;
+    }
+    ASSIGN_OR_RETURN(draft_costs[m.name], MeasureForwardCosts(*models[0], counts, context, kRepeats));
+  }
+  for (RunRecord& r : records) {
+    ASSIGN_OR_RETURN(double seconds, PredictSeconds(r.generation.target_forwards, target_costs));
+    if (r.method != kBaseline) {
+      auto it = draft_costs.find(r.method);
+      if (it == draft_costs.end()) continue;
+      ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(r.generation.draft_forwards, it->second));
+      seconds += draft_seconds;
+    }
+    r.predicted_seconds = seconds;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunExperiment(const RunFlags& flags) {
@@ -113,11 +168,14 @@ absl::Status RunExperiment(const RunFlags& flags) {
     }
     std::cerr << "\n";
   }
+  std::cerr << "speclab: measuring forward costs for the predicted speedups\n";
+  RETURN_IF_ERROR(PredictRunTimes(e, encoded, records));
   const std::vector<SummaryRow> rows = Summarize(records, kBaseline);
   std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows)
             << std::flush;
   if (!flags.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));
+    WritePromptIds(flags.out_dir, e.prompts, encoded);
     std::cerr << "speclab: wrote " << flags.out_dir << "\n";
   }
   return absl::OkStatus();

@@ -5,6 +5,8 @@
 //   speclab audit [--format=tsv] [--seed N]
 //   speclab train TRAIN.yaml [--set key.path=value ...]
 //   speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set ...]
+//   speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] ...
+//   speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] ...
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,8 +16,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "experiments/audit_report.h"
+#include "experiments/decode_bench.h"
 #include "experiments/experiment.h"
 #include "experiments/measure_acceptance.h"
+#include "experiments/overhead_bench.h"
 #include "experiments/plugin_list.h"
 #include "experiments/train.h"
 
@@ -27,7 +31,11 @@ constexpr char kUsage[] =
     "  speclab list [--format=tsv]\n"
     "  speclab audit [--format=tsv] [--seed N]\n"
     "  speclab train TRAIN.yaml [--set key.path=value ...]\n"
-    "  speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set key.path=value ...]\n";
+    "  speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set key.path=value ...]\n"
+    "  speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] [--prompt-tokens P]\n"
+    "                       [--repeats R] [--device auto|cpu|cuda|cuda:N] [--no-graphs] [--eager-too]\n"
+    "  speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] [--gamma G]\n"
+    "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n";
 
 int Fail(const absl::Status& status) {
   std::cerr << "speclab: " << status.message() << "\n";
@@ -113,6 +121,18 @@ int main(int argc, char** argv) {
     } else {
       status = speclab::RunMeasureAcceptance(flags.config_path, flags.overrides, flags.out_dir);
     }
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "bench-decode") {
+    auto flags = speclab::ParseDecodeBenchFlags(args);
+    if (!flags.ok()) return Usage(std::string(flags.status().message()));
+    absl::Status status = speclab::RunDecodeBench(*flags);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "bench-overhead") {
+    auto flags = speclab::ParseOverheadBenchFlags(args);
+    if (!flags.ok()) return Usage(std::string(flags.status().message()));
+    absl::Status status = speclab::RunOverheadBench(*flags);
     return status.ok() ? 0 : Fail(status);
   }
   return Usage(absl::StrFormat("unknown command '%s'", command));

@@ -14,9 +14,13 @@ struct Totals {
   int prompts = 0, greedy_checked = 0, greedy_equal = 0;
   long tokens = 0, steps = 0, accepted = 0, drafted = 0, nodes = 0;
   double seconds = 0, draft = 0, verify = 0, other = 0;
+  double predicted = 0;
+  bool all_predicted = true;
 
   void Add(const RunRecord& r) {
     ++prompts;
+    predicted += r.predicted_seconds;
+    all_predicted = all_predicted && r.predicted_seconds >= 0;
     tokens += static_cast<long>(r.generation.tokens.size());
     seconds += r.generation.decode_seconds;
     if (r.greedy_match >= 0) {
@@ -50,8 +54,12 @@ SummaryRow ToRow(const std::string& method, const std::string& task, double temp
     row.other_share = t.other / phases;
   }
   if (t.greedy_checked > 0) row.greedy_match = static_cast<double>(t.greedy_equal) / t.greedy_checked;
+  if (t.all_predicted && t.steps > 0) row.overhead_us_per_step = 1e6 * (t.seconds - t.predicted) / t.steps;
   return row;
 }
+
+// Tokens per second if every run took its predicted time; 0 if unknown.
+double PredictedSpeed(const Totals& t) { return t.all_predicted && t.predicted > 0 ? t.tokens / t.predicted : 0; }
 
 }  // namespace
 
@@ -76,11 +84,16 @@ std::vector<SummaryRow> Summarize(const std::vector<RunRecord>& records, const s
       auto base = totals.find({temperature, task, baseline});
       const double base_speed =
           base == totals.end() ? 0 : ToRow(baseline, task, temperature, base->second).tokens_per_s;
+      const double base_predicted = base == totals.end() ? 0 : PredictedSpeed(base->second);
       for (const std::string& method : methods) {
         auto it = totals.find({temperature, task, method});
         if (it == totals.end()) continue;
         SummaryRow row = ToRow(method, task, temperature, it->second);
         row.speedup = base_speed > 0 ? row.tokens_per_s / base_speed : 0;
+        if (base_predicted > 0 && PredictedSpeed(it->second) > 0) {
+          row.has_prediction = true;
+          row.predicted_speedup = PredictedSpeed(it->second) / base_predicted;
+        }
         rows.push_back(row);
       }
     }
@@ -97,14 +110,17 @@ std::string MarkdownTables(const std::vector<SummaryRow>& rows) {
       current = key;
       absl::StrAppendFormat(&out,
                             "\n### task `%s`, temperature %g (%d prompts)\n\n"
-                            "| method | tokens/s | speedup | tau | acceptance | draft %% | verify %% | other %% | "
-                            "greedy match |\n|---|---|---|---|---|---|---|---|---|\n",
+                            "| method | tokens/s | speedup | predicted | overhead us/step | tau | acceptance | "
+                            "draft %% | verify %% | other %% | greedy match |\n"
+                            "|---|---|---|---|---|---|---|---|---|---|---|\n",
                             r.task, r.temperature, r.prompts);
     }
     const std::string match = r.greedy_match < 0 ? "-" : absl::StrFormat("%.0f%%", 100 * r.greedy_match);
-    absl::StrAppendFormat(&out, "| %s | %.1f | %.2fx | %.2f | %.3f | %.0f | %.0f | %.0f | %s |\n", r.method,
-                          r.tokens_per_s, r.speedup, r.tau, r.acceptance_rate, 100 * r.draft_share,
-                          100 * r.verify_share, 100 * r.other_share, match);
+    const std::string predicted = r.has_prediction ? absl::StrFormat("%.2fx", r.predicted_speedup) : "-";
+    const std::string overhead = r.has_prediction ? absl::StrFormat("%.0f", r.overhead_us_per_step) : "-";
+    absl::StrAppendFormat(&out, "| %s | %.1f | %.2fx | %s | %s | %.2f | %.3f | %.0f | %.0f | %.0f | %s |\n",
+                          r.method, r.tokens_per_s, r.speedup, predicted, overhead, r.tau, r.acceptance_rate,
+                          100 * r.draft_share, 100 * r.verify_share, 100 * r.other_share, match);
   }
   return out;
 }
@@ -113,12 +129,15 @@ absl::Status WriteSummaryCsv(const std::string& path, const std::vector<SummaryR
   std::ofstream out(path);
   if (!out) return absl::InternalError(absl::StrCat(path, ": cannot write"));
   out << "method,task,temperature,tokens_per_s,speedup,tau,acceptance_rate,target_forwards,new_tokens,"
-         "prompts,accepted_per_node,draft_share,verify_share,other_share,greedy_match\n";
+         "prompts,accepted_per_node,draft_share,verify_share,other_share,greedy_match,predicted_speedup,"
+         "overhead_us_per_step\n";
   for (const SummaryRow& r : rows) {
-    out << absl::StrFormat("%s,%s,%g,%.3f,%.4f,%.4f,%.4f,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%s\n", r.method, r.task,
+    out << absl::StrFormat("%s,%s,%g,%.3f,%.4f,%.4f,%.4f,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%s,%s,%s\n", r.method, r.task,
                            r.temperature, r.tokens_per_s, r.speedup, r.tau, r.acceptance_rate, r.target_forwards,
                            r.new_tokens, r.prompts, r.accepted_per_node, r.draft_share, r.verify_share,
-                           r.other_share, r.greedy_match < 0 ? "" : absl::StrFormat("%.4f", r.greedy_match));
+                           r.other_share, r.greedy_match < 0 ? "" : absl::StrFormat("%.4f", r.greedy_match),
+                           r.has_prediction ? absl::StrFormat("%.4f", r.predicted_speedup) : "",
+                           r.has_prediction ? absl::StrFormat("%.1f", r.overhead_us_per_step) : "");
   }
   return out ? absl::OkStatus() : absl::InternalError(absl::StrCat(path, ": write failed"));
 }

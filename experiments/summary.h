@@ -16,6 +16,8 @@ struct RunRecord {
   double temperature = 0;
   Generation generation;
   int greedy_match = -1;  // at temperature 0 for lossless methods: 1 if tokens equal the baseline's
+  // Its forwards priced at measured costs (experiments/forward_costs.h); -1 if unknown.
+  double predicted_seconds = -1;
 };
 
 struct SummaryRow {
@@ -31,6 +33,12 @@ struct SummaryRow {
   long new_tokens = 0;
   double draft_share = 0, verify_share = 0, other_share = 0;
   double greedy_match = -1;    // fraction of prompts equal to greedy output; -1 if not checked
+  // From forwards priced at measured costs, when every run had them: the
+  // speedup over the baseline they predict, and the measured time beyond them
+  // per target forward (the framework's own cost of a step).
+  bool has_prediction = false;
+  double predicted_speedup = 0;
+  double overhead_us_per_step = 0;
 };
 
 // Rows for every method (the baseline included, named `baseline`), grouped by

@@ -54,6 +54,10 @@ class Drafter {
   // Ends a step: `accepted_path` holds the accepted node indices root first;
   // the next step's context is their tokens followed by the extra token.
   virtual absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) = 0;
+
+  // The models this drafter runs, so that their forwards can be counted and
+  // costed (none for model-free drafters).
+  virtual std::vector<LanguageModel*> models() { return {}; }
 };
 
 // What drafters may use when they are built from a config.

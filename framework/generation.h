@@ -3,6 +3,7 @@
 #define SPECLAB_FRAMEWORK_GENERATION_H_
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "framework/sampling.h"
@@ -14,7 +15,10 @@ struct DecodeOptions {
   int max_new_tokens = 64;
   int32_t eos_token = -1;     // stop after emitting it; -1: never
   uint64_t seed = 0;
-  bool time_phases = true;    // on CUDA, synchronise at phase boundaries for exact shares
+  // On CUDA, synchronise at phase boundaries so that each phase's share of the
+  // time is its own. Off by default: the extra waits stop the host from
+  // running ahead of the device, and so slow decoding down.
+  bool time_phases = false;
 };
 
 // One target forward (a speculative step, or one autoregressive token).
@@ -32,6 +36,9 @@ struct Generation {
   std::vector<StepStats> steps;
   double prefill_seconds = 0;
   double decode_seconds = 0;    // everything after prefill
+  // Model forwards after prefill, by token count (LanguageModel::forward_counts).
+  std::map<int64_t, int64_t> target_forwards;
+  std::map<int64_t, int64_t> draft_forwards;
 };
 
 }  // namespace speclab

@@ -105,6 +105,19 @@ HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs,
   return view;
 }
 
+void ResetForwardCounts(LanguageModel& target, Drafter* drafter) {
+  target.ResetForwardCounts();
+  if (drafter != nullptr)
+    for (LanguageModel* model : drafter->models()) model->ResetForwardCounts();
+}
+
+void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generation& out) {
+  out.target_forwards = target.forward_counts();
+  if (drafter == nullptr) return;
+  for (LanguageModel* model : drafter->models())
+    for (const auto& [tokens, count] : model->forward_counts()) out.draft_forwards[tokens] += count;
+}
+
 absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
   int parent = 0;
   for (int node : verdict.accepted) {
@@ -128,6 +141,7 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
   RETURN_IF_ERROR(Prefill(target, prompt));
   auto decode_start = Mark(device, true);
   out.prefill_seconds = Seconds(start, decode_start);
+  ResetForwardCounts(target, nullptr);
   const at::Tensor one_mask = at::ones({1, 1}, at::TensorOptions().dtype(at::kBool).device(device));
   at::Tensor token = LongsToDevice({prompt.back()}, device);
   bool done = false;
@@ -135,14 +149,14 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
     auto step_start = Clock::now();
     const int64_t position = target.committed_length();
     ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, LongsToDevice({position}, device), one_mask));
-    at::Tensor probs = Probabilities(logits, options.sampling);
-    token = options.sampling.greedy() ? probs.argmax(-1) : SampleRows(probs, generator);
+    token = options.sampling.greedy() ? logits.argmax(-1) : SampleRows(Probabilities(logits, options.sampling), generator);
     const int32_t host_token = static_cast<int32_t>(token.item<int64_t>());
     RETURN_IF_ERROR(target.Commit({0}));
     done = Emit({host_token}, options, out);
     out.steps.push_back({.verify_seconds = Seconds(step_start, Clock::now())});
   }
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
+  CollectForwardCounts(target, nullptr, out);
   return out;
 }
 
@@ -165,6 +179,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   method.policy->Reset();
   auto decode_start = Mark(device, true);
   out.prefill_seconds = Seconds(start, decode_start);
+  ResetForwardCounts(target, method.drafter.get());
 
   std::vector<int32_t> context(prompt.begin(), prompt.end());
   bool done = false;
@@ -219,6 +234,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     out.steps.push_back(stats);
   }
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
+  CollectForwardCounts(target, method.drafter.get(), out);
   return out;
 }
 

@@ -7,6 +7,8 @@
 #   ABSL_DEBS     folder with Debian's libabsl-dev and libabsl20220623 .debs
 #                 (the CUDA image has no Abseil; default .carry/debs)
 #   CORPUS_TAR    tar.xz of data/corpus for the train stage (default .carry/corpus.tar.xz)
+#   RESULTS_TAR   if set, OUT is packed into this .tgz after every stage, so
+#                 that a run cut short still returns what it measured
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -18,6 +20,7 @@ STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(build test bench)
 has() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/gpu_run.log"; }
+snapshot() { if [ -n "${RESULTS_TAR:-}" ]; then tar -czf "$RESULTS_TAR" -C "$OUT" . || true; fi; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/card.txt"
 
@@ -35,15 +38,17 @@ if has build; then
     -DTORCH_CUDA_ARCH_LIST=9.0 > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
   ninja -C "$BUILD" > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; }
   log "build ok"
+  snapshot
 fi
 export LD_LIBRARY_PATH="/tmp/speclab-absl/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 
 if has test; then
   log "test (CUDA visible)"
   SPECLAB_TEST_DEVICE=cuda ctest --test-dir "$BUILD" -j8 --output-on-failure > "$OUT/ctest.log" 2>&1 \
-    && log "tests passed" || { log "TESTS FAILED"; grep -E "Failed|FAILED|Error" "$OUT/ctest.log" | head -40; }
+    && log "tests passed" || { log "TESTS FAILED"; grep -E "Failed|FAILED|Error" "$OUT/ctest.log" | head -40 || true; }
   tail -5 "$OUT/ctest.log"
   "$BUILD/speclab" audit > "$OUT/audit.txt" 2>&1 || log "AUDIT FAILED"
+  snapshot
 fi
 
 if has train; then
@@ -64,13 +69,29 @@ if has parity; then
 fi
 
 if has bench; then
-  log "bench"
-  "$BUILD/speclab_bench" --benchmark_min_time=0.05 > "$OUT/micro_bench.txt" 2>&1 || true
-  tail -n 25 "$OUT/micro_bench.txt"
-  if [ -f configs/experiments/gpu_quickstart.yaml ] && [ -d models/speclab-target ]; then
-    "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/gpu_quickstart" > "$OUT/gpu_quickstart.md" 2>&1 || true
-    tail -n 40 "$OUT/gpu_quickstart.md"
+  # Everything a results table needs, on one card in one run: decoding
+  # against the bandwidth floor, the shipped pair end to end (speclab), and
+  # the same weights and prompt ids in transformers.
+  log "bench: decode vs bandwidth floor"
+  timeout 240 "$BUILD/speclab" bench-decode --out "$OUT/decode" --shapes ${BENCH_SHAPES:-shipped,1b,8b} 2>&1 | tee "$OUT/decode.log" | tail -n 20 || log "BENCH-DECODE FAILED"
+  snapshot
+  log "bench: framework overhead per step (random 8B target, 1B drafter)"
+  timeout 180 "$BUILD/speclab" bench-overhead --out "$OUT/overhead" 2>&1 | tee "$OUT/overhead.log" | tail -n 12 || log "BENCH-OVERHEAD FAILED"
+  snapshot
+  log "bench: end to end (speclab)"
+  "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }
+  grep -A12 "task \`all\`" "$OUT/e2e.md" || true
+  snapshot
+  if [ -f "$OUT/e2e/prompts.jsonl" ]; then
+    log "bench: transformers (autoregressive and assisted generation)"
+    PYTHONUNBUFFERED=1 timeout 300 python3 scripts/hf_bench.py --target models/speclab-target --drafter models/speclab-drafter \
+      --prompts "$OUT/e2e/prompts.jsonl" --max-new-tokens 128 --temperatures 0,1 --assistant-tokens 5 \
+      --eos 2 --out "$OUT/hf_bench.json" > "$OUT/hf_bench.md" 2> "$OUT/hf_bench.log" || { log "HF BENCH FAILED"; tail -n 20 "$OUT/hf_bench.log"; }
+    grep -E "all" "$OUT/hf_bench.md" || true
+    snapshot
   fi
+  "$BUILD/speclab_bench" --benchmark_filter=ModelForward --benchmark_min_time=0.2 > "$OUT/micro_bench.txt" 2>&1 || true
+  SPECLAB_BENCH_DEVICE=cuda "$BUILD/speclab_bench" --benchmark_filter=ModelForward --benchmark_min_time=0.2 >> "$OUT/micro_bench.txt" 2>&1 || true
 fi
 if has pack; then
   # The device returns at most 8 files of 16 MiB: one tar in 15 MiB parts.
@@ -81,3 +102,4 @@ if has pack; then
   ls -la "$OUT"
 fi
 log "done"
+snapshot

@@ -34,6 +34,7 @@ class ModelDrafter final : public Drafter {
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override;
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override;
+  std::vector<LanguageModel*> models() override { return {model_.get()}; }
 
   LanguageModel& model() { return *model_; }
 

@@ -12,6 +12,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <map>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,18 @@ class LanguageModel {
 
   // Drops all tentative slots and keeps the first `length` committed tokens.
   virtual absl::Status Truncate(int64_t length) = 0;
+
+  // Successful Forward() calls by token count since the last
+  // ResetForwardCounts(). With forward costs measured per count, they predict
+  // a run's time (experiments report it next to the measured time).
+  const std::map<int64_t, int64_t>& forward_counts() const { return forward_counts_; }
+  void ResetForwardCounts() { forward_counts_.clear(); }
+
+ protected:
+  void CountForward(int64_t tokens) { ++forward_counts_[tokens]; }
+
+ private:
+  std::map<int64_t, int64_t> forward_counts_;
 };
 
 }  // namespace speclab

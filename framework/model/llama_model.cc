@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+#include "framework/model/cuda_graph.h"
 #include "framework/model/safetensors.h"
 #include "yaml-cpp/yaml.h"
 
@@ -156,7 +158,27 @@ struct ForwardContext {
   at::Tensor cos, sin;  // [n, head_dim]
   AttentionMask mask;
   bool fused = false;
+  // With the cache: where the new K/V go. Either the n slots from `start`, or
+  // (static shapes) the slots listed in `write_slots`. Attention covers slots
+  // [0, kv_length).
+  int64_t start = 0;
+  at::Tensor write_slots;
+  int64_t kv_length = 0;
 };
+
+// Static shapes for CUDA graphs: token counts round up to a power of two (up
+// to kMaxTokenBucket; larger forwards such as a long prefill run eagerly) and
+// the attended KV length to a multiple of kKvBucket. Padding rows write K/V
+// just past the real ones, which is why the cache has kMaxTokenBucket spare
+// slots; nothing reads those slots before a real token overwrites them.
+constexpr int64_t kMaxTokenBucket = 128;
+constexpr int64_t kKvBucket = 256;
+
+int64_t TokenBucket(int64_t n) {
+  int64_t bucket = 1;
+  while (bucket < n) bucket *= 2;
+  return bucket;
+}
 
 }  // namespace
 
@@ -175,11 +197,27 @@ struct LlamaModel::Impl {
   at::Tensor rope_cos, rope_sin;  // [capacity, head_dim] in dtype: the table for positions < capacity
 
   int64_t capacity = 0;
-  at::Tensor k_cache, v_cache;  // [layers, kv_heads, capacity, head_dim]
+  int64_t cache_slots = 0;      // capacity + kMaxTokenBucket spare slots for padding rows
+  at::Tensor k_cache, v_cache;  // [layers, kv_heads, cache_slots, head_dim]
   at::Tensor slot_positions;    // [capacity] int64, kept only for sliding-window attention
   int64_t committed = 0;
   int64_t tentative = 0;
   at::Tensor last_hidden;
+
+  // Static-shape forwards (CUDA graphs on CUDA; run eagerly on the CPU, where
+  // tests check them against the plain forward).
+  bool static_shapes = false;
+  struct StaticInputs {
+    at::Tensor tokens, positions, write_slots;  // [kMaxTokenBucket] int64
+    at::Tensor allowed;                         // [kMaxTokenBucket, cache_slots] bool
+    at::Tensor columns;                         // [cache_slots] int64: 0, 1, 2, ...
+  } static_in;
+  struct CapturedForward {
+    std::unique_ptr<CudaGraph> graph;
+    at::Tensor logits, hidden;  // outputs, [bucket, vocab] and [bucket, hidden]
+  };
+  std::map<std::pair<int64_t, int64_t>, CapturedForward> graphs;  // by (token bucket, KV length)
+  std::vector<const void*> captured_weights;  // the weight addresses the graphs read
 
   static absl::StatusOr<std::unique_ptr<Impl>> Create(const ModelConfig& config, c10::Device device,
                                                      at::ScalarType dtype, int64_t kv_capacity);
@@ -190,8 +228,15 @@ struct LlamaModel::Impl {
 
   absl::Status ValidateForward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask) const;
   std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, int64_t max_position) const;
-  at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache, int64_t start);
+  at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache);
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask);
+  absl::StatusOr<at::Tensor> ForwardEager(const at::Tensor& tokens, const at::Tensor& positions,
+                                          const at::Tensor& mask);
+  absl::StatusOr<at::Tensor> ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
+                                           const at::Tensor& mask);
+  std::pair<at::Tensor, at::Tensor> StaticBody(int64_t bucket, int64_t kv_length);
+  void AllocateStaticInputs();
+  std::vector<const void*> WeightAddresses() const;
   at::Tensor ForwardTraining(const at::Tensor& tokens);
   absl::Status Commit(absl::Span<const int64_t> slots);
 };
@@ -219,6 +264,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel::Impl>> LlamaModel::Impl::Create(const
     impl->device = at::empty({0}, at::TensorOptions().device(device)).device();
     impl->AllocateParameters();
     impl->AllocateCache(kv_capacity);
+    impl->static_shapes = impl->device.is_cuda() && CudaGraph::Supported();
     return absl::OkStatus();
   }));
   return impl;
@@ -260,6 +306,9 @@ void LlamaModel::Impl::AllocateParameters() {
 void LlamaModel::Impl::AllocateCache(int64_t kv_capacity) {
   const ModelConfig& c = config;
   capacity = kv_capacity;
+  cache_slots = kv_capacity + kMaxTokenBucket;
+  graphs.clear();  // they captured the old cache's addresses
+  static_in = StaticInputs();
   committed = 0;
   tentative = 0;
   last_hidden = at::Tensor();
@@ -274,9 +323,9 @@ void LlamaModel::Impl::AllocateCache(int64_t kv_capacity) {
   }
   // The cache is only touched under InferenceMode, so it can be an inference tensor.
   c10::InferenceMode guard;
-  k_cache = at::zeros({c.num_hidden_layers, c.num_key_value_heads, capacity, c.head_dim}, Options());
+  k_cache = at::zeros({c.num_hidden_layers, c.num_key_value_heads, cache_slots, c.head_dim}, Options());
   v_cache = at::zeros_like(k_cache);
-  slot_positions = c.sliding_window > 0 ? at::zeros({capacity}, Options().dtype(at::kLong)) : at::Tensor();
+  slot_positions = c.sliding_window > 0 ? at::zeros({cache_slots}, Options().dtype(at::kLong)) : at::Tensor();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> LlamaModel::Impl::NamedParameters() const {
@@ -352,8 +401,7 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::RopeAngles(const at::Tensor&
 
 // One decoder layer on x [B, n, hidden]. With the cache (B == 1), the new K/V
 // go to slots [start, start + n) and attention covers slots [0, start + n).
-at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache,
-                                   int64_t start) {
+at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache) {
   const ModelConfig& c = config;
   const LayerWeights& w = layers[index];
   const int64_t batch = x.size(0);
@@ -378,10 +426,16 @@ at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const For
   at::Tensor k = qk.narrow(2, heads, kv_heads).transpose(1, 2);  // [B, kv_heads, n, hd]
   v = v.reshape({batch, n, kv_heads, hd}).transpose(1, 2);
   if (use_cache) {
-    k_cache[index].narrow(1, start, n).copy_(k[0]);
-    v_cache[index].narrow(1, start, n).copy_(v[0]);
-    k = k_cache[index].narrow(1, 0, start + n).unsqueeze(0);
-    v = v_cache[index].narrow(1, 0, start + n).unsqueeze(0);
+    at::Tensor k_layer = k_cache[index], v_layer = v_cache[index];
+    if (ctx.write_slots.defined()) {
+      k_layer.index_copy_(1, ctx.write_slots, k[0]);
+      v_layer.index_copy_(1, ctx.write_slots, v[0]);
+    } else {
+      k_layer.narrow(1, ctx.start, n).copy_(k[0]);
+      v_layer.narrow(1, ctx.start, n).copy_(v[0]);
+    }
+    k = k_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0);
+    v = v_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0);
   }
   // [B, n, heads, hd] -> [B, kv_heads, group * n, hd], heads ordered kv_head * group + j as in HF repeat_kv.
   const at::Tensor q_grouped =
@@ -409,6 +463,12 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::Forward(const at::Tensor& tokens, c
                                                      const at::Tensor& mask) {
   RETURN_IF_ERROR(ValidateForward(tokens, positions, mask));
   c10::InferenceMode guard;
+  const bool fits_static = config.sliding_window == 0 && tokens.size(0) <= kMaxTokenBucket;
+  return static_shapes && fits_static ? ForwardStatic(tokens, positions, mask) : ForwardEager(tokens, positions, mask);
+}
+
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& tokens, const at::Tensor& positions,
+                                                          const at::Tensor& mask) {
   const int64_t n = tokens.size(0);
   const int64_t start = committed + tentative;
   const int64_t total = start + n;
@@ -443,12 +503,102 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::Forward(const at::Tensor& tokens, c
   }
   ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
+  ctx.start = start;
+  ctx.kv_length = total;
 
   at::Tensor x = at::embedding(embed, tokens).unsqueeze(0);
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true, start);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true);
   last_hidden = RmsNorm(x[0], final_norm, config.rms_norm_eps);
   tentative += n;
   return at::linear(last_hidden, lm_head).to(at::kFloat);
+}
+
+// Graphs read weights at the addresses seen at capture; a trainer that
+// re-points a parameter (set_data) makes them stale.
+std::vector<const void*> LlamaModel::Impl::WeightAddresses() const {
+  std::vector<const void*> out{embed.data_ptr(), final_norm.data_ptr(), lm_head.data_ptr()};
+  for (const LayerWeights& w : layers) {
+    for (const at::Tensor* t : {&w.qkv_weight, &w.qkv_bias, &w.q_weight, &w.k_weight, &w.v_weight, &w.q_bias,
+                                &w.k_bias, &w.v_bias, &w.o_weight, &w.o_bias, &w.gate_up_weight, &w.gate_weight,
+                                &w.up_weight, &w.down_weight, &w.input_norm, &w.post_attention_norm}) {
+      out.push_back(t->defined() ? t->data_ptr() : nullptr);
+    }
+  }
+  return out;
+}
+
+void LlamaModel::Impl::AllocateStaticInputs() {
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
+  static_in.tokens = at::zeros({kMaxTokenBucket}, longs);
+  static_in.positions = at::zeros({kMaxTokenBucket}, longs);
+  static_in.write_slots = at::zeros({kMaxTokenBucket}, longs);
+  static_in.allowed = at::zeros({kMaxTokenBucket, cache_slots}, longs.dtype(at::kBool));
+  static_in.columns = at::arange(cache_slots, longs);
+}
+
+// The forward over the static inputs' first `bucket` rows, attending to KV
+// slots [0, kv_length): the work a CUDA graph captures.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticBody(int64_t bucket, int64_t kv_length) {
+  ForwardContext ctx;
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(static_in.positions.narrow(0, 0, bucket), std::numeric_limits<int64_t>::max());
+  ctx.mask = MakeAttentionMask(static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length), group, UseSdpa(device));
+  ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
+  ctx.write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  ctx.kv_length = kv_length;
+  at::Tensor x = at::embedding(embed, static_in.tokens.narrow(0, 0, bucket)).unsqueeze(0);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true);
+  at::Tensor hidden = RmsNorm(x[0], final_norm, config.rms_norm_eps);
+  at::Tensor logits = at::linear(hidden, lm_head).to(at::kFloat);
+  return {logits, hidden};
+}
+
+// Fills the static inputs (a few small copies), then replays the graph of this
+// shape, capturing it on first use. Padding rows attend to the first new
+// token's slot so that they stay finite: a NaN written into a padding slot
+// would poison later scores even where masked.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
+                                                           const at::Tensor& mask) {
+  const int64_t n = tokens.size(0);
+  const int64_t start = committed + tentative;
+  const int64_t bucket = TokenBucket(n);
+  const int64_t kv_length = std::min((start + bucket + kKvBucket - 1) / kKvBucket * kKvBucket, cache_slots);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  static_in.tokens.narrow(0, 0, n).copy_(tokens, /*non_blocking=*/true);
+  static_in.positions.narrow(0, 0, n).copy_(positions, /*non_blocking=*/true);
+  at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  at::arange_out(write_slots, at::Scalar(start), at::Scalar(start + bucket), at::Scalar(1));
+  at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
+  at::lt_out(allowed, static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length}), at::Scalar(committed));
+  allowed.narrow(0, 0, n).narrow(1, committed, tentative + n).copy_(mask, /*non_blocking=*/true);
+  if (bucket > n) allowed.narrow(0, n, bucket - n).narrow(1, start, 1).fill_(true);
+
+  at::Tensor logits, hidden;
+  if (device.is_cuda()) {
+    std::vector<const void*> weights = WeightAddresses();
+    if (weights != captured_weights) {
+      graphs.clear();
+      captured_weights = std::move(weights);
+    }
+    auto key = std::make_pair(bucket, kv_length);
+    auto it = graphs.find(key);
+    if (it == graphs.end()) {
+      CapturedForward captured;
+      const CudaGraph* pool_owner = graphs.empty() ? nullptr : graphs.begin()->second.graph.get();
+      ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, pool_owner, [&] {
+                         std::tie(captured.logits, captured.hidden) = StaticBody(bucket, kv_length);
+                       }));
+      it = graphs.emplace(key, std::move(captured)).first;
+    }
+    it->second.graph->Replay();
+    logits = it->second.logits;
+    hidden = it->second.hidden;
+  } else {
+    std::tie(logits, hidden) = StaticBody(bucket, kv_length);
+  }
+  // The outputs live in the graph's buffers, which the next replay overwrites.
+  last_hidden = hidden.narrow(0, 0, n);
+  tentative += n;
+  return logits.narrow(0, 0, n).clone();
 }
 
 at::Tensor LlamaModel::Impl::ForwardTraining(const at::Tensor& tokens) {
@@ -463,7 +613,7 @@ at::Tensor LlamaModel::Impl::ForwardTraining(const at::Tensor& tokens) {
   ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.fused = false;  // autograd must reach the HuggingFace-named views
   at::Tensor x = at::embedding(embed, tokens.to(device));
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/false, 0);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/false);
   return at::linear(RmsNorm(x, final_norm, config.rms_norm_eps), lm_head);
 }
 
@@ -487,9 +637,8 @@ absl::Status LlamaModel::Impl::Commit(absl::Span<const int64_t> slots) {
       src[i - first] += committed;
       dst[i - first] = committed + i;
     }
-    const auto index_options = at::TensorOptions().dtype(at::kLong);
-    const at::Tensor src_index = at::tensor(src, index_options).to(device);
-    const at::Tensor dst_index = at::tensor(dst, index_options).to(device);
+    const at::Tensor src_index = LongsToDevice(src, device);
+    const at::Tensor dst_index = LongsToDevice(dst, device);
     // index_select copies first, so overlapping source and destination are safe.
     k_cache.index_copy_(2, dst_index, k_cache.index_select(2, src_index));
     v_cache.index_copy_(2, dst_index, v_cache.index_select(2, src_index));
@@ -588,6 +737,27 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRandom(const Model
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
 }
 
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRandomOnDevice(const ModelConfig& config,
+                                                                             c10::Device device, at::ScalarType dtype,
+                                                                             int64_t kv_capacity, uint64_t seed) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, device, dtype, kv_capacity));
+  RETURN_IF_ERROR(Guarded("LlamaModel::CreateRandomOnDevice", [&]() -> absl::Status {
+    c10::InferenceMode normal_tensors(false);
+    c10::NoGradGuard no_grad;
+    at::Generator gen = at::globalContext().defaultGenerator(impl->device).clone();
+    gen.set_current_seed(seed);
+    for (auto& [name, param] : impl->NamedParameters()) {
+      if (absl::EndsWith(name, "norm.weight")) {
+        param.fill_(1.0);
+      } else {
+        param.normal_(0.0, 0.02, gen);
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
+}
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& dir, c10::Device device,
                                                              at::ScalarType dtype, int64_t kv_capacity) {
   if (!fs::is_directory(dir)) return absl::NotFoundError(absl::StrCat(dir, ": model folder not found"));
@@ -654,6 +824,18 @@ absl::Status LlamaModel::Save(const std::string& dir, at::ScalarType save_dtype)
 }
 
 const ModelConfig& LlamaModel::config() const { return impl_->config; }
+
+void LlamaModel::EnableCudaGraphs(bool enable) { impl_->static_shapes = enable; }
+bool LlamaModel::cuda_graphs_enabled() const { return impl_->static_shapes; }
+
+int64_t LlamaModel::DecodeWeightBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, param] : impl_->NamedParameters()) {
+    if (name == "model.embed_tokens.weight" && !impl_->config.tie_word_embeddings) continue;  // one row per step
+    bytes += param.numel() * static_cast<int64_t>(param.element_size());
+  }
+  return bytes;
+}
 c10::Device LlamaModel::device() const { return impl_->device; }
 int64_t LlamaModel::capacity() const { return impl_->capacity; }
 int64_t LlamaModel::committed_length() const { return impl_->committed; }
@@ -662,7 +844,10 @@ at::Tensor LlamaModel::last_hidden_states() const { return impl_->last_hidden; }
 
 absl::StatusOr<at::Tensor> LlamaModel::Forward(const at::Tensor& tokens, const at::Tensor& positions,
                                                const at::Tensor& mask) {
-  return Guarded("LlamaModel::Forward", [&] { return impl_->Forward(tokens, positions, mask); });
+  absl::StatusOr<at::Tensor> logits =
+      Guarded("LlamaModel::Forward", [&] { return impl_->Forward(tokens, positions, mask); });
+  if (logits.ok()) CountForward(tokens.size(0));
+  return logits;
 }
 
 absl::Status LlamaModel::Commit(absl::Span<const int64_t> tentative_slots) {

@@ -26,6 +26,12 @@ class LlamaModel final : public LanguageModel {
   static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandom(const ModelConfig& config, c10::Device device,
                                                                    at::ScalarType dtype, int64_t kv_capacity,
                                                                    uint64_t seed);
+  // Random weights drawn directly on `device` (fast for billion-parameter
+  // shapes; the values depend on the device's generator, so use CreateRandom
+  // where two devices must hold the same model). For benchmarks.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandomOnDevice(const ModelConfig& config,
+                                                                           c10::Device device, at::ScalarType dtype,
+                                                                           int64_t kv_capacity, uint64_t seed);
   // Loads a HuggingFace folder: config.json plus model.safetensors, or shards
   // listed by model.safetensors.index.json. Weights are cast to `dtype`.
   // Errors name the file and tensor (missing, truncated, wrong shape).
@@ -45,6 +51,19 @@ class LlamaModel final : public LanguageModel {
   at::Tensor last_hidden_states() const override;
   absl::Status Commit(absl::Span<const int64_t> tentative_slots) override;
   absl::Status Truncate(int64_t length) override;
+
+  // Static-shape forwards: token counts up to 128 are padded to a power of
+  // two and attention covers the KV cache up to a multiple of 256 slots, so
+  // that on CUDA each shape is captured once into a CUDA graph and replayed.
+  // On by default on CUDA (where the build has CUDA); off on the CPU, where
+  // enabling it runs the same padded forward eagerly (tests compare it with
+  // the plain one). Sliding-window models always run the plain forward.
+  // last_hidden_states() stays valid until the next Forward().
+  void EnableCudaGraphs(bool enable);
+  bool cuda_graphs_enabled() const;
+  // Bytes of parameters one decoding step reads (the embedding table counts
+  // once when tied, and not at all otherwise: a step reads one row of it).
+  int64_t DecodeWeightBytes() const;
 
   // Training: causal forward of tokens [B, T] (positions 0..T-1), no cache,
   // autograd enabled. Returns logits [B, T, vocab] in the parameters' dtype.

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <string>
@@ -343,6 +344,43 @@ TEST(LlamaModelTest, CommitKeepsSparseSlotsInOrder) {
   auto fresh = MakeModel(config);
   const at::Tensor reference = FeedChain(*fresh, {3, 4, 5, 10, 11, 12, 7});
   EXPECT_LT(RelError(after, reference.narrow(0, 6, 1)), kTol);
+}
+
+TEST(LlamaModelTest, StaticShapeForwardEqualsPlainForward) {
+  // The padded, bucketed forward that CUDA graphs replay (eager on the CPU)
+  // must give the plain forward's logits through a whole decoding pattern:
+  // a prefill, trees of odd sizes (padding rows), sparse commits, truncation,
+  // and KV lengths on both sides of a 256-slot bucket boundary.
+  for (const Variant& variant : Variants()) {
+    SCOPED_TRACE(variant.name);
+    auto plain = MakeModel(variant.config, 320);
+    auto padded = MakeModel(variant.config, 320);
+    plain->EnableCudaGraphs(false);
+    padded->EnableCudaGraphs(true);
+    auto both = [&](const std::function<at::Tensor(LlamaModel&)>& step) {
+      const at::Tensor a = step(*plain), b = step(*padded);
+      EXPECT_LT(RelError(b, a), kTol);
+      EXPECT_EQ(plain->committed_length(), padded->committed_length());
+    };
+    both([](LlamaModel& m) { return FeedChain(m, RandomTokens(250, 64, 1)); });
+    ASSERT_TRUE(plain->Commit(Iota(250)).ok());
+    ASSERT_TRUE(padded->Commit(Iota(250)).ok());
+    for (int step = 0; step < 6; ++step) {
+      const TokenTree tree = RandomTree(5, 3 + 2 * step, 64, 40 + step);
+      const at::Tensor tokens = Longs(ToInt64(tree.tokens()));
+      const std::vector<int64_t> host_positions = tree.Positions(plain->committed_length());
+      both([&](LlamaModel& m) { return *m.Forward(tokens, Longs(host_positions), TreeMask(tree)); });
+      // A second forward in the same step sees the tree as tentative slots.
+      both([&](LlamaModel& m) { return FeedChain(m, {9, 10}); });
+      std::vector<int64_t> keep{0};
+      for (int node = 1; node < tree.size() && keep.size() < 3; node += 2) keep.push_back(node);
+      ASSERT_TRUE(plain->Commit(keep).ok());
+      ASSERT_TRUE(padded->Commit(keep).ok());
+    }
+    ASSERT_TRUE(plain->Truncate(240).ok());
+    ASSERT_TRUE(padded->Truncate(240).ok());
+    both([](LlamaModel& m) { return FeedChain(m, {1, 2, 3}); });
+  }
 }
 
 TEST(LlamaModelTest, InPlaceParameterUpdatesReachInference) {

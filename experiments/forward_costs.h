@@ -1,0 +1,37 @@
+// Forward costs: the measured time of one Forward() per token count, and the
+// time they predict for a run from its forward counts.
+//
+// A speculative run's time is its forwards plus everything else (sampling,
+// verification, KV commits, host-device waits). Pricing the forwards it made
+// (Generation::target_forwards / draft_forwards) at measured costs gives the
+// time an overhead-free engine would take; the measured time minus that is the
+// framework's overhead, and the ratio of predicted times is the speedup the
+// acceptance and the cost model promise (ALGORITHMS.md §5.3).
+#ifndef SPECLAB_EXPERIMENTS_FORWARD_COSTS_H_
+#define SPECLAB_EXPERIMENTS_FORWARD_COSTS_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+
+#include "absl/status/statusor.h"
+#include "framework/model/language_model.h"
+
+namespace speclab {
+
+// Seconds per Forward() of n tokens (a causal chain) on top of a committed
+// prefix of `context` tokens, for each n in `token_counts`: the mean of
+// `repeats` forwards queued back to back after a warm-up, so that on a GPU the
+// host's launch work overlaps the device's as in decoding. Leaves the model's
+// cache empty.
+absl::StatusOr<std::map<int64_t, double>> MeasureForwardCosts(LanguageModel& model,
+                                                              const std::set<int64_t>& token_counts,
+                                                              int64_t context, int repeats);
+
+// Sum over token counts of count * cost; counts without a cost are an error.
+absl::StatusOr<double> PredictSeconds(const std::map<int64_t, int64_t>& counts,
+                                      const std::map<int64_t, double>& costs);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_EXPERIMENTS_FORWARD_COSTS_H_

@@ -1,0 +1,210 @@
+#include "experiments/overhead_bench.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <iostream>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "drafters/model/model_drafter.h"
+#include "experiments/forward_costs.h"
+#include "experiments/model_loading.h"
+#include "framework/core/options.h"
+#include "framework/core/status_macros.h"
+#include "framework/core/verifier_registry.h"
+#include "framework/method.h"
+#include "framework/model/llama_model.h"
+#include "framework/speculative_decoder.h"
+
+namespace speclab {
+namespace {
+
+absl::Status SetFlag(OverheadBenchFlags& f, const std::string& name, const std::string& value) {
+  auto as_int = [&](int& into) -> absl::Status {
+    if (!absl::SimpleAtoi(value, &into) || into <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("bench-overhead: ", name, " expects a positive integer, got '",
+                                                     value, "'"));
+    return absl::OkStatus();
+  };
+  if (name == "--target-shape") f.target_shape = value;
+  else if (name == "--drafter-shape") f.drafter_shape = value;
+  else if (name == "--gamma") return as_int(f.gamma);
+  else if (name == "--new-tokens") return as_int(f.new_tokens);
+  else if (name == "--prompt-tokens") return as_int(f.prompt_tokens);
+  else if (name == "--prompts") return as_int(f.prompts);
+  else if (name == "--device") f.device = value;
+  else if (name == "--out") f.out_dir = value;
+  else
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bench-overhead: unknown flag '", name,
+        "' (expected --target-shape, --drafter-shape, --gamma, --new-tokens, --prompt-tokens, --prompts, --device, "
+        "--out)"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const std::string& config_path, c10::Device device,
+                                                        int64_t capacity, uint64_t seed) {
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromJsonFile(config_path));
+  const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
+  return LlamaModel::CreateRandomOnDevice(config, device, dtype, capacity, seed);
+}
+
+// Chain speculative sampling with rejection verification and a fixed gamma,
+// drafting with `drafter` (the method's parts come from the registries, as a
+// config would build them).
+absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int gamma) {
+  Method m;
+  m.name = absl::StrCat("chain_g", gamma);
+  m.drafter_name = "model";
+  m.drafter = std::make_unique<ModelDrafter>(std::move(drafter));
+  ASSIGN_OR_RETURN(Options builder, Options::FromString("{type: chain}", "bench-overhead"));
+  ASSIGN_OR_RETURN(Options verifier, Options::FromString("{type: rejection}", "bench-overhead"));
+  ASSIGN_OR_RETURN(Options policy,
+                   Options::FromString(absl::StrCat("{type: fixed, gamma: ", gamma, "}"), "bench-overhead"));
+  m.tree_builder_name = "chain";
+  m.verifier_name = "rejection";
+  m.policy_name = "fixed";
+  ASSIGN_OR_RETURN(m.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
+  ASSIGN_OR_RETURN(m.verifier, VerifierRegistry::Create(verifier, "verifier"));
+  ASSIGN_OR_RETURN(m.policy, LengthPolicyRegistry::Create(policy, "length policy"));
+  RETURN_IF_ERROR(m.CheckCompatible());
+  return m;
+}
+
+struct Row {
+  std::string method;
+  double temperature = 0;
+  long tokens = 0, steps = 0;
+  double seconds = 0, predicted = 0;
+};
+
+absl::Status Run(const OverheadBenchFlags& flags) {
+  c10::InferenceMode inference;
+  ASSIGN_OR_RETURN(c10::Device device, ParseDevice(flags.device));
+  // The engine checks prompt + emitted + max_new_tokens + tree before each step.
+  const int64_t capacity = flags.prompt_tokens + 2 * flags.new_tokens + 4 * flags.gamma + 64;
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(flags.target_shape, device, capacity, 1));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> drafter, RandomModel(flags.drafter_shape, device, capacity, 2));
+  if (drafter->config().vocab_size != target->config().vocab_size)
+    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the drafter shape has ",
+                                                   drafter->config().vocab_size, " tokens, the target ",
+                                                   target->config().vocab_size));
+  LanguageModel* drafter_model = drafter.get();
+  ASSIGN_OR_RETURN(Method method, ChainMethod(std::move(drafter), flags.gamma));
+
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> prompts(flags.prompts);
+  for (auto& prompt : prompts) {
+    prompt.resize(flags.prompt_tokens);
+    for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % (target->config().vocab_size - 3));
+  }
+  DecodeOptions options{.max_new_tokens = flags.new_tokens, .eos_token = -1, .seed = 1};
+  {  // warm-up: graph captures, allocator, kernel selection
+    DecodeOptions warm = options;
+    warm.max_new_tokens = 16;
+    for (double t : {0.0, 1.0}) {
+      warm.sampling.temperature = t;
+      RETURN_IF_ERROR(GenerateAutoregressive(*target, prompts[0], warm).status());
+      RETURN_IF_ERROR(GenerateSpeculative(*target, method, prompts[0], warm).status());
+    }
+  }
+  std::vector<Row> rows;
+  std::vector<Generation> base_runs, spec_runs;
+  for (double t : {0.0, 1.0}) {
+    options.sampling.temperature = t;
+    Row base{.method = "autoregressive", .temperature = t}, spec{.method = method.name, .temperature = t};
+    for (const auto& prompt : prompts) {
+      ASSIGN_OR_RETURN(Generation a, GenerateAutoregressive(*target, prompt, options));
+      ASSIGN_OR_RETURN(Generation s, GenerateSpeculative(*target, method, prompt, options));
+      for (auto [row, g] : {std::pair<Row*, Generation*>{&base, &a}, {&spec, &s}}) {
+        row->tokens += static_cast<long>(g->tokens.size());
+        row->steps += static_cast<long>(g->steps.size());
+        row->seconds += g->decode_seconds;
+      }
+      base_runs.push_back(std::move(a));
+      spec_runs.push_back(std::move(s));
+    }
+    rows.push_back(base);
+    rows.push_back(spec);
+  }
+
+  // Price the forwards at costs measured on the same models.
+  std::set<int64_t> target_counts, draft_counts;
+  for (const auto* runs : {&base_runs, &spec_runs})
+    for (const Generation& g : *runs) {
+      for (const auto& [n, c] : g.target_forwards) target_counts.insert(n);
+      for (const auto& [n, c] : g.draft_forwards) draft_counts.insert(n);
+    }
+  const int64_t context = flags.prompt_tokens + flags.new_tokens / 2;
+  ASSIGN_OR_RETURN(auto target_costs, MeasureForwardCosts(*target, target_counts, context, 10));
+  ASSIGN_OR_RETURN(auto draft_costs, MeasureForwardCosts(*drafter_model, draft_counts, context, 10));
+  for (size_t i = 0; i < base_runs.size(); ++i) {
+    const size_t row = 2 * (i / prompts.size());
+    ASSIGN_OR_RETURN(double base_seconds, PredictSeconds(base_runs[i].target_forwards, target_costs));
+    ASSIGN_OR_RETURN(double spec_target, PredictSeconds(spec_runs[i].target_forwards, target_costs));
+    ASSIGN_OR_RETURN(double spec_draft, PredictSeconds(spec_runs[i].draft_forwards, draft_costs));
+    rows[row].predicted += base_seconds;
+    rows[row + 1].predicted += spec_target + spec_draft;
+  }
+
+  std::string report = absl::StrFormat(
+      "## bench-overhead: target %s, drafter %s (random weights), %s, %d prompts x %d new tokens\n\n"
+      "Forward costs (ms): target n=1 %.3f",
+      flags.target_shape, flags.drafter_shape, device.str(), flags.prompts, flags.new_tokens,
+      1e3 * target_costs[1]);
+  if (target_costs.count(flags.gamma + 1)) absl::StrAppendFormat(&report, ", target n=%d %.3f", flags.gamma + 1,
+                                                                 1e3 * target_costs[flags.gamma + 1]);
+  if (draft_costs.count(1)) absl::StrAppendFormat(&report, ", drafter n=1 %.3f", 1e3 * draft_costs[1]);
+  report +=
+      "\n\n| method | temperature | tokens/s | steps | tau | measured ms | predicted ms | overhead us/step |\n"
+      "|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    absl::StrAppendFormat(&report, "| %s | %g | %.1f | %d | %.2f | %.1f | %.1f | %.1f |\n", r.method,
+                          r.temperature, r.tokens / r.seconds, r.steps, static_cast<double>(r.tokens) / r.steps,
+                          1e3 * r.seconds, 1e3 * r.predicted, 1e6 * (r.seconds - r.predicted) / r.steps);
+  }
+  std::cout << report << std::flush;
+  if (!flags.out_dir.empty()) {
+    std::filesystem::create_directories(flags.out_dir);
+    std::ofstream(std::filesystem::path(flags.out_dir) / "overhead_bench.md") << report;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std::string>& args) {
+  OverheadBenchFlags flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("bench-overhead: flag '", name, "' needs a value"));
+    }
+    RETURN_IF_ERROR(SetFlag(flags, name, value));
+  }
+  return flags;
+}
+
+absl::Status RunOverheadBench(const OverheadBenchFlags& flags) {
+  try {
+    return Run(flags);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("bench-overhead: ", e.what()));
+  }
+}
+
+}  // namespace speclab

@@ -1,0 +1,42 @@
+// `speclab bench-overhead`: the framework's own cost of a speculative step
+// when the forwards are big enough to hide the host's work.
+//
+// The shipped pair is so small that a forward costs less than its launches,
+// so its step time is mostly host work. This benchmark decodes with random
+// weights of real shapes (by default a Llama-3.1-8B target and a Llama-3.2-1B
+// drafter, same 128256-token vocabulary): chain speculative sampling with
+// rejection verification at temperatures 0 and 1, plus the autoregressive
+// baseline. Each run's forwards are priced at costs measured on the same
+// models; the measured time beyond that, per step, is the overhead (sampling,
+// verification, commits and whatever host work the device waits for).
+// Random weights make acceptance meaningless; the overhead does not depend on it.
+#ifndef SPECLAB_EXPERIMENTS_OVERHEAD_BENCH_H_
+#define SPECLAB_EXPERIMENTS_OVERHEAD_BENCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace speclab {
+
+struct OverheadBenchFlags {
+  std::string target_shape = "configs/shapes/llama-3.1-8b.json";
+  std::string drafter_shape = "configs/shapes/llama-3.2-1b.json";
+  int gamma = 4;
+  int new_tokens = 128;
+  int prompt_tokens = 64;
+  int prompts = 3;
+  std::string device = "auto";
+  std::string out_dir;  // "": print only
+};
+
+// Parses the arguments after "bench-overhead"; unknown flags are errors.
+absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std::string>& args);
+
+absl::Status RunOverheadBench(const OverheadBenchFlags& flags);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_EXPERIMENTS_OVERHEAD_BENCH_H_

@@ -1,0 +1,40 @@
+// CudaGraph: GPU work captured once and replayed with a single launch.
+//
+// A batch-1 decoding forward of a small model is hundreds of tiny kernels;
+// launched one by one from the host they cost more than the arithmetic.
+// Captured into a graph, they replay for the host cost of one launch. The
+// captured work reads and writes fixed buffers: callers fill the inputs in
+// place before Replay() and copy the outputs out after it.
+#ifndef SPECLAB_FRAMEWORK_MODEL_CUDA_GRAPH_H_
+#define SPECLAB_FRAMEWORK_MODEL_CUDA_GRAPH_H_
+
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+
+namespace speclab {
+
+class CudaGraph {
+ public:
+  // True when this build has CUDA support (the graph API links).
+  static bool Supported();
+
+  // Runs `work` once eagerly on a side stream (lazy initialisation such as
+  // cuBLAS workspaces must not happen during capture), then captures a second
+  // run of it. Graphs created with the same `pool_owner` share one memory pool:
+  // replay them one at a time, on one stream, and keep their outputs alive.
+  // `work` must not synchronise with the host.
+  static absl::StatusOr<std::unique_ptr<CudaGraph>> Capture(c10::Device device, const CudaGraph* pool_owner,
+                                                            const std::function<void()>& work);
+
+  virtual ~CudaGraph() = default;
+  // Enqueues the captured work on the current stream of the capture device.
+  virtual void Replay() = 0;
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_MODEL_CUDA_GRAPH_H_
