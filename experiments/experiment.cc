@@ -128,6 +128,9 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
   return absl::OkStatus();
 }
 
+// Forwards up to this many tokens (trees, drafter levels) run as CUDA graphs.
+constexpr int64_t kMaxPreparedTokens = 128;
+
 }  // namespace
 
 absl::Status RunExperiment(const RunFlags& flags) {
@@ -138,8 +141,13 @@ absl::Status RunExperiment(const RunFlags& flags) {
 
   ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> encoded, EncodePrompts(e));
   DecodeOptions options{.sampling = e.sampling, .max_new_tokens = e.max_new_tokens,
-                        .eos_token = e.stop_at_eos ? e.tokenizer->eos_id() : -1, .seed = e.seed};
-  // Warm-up: allocator, kernels and caches, so the first measured run is not an outlier.
+                        .eos_token = e.stop_at_eos ? e.tokenizer->eos_id() : -1, .seed = e.seed,
+                        .verify_on_device = e.verify_on_device};
+  // One-time work first (CUDA graphs for every forward shape), then a warm-up
+  // (allocator, kernels, caches), so that no measured run pays for either.
+  RETURN_IF_ERROR(e.target->PrepareForDecoding(kMaxPreparedTokens));
+  for (Method& m : e.methods)
+    for (LanguageModel* model : m.drafter->models()) RETURN_IF_ERROR(model->PrepareForDecoding(kMaxPreparedTokens));
   {
     DecodeOptions warm = options;
     warm.max_new_tokens = 8;

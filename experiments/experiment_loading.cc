@@ -54,6 +54,7 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   ASSIGN_OR_RETURN(int64_t seed, decoding.GetInt("seed", 0));
   ASSIGN_OR_RETURN(e.stop_at_eos, decoding.GetBool("stop_at_eos", true));
   ASSIGN_OR_RETURN(e.add_bos, decoding.GetBool("add_bos", true));
+  ASSIGN_OR_RETURN(e.verify_on_device, decoding.GetBool("verify_on_device", true));
   RETURN_IF_ERROR(decoding.CheckAllUsed());
   for (double t : e.temperatures) {
     SamplingParams check = e.sampling;

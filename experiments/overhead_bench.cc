@@ -77,6 +77,7 @@ absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int g
   ASSIGN_OR_RETURN(m.verifier, VerifierRegistry::Create(verifier, "verifier"));
   ASSIGN_OR_RETURN(m.policy, LengthPolicyRegistry::Create(policy, "length policy"));
   RETURN_IF_ERROR(m.CheckCompatible());
+  RETURN_IF_ERROR(AttachDeviceVerifier(m, *Options::FromString("{type: rejection}", "bench-overhead")));
   return m;
 }
 
@@ -108,7 +109,9 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % (target->config().vocab_size - 3));
   }
   DecodeOptions options{.max_new_tokens = flags.new_tokens, .eos_token = -1, .seed = 1};
-  {  // warm-up: graph captures, allocator, kernel selection
+  RETURN_IF_ERROR(target->PrepareForDecoding(2 * flags.gamma + 2));
+  RETURN_IF_ERROR(drafter_model->PrepareForDecoding(2 * flags.gamma + 2));
+  {  // warm-up: allocator, kernel selection
     DecodeOptions warm = options;
     warm.max_new_tokens = 16;
     for (double t : {0.0, 1.0}) {

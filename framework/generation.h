@@ -19,6 +19,9 @@ struct DecodeOptions {
   // time is its own. Off by default: the extra waits stop the host from
   // running ahead of the device, and so slow decoding down.
   bool time_phases = false;
+  // Verify chains with the verifier's device form when it has one
+  // (framework/device_verifier.h); false: always the host rule.
+  bool verify_on_device = true;
 };
 
 // One target forward (a speculative step, or one autoregressive token).

@@ -51,6 +51,7 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   ASSIGN_OR_RETURN(Options verifier, PluginSpec(spec, "verifier", ""));
   ASSIGN_OR_RETURN(Options policy, PluginSpec(spec, "length_policy", "fixed"));
   RETURN_IF_ERROR(spec.CheckAllUsed());
+  const Options device_verifier_spec = verifier;  // before the host rule reads (and marks) its keys
   ASSIGN_OR_RETURN(method.drafter, DrafterRegistry::Create(drafter, "drafter", environment));
   ASSIGN_OR_RETURN(method.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
   ASSIGN_OR_RETURN(method.verifier, VerifierRegistry::Create(verifier, "verifier"));
@@ -61,7 +62,17 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   method.policy_name = *policy.GetString("type");
   if (auto status = method.CheckCompatible(); !status.ok())
     return absl::InvalidArgumentError(absl::StrCat(spec.file(), ":", spec.node().Mark().line + 1, ": ", status.message()));
+  RETURN_IF_ERROR(AttachDeviceVerifier(method, device_verifier_spec));
   return method;
+}
+
+absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec) {
+  method.device_verifier.reset();
+  if (method.tree_builder->traits().may_branch) return absl::OkStatus();
+  const auto* entry = DeviceChainVerifierRegistry::Find(method.verifier_name);
+  if (entry == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(method.device_verifier, entry->create(verifier_spec));
+  return absl::OkStatus();
 }
 
 }  // namespace speclab

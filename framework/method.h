@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/verifier.h"
+#include "framework/device_verifier.h"
 #include "framework/drafter.h"
 #include "framework/tree_builder.h"
 
@@ -20,6 +21,9 @@ struct Method {
   std::unique_ptr<TreeBuilder> tree_builder;
   std::unique_ptr<Verifier> verifier;
   std::unique_ptr<DraftLengthPolicy> policy;
+  // The verifier's device form, when it has one and the builder draws chains
+  // (framework/device_verifier.h); null otherwise.
+  std::unique_ptr<DeviceChainVerifier> device_verifier;
 
   // Refuses combinations that would be wrong, not merely slow: a verifier that
   // needs q with a builder or drafter that cannot give a sampling law, a
@@ -34,6 +38,11 @@ struct Method {
 //    verifier: {type: ...}, length_policy: {type: ...} (default fixed)}
 // and checks that its parts fit together.
 absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& environment);
+
+// Sets method.device_verifier from `verifier_spec` (the verifier's config
+// mapping) when the verifier has a registered device form and the method's
+// tree builder only draws chains.
+absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec);
 
 }  // namespace speclab
 

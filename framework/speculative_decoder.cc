@@ -10,6 +10,7 @@
 #include "framework/core/random_source.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
+#include "framework/device_verifier.h"
 
 namespace speclab {
 namespace {
@@ -118,6 +119,29 @@ void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generat
     for (const auto& [tokens, count] : model->forward_counts()) out.draft_forwards[tokens] += count;
 }
 
+// Verifies a chain with the verifier's device form: one transfer brings back
+// the drafted tokens, the number accepted and the extra token.
+absl::StatusOr<Verdict> VerifyChainOnDevice(const DeviceChainVerifier& verifier, TokenTree& tree,
+                                            const at::Tensor& tokens, const at::Tensor& probs,
+                                            const at::Tensor& draft_probs, at::Generator& generator) {
+  DeviceChainProblem problem{.tokens = tokens.to(probs.device()), .target_probs = probs,
+                             .draft_probs = draft_probs.defined() ? draft_probs.to(probs.device()) : at::Tensor()};
+  ASSIGN_OR_RETURN(at::Tensor answer, verifier.Verify(problem, generator));
+  const at::Tensor host = at::cat({problem.tokens, answer}).to(at::kCPU);  // the step's one synchronisation
+  const int64_t* data = host.data_ptr<int64_t>();
+  const int n = tree.size();
+  for (int i = 1; i < n; ++i) tree.set_token(i, static_cast<int32_t>(data[i]));
+  const int64_t accepted = data[n];
+  if (accepted < 0 || accepted >= n)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", n - 1, " drafts"));
+  Verdict verdict;
+  for (int i = 1; i <= accepted; ++i) verdict.accepted.push_back(i);
+  verdict.extra_token = static_cast<int32_t>(data[n + 1]);
+  return verdict;
+}
+
+bool IsChain(const TokenTree& tree) { return tree.max_depth() == tree.size() - 1; }
+
 absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
   int parent = 0;
   for (int node : verdict.accepted) {
@@ -169,6 +193,8 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   // Drafting and verification draw from independent streams (ALGORITHMS.md §1.3.5).
   at::Generator draft_generator = MakeGenerator(device, options.seed);
   SeededRandomSource verify_random(options.seed ^ 0x9E3779B97F4A7C15ULL);
+  at::Generator verify_generator = MakeGenerator(device, options.seed ^ 0x9E3779B97F4A7C15ULL);
+  const DeviceChainVerifier* device_verifier = options.verify_on_device ? method.device_verifier.get() : nullptr;
   const bool sync = options.time_phases;
   const bool want_rows = method.verifier->traits().needs_target_rows;
 
@@ -200,12 +226,18 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
                      target.Forward(draft.tokens.to(device), LongsToDevice(tree.Positions(target.committed_length()), device),
                                     MaskToDevice(tree.AncestorMask(), n, n, device)));
     at::Tensor probs = Probabilities(logits, options.sampling);
-    HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs, want_rows, options.sampling.greedy());
-    for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);
-    VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
-                                .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
-                                .sampling = draft.sampling};
-    ASSIGN_OR_RETURN(Verdict verdict, method.verifier->Verify(problem, verify_random));
+    Verdict verdict;
+    if (device_verifier != nullptr && IsChain(tree)) {
+      ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
+                                                    verify_generator));
+    } else {
+      HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs, want_rows, options.sampling.greedy());
+      for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);
+      VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
+                                  .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
+                                  .sampling = draft.sampling};
+      ASSIGN_OR_RETURN(verdict, method.verifier->Verify(problem, verify_random));
+    }
     RETURN_IF_ERROR(CheckPath(tree, verdict));
     auto t2 = Clock::now();
 

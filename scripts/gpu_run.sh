@@ -7,6 +7,8 @@
 #   ABSL_DEBS     folder with Debian's libabsl-dev and libabsl20220623 .debs
 #                 (the CUDA image has no Abseil; default .carry/debs)
 #   CORPUS_TAR    tar.xz of data/corpus for the train stage (default .carry/corpus.tar.xz)
+#   SKIP_HF       if set, the bench stage skips the transformers comparison
+#   BENCH_SHAPES  shapes for bench-decode (default shipped,1b,8b)
 #   RESULTS_TAR   if set, OUT is packed into this .tgz after every stage, so
 #                 that a run cut short still returns what it measured
 set -euo pipefail
@@ -82,9 +84,9 @@ if has bench; then
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }
   grep -A12 "task \`all\`" "$OUT/e2e.md" || true
   snapshot
-  if [ -f "$OUT/e2e/prompts.jsonl" ]; then
+  if [ -f "$OUT/e2e/prompts.jsonl" ] && [ -z "${SKIP_HF:-}" ]; then
     log "bench: transformers (autoregressive and assisted generation)"
-    PYTHONUNBUFFERED=1 timeout 300 python3 scripts/hf_bench.py --target models/speclab-target --drafter models/speclab-drafter \
+    PYTHONUNBUFFERED=1 timeout 420 python3 scripts/hf_bench.py --target models/speclab-target --drafter models/speclab-drafter \
       --prompts "$OUT/e2e/prompts.jsonl" --max-new-tokens 128 --temperatures 0,1 --assistant-tokens 5 \
       --eos 2 --out "$OUT/hf_bench.json" > "$OUT/hf_bench.md" 2> "$OUT/hf_bench.log" || { log "HF BENCH FAILED"; tail -n 20 "$OUT/hf_bench.log"; }
     grep -E "all" "$OUT/hf_bench.md" || true

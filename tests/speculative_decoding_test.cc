@@ -27,8 +27,9 @@ using ::testing::HasSubstr;
 
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
-DecodeOptions Options(double temperature, int max_new, uint64_t seed) {
-  return {.sampling = {.temperature = temperature}, .max_new_tokens = max_new, .seed = seed, .time_phases = false};
+DecodeOptions Options(double temperature, int max_new, uint64_t seed, bool verify_on_device = true) {
+  return {.sampling = {.temperature = temperature}, .max_new_tokens = max_new, .seed = seed, .time_phases = false,
+          .verify_on_device = verify_on_device};
 }
 
 std::vector<int32_t> Greedy(LanguageModel& target, int max_new) {
@@ -41,14 +42,18 @@ TEST(SpeculativeDecodingTest, ChainRejectionEqualsGreedyAtTemperatureZero) {
   auto target = TinyModel(1);
   const std::vector<int32_t> expected = Greedy(*target, 40);
   for (uint64_t drafter_seed : {1, 2}) {  // 1: the target itself (all accepted); 2: a different model
-    for (const char* verifier : {"{type: rejection}", "{type: greedy}"}) {
+    for (const char* verifier : {"{type: rejection}", "{type: greedy}", "{type: point_mass}"}) {
+      for (bool on_device : {true, false}) {
       Method method = ModelDrafterMethod(TinyModel(drafter_seed), "{type: chain}", verifier, 4);
-      auto out = GenerateSpeculative(*target, method, kPrompt, Options(0, 40, 0));
+      ASSERT_NE(method.device_verifier, nullptr) << verifier;
+      auto out = GenerateSpeculative(*target, method, kPrompt, Options(0, 40, 0, on_device));
       ASSERT_TRUE(out.ok()) << out.status();
-      EXPECT_EQ(out->tokens, expected) << "drafter " << drafter_seed << " verifier " << verifier;
+      EXPECT_EQ(out->tokens, expected) << "drafter " << drafter_seed << " verifier " << verifier << " device "
+                                       << on_device;
       int accepted = 0;
       for (const StepStats& s : out->steps) accepted += s.accepted;
       if (drafter_seed == 1) EXPECT_EQ(accepted + static_cast<int>(out->steps.size()), 40);
+      }
     }
   }
 }
@@ -82,20 +87,23 @@ TEST(SpeculativeDecodingTest, SameSeedSameTokens) {
 // a 1e-4 false-alarm level), plus a negative control showing the test has power.
 // (Exactness itself is proven by enumeration in the verifier tests; this checks
 // the engine around the verifier: drafting law, q rows, commit, extra token.)
-class ChainLawTest : public ::testing::TestWithParam<std::string> {};
+// Parameters: the verifier, and whether its device form (when it has one) is used.
+class ChainLawTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
-  const std::string verifier = "{type: " + GetParam() + "}";
+  const std::string verifier = "{type: " + std::get<0>(GetParam()) + "}";
+  const bool on_device = std::get<1>(GetParam());
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
   const auto law = ExactTwoTokenLaw(*target, kPrompt, 1.0);
   auto sample = [&](Method* method, uint64_t seed) {
-    auto out = method ? GenerateSpeculative(*target, *method, kPrompt, Options(1, 2, seed))
+    auto out = method ? GenerateSpeculative(*target, *method, kPrompt, Options(1, 2, seed, on_device))
                       : GenerateAutoregressive(*target, kPrompt, Options(1, 2, seed));
     EXPECT_TRUE(out.ok()) << out.status();
     return std::pair<int, int>{out->tokens[0], out->tokens[1]};
   };
   Method method = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", verifier, 2);
+  if (on_device) ASSERT_NE(method.device_verifier, nullptr);
   TwoTokenCounts counts;
   for (int i = 0; i < kRuns; ++i) ++counts[sample(&method, 1000 + i)];
   const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
@@ -110,8 +118,15 @@ TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
   EXPECT_GT(control.statistic, control.critical);
 }
 
-// Every lossless chain rule: token-wise rejection and block verification.
-INSTANTIATE_TEST_SUITE_P(Verifiers, ChainLawTest, ::testing::Values("rejection", "block"));
+// Every lossless chain rule: token-wise rejection and the point-mass rule,
+// each on the host and on the device, and block verification (host only).
+INSTANTIATE_TEST_SUITE_P(Verifiers, ChainLawTest,
+                         ::testing::Values(std::make_tuple("rejection", false), std::make_tuple("rejection", true),
+                                           std::make_tuple("point_mass", false), std::make_tuple("point_mass", true),
+                                           std::make_tuple("block", false)),
+                         [](const ::testing::TestParamInfo<ChainLawTest::ParamType>& info) {
+                           return std::get<0>(info.param) + (std::get<1>(info.param) ? "_device" : "_host");
+                         });
 
 TEST(SpeculativeDecodingTest, IncompatibleCombinationsAreRefusedAtLoad) {
   auto target = TinyModel(1);

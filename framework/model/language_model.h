@@ -52,6 +52,11 @@ class LanguageModel {
   // Drops all tentative slots and keeps the first `length` committed tokens.
   virtual absl::Status Truncate(int64_t length) = 0;
 
+  // Does the one-time work for forwards of up to `max_tokens` tokens (CUDA
+  // graph capture), so that timed decoding does not pay for it. Leaves the
+  // cache's contents as they were.
+  virtual absl::Status PrepareForDecoding(int64_t max_tokens) { return absl::OkStatus(); }
+
   // Successful Forward() calls by token count since the last
   // ResetForwardCounts(). With forward costs measured per count, they predict
   // a run's time (experiments report it next to the measured time).

@@ -168,16 +168,22 @@ struct ForwardContext {
 
 // Static shapes for CUDA graphs: token counts round up to a power of two (up
 // to kMaxTokenBucket; larger forwards such as a long prefill run eagerly) and
-// the attended KV length to a multiple of kKvBucket. Padding rows write K/V
+// the attended KV length to a power of two of at least kMinKvBucket (or the
+// whole cache), so a model needs few graphs and reads at most twice the KV
+// slots it uses. Padding rows write K/V
 // just past the real ones, which is why the cache has kMaxTokenBucket spare
 // slots; nothing reads those slots before a real token overwrites them.
 constexpr int64_t kMaxTokenBucket = 128;
-constexpr int64_t kKvBucket = 256;
+constexpr int64_t kMinKvBucket = 256;
 
 int64_t TokenBucket(int64_t n) {
   int64_t bucket = 1;
   while (bucket < n) bucket *= 2;
   return bucket;
+}
+
+int64_t KvBucket(int64_t slots, int64_t cache_slots) {
+  return std::min(std::max(TokenBucket(slots), kMinKvBucket), cache_slots);
 }
 
 }  // namespace
@@ -235,6 +241,8 @@ struct LlamaModel::Impl {
   absl::StatusOr<at::Tensor> ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
                                            const at::Tensor& mask);
   std::pair<at::Tensor, at::Tensor> StaticBody(int64_t bucket, int64_t kv_length);
+  absl::StatusOr<CapturedForward*> Graph(int64_t bucket, int64_t kv_length);
+  absl::Status PrepareForDecoding(int64_t max_tokens);
   void AllocateStaticInputs();
   std::vector<const void*> WeightAddresses() const;
   at::Tensor ForwardTraining(const at::Tensor& tokens);
@@ -527,6 +535,54 @@ std::vector<const void*> LlamaModel::Impl::WeightAddresses() const {
   return out;
 }
 
+// The graph of a shape, captured on first use (capture also runs the work once,
+// on whatever the static inputs hold).
+absl::StatusOr<LlamaModel::Impl::CapturedForward*> LlamaModel::Impl::Graph(int64_t bucket, int64_t kv_length) {
+  std::vector<const void*> weights = WeightAddresses();
+  if (weights != captured_weights) {
+    graphs.clear();
+    captured_weights = std::move(weights);
+  }
+  const auto key = std::make_pair(bucket, kv_length);
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    CapturedForward captured;
+    const CudaGraph* pool_owner = graphs.empty() ? nullptr : graphs.begin()->second.graph.get();
+    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, pool_owner, [&] {
+                       std::tie(captured.logits, captured.hidden) = StaticBody(bucket, kv_length);
+                     }));
+    it = graphs.emplace(key, std::move(captured)).first;
+  }
+  return &it->second;
+}
+
+// Captures every shape a forward of up to max_tokens tokens can take. The
+// capture's eager run writes K/V only into the spare slots past the capacity,
+// so the cache's contents stay as they were.
+absl::Status LlamaModel::Impl::PrepareForDecoding(int64_t max_tokens) {
+  if (!static_shapes || !device.is_cuda() || config.sliding_window > 0) return absl::OkStatus();
+  c10::InferenceMode guard;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t largest = TokenBucket(std::min(std::max<int64_t>(max_tokens, 1), kMaxTokenBucket));
+  for (int64_t bucket = 1; bucket <= largest; bucket *= 2) {
+    for (int64_t kv_length = KvBucket(1, cache_slots);; kv_length = KvBucket(2 * kv_length, cache_slots)) {
+      if (kv_length >= bucket) {
+        static_in.tokens.zero_();
+        static_in.positions.zero_();
+        at::arange_out(static_in.write_slots, at::Scalar(capacity), at::Scalar(capacity + kMaxTokenBucket),
+                       at::Scalar(1));
+        // Every row sees slot 0 (finite, whatever it holds): a row seeing
+        // nothing would write NaN into the spare slots.
+        static_in.allowed.zero_();
+        static_in.allowed.select(1, 0).fill_(true);
+        RETURN_IF_ERROR(Graph(bucket, kv_length).status());
+      }
+      if (kv_length == cache_slots) break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 void LlamaModel::Impl::AllocateStaticInputs() {
   const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
   static_in.tokens = at::zeros({kMaxTokenBucket}, longs);
@@ -561,7 +617,7 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
   const int64_t n = tokens.size(0);
   const int64_t start = committed + tentative;
   const int64_t bucket = TokenBucket(n);
-  const int64_t kv_length = std::min((start + bucket + kKvBucket - 1) / kKvBucket * kKvBucket, cache_slots);
+  const int64_t kv_length = KvBucket(start + bucket, cache_slots);
   if (!static_in.tokens.defined()) AllocateStaticInputs();
   static_in.tokens.narrow(0, 0, n).copy_(tokens, /*non_blocking=*/true);
   static_in.positions.narrow(0, 0, n).copy_(positions, /*non_blocking=*/true);
@@ -574,24 +630,10 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
 
   at::Tensor logits, hidden;
   if (device.is_cuda()) {
-    std::vector<const void*> weights = WeightAddresses();
-    if (weights != captured_weights) {
-      graphs.clear();
-      captured_weights = std::move(weights);
-    }
-    auto key = std::make_pair(bucket, kv_length);
-    auto it = graphs.find(key);
-    if (it == graphs.end()) {
-      CapturedForward captured;
-      const CudaGraph* pool_owner = graphs.empty() ? nullptr : graphs.begin()->second.graph.get();
-      ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, pool_owner, [&] {
-                         std::tie(captured.logits, captured.hidden) = StaticBody(bucket, kv_length);
-                       }));
-      it = graphs.emplace(key, std::move(captured)).first;
-    }
-    it->second.graph->Replay();
-    logits = it->second.logits;
-    hidden = it->second.hidden;
+    ASSIGN_OR_RETURN(CapturedForward * graph, Graph(bucket, kv_length));
+    graph->graph->Replay();
+    logits = graph->logits;
+    hidden = graph->hidden;
   } else {
     std::tie(logits, hidden) = StaticBody(bucket, kv_length);
   }
@@ -852,6 +894,10 @@ absl::StatusOr<at::Tensor> LlamaModel::Forward(const at::Tensor& tokens, const a
 
 absl::Status LlamaModel::Commit(absl::Span<const int64_t> tentative_slots) {
   return Guarded("LlamaModel::Commit", [&] { return impl_->Commit(tentative_slots); });
+}
+
+absl::Status LlamaModel::PrepareForDecoding(int64_t max_tokens) {
+  return Guarded("LlamaModel::PrepareForDecoding", [&] { return impl_->PrepareForDecoding(max_tokens); });
 }
 
 absl::Status LlamaModel::Truncate(int64_t length) {

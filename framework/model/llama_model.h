@@ -51,6 +51,7 @@ class LlamaModel final : public LanguageModel {
   at::Tensor last_hidden_states() const override;
   absl::Status Commit(absl::Span<const int64_t> tentative_slots) override;
   absl::Status Truncate(int64_t length) override;
+  absl::Status PrepareForDecoding(int64_t max_tokens) override;
 
   // Static-shape forwards: token counts up to 128 are padded to a power of
   // two and attention covers the KV cache up to a multiple of 256 slots, so

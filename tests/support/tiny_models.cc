@@ -53,7 +53,10 @@ Method ModelDrafterMethod(std::unique_ptr<LanguageModel> drafter, const std::str
   method.verifier = create(verifier_yaml, VerifierRegistry{});
   method.policy = create("{type: fixed, gamma: " + std::to_string(gamma) + "}", LengthPolicyRegistry{});
   method.drafter_name = "model";
+  method.verifier_name = *Options::FromString(verifier_yaml, "test.yaml")->GetString("type");
   EXPECT_TRUE(method.CheckCompatible().ok()) << method.CheckCompatible();
+  const absl::Status attached = AttachDeviceVerifier(method, *Options::FromString(verifier_yaml, "test.yaml"));
+  EXPECT_TRUE(attached.ok()) << attached;
   return method;
 }
 

@@ -1,0 +1,47 @@
+#include "algorithms/verifiers/common/chain_on_device.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace speclab::verifiers {
+namespace {
+
+std::string Shape(const at::Tensor& t) { return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]"); }
+
+}  // namespace
+
+absl::Status CheckDeviceChain(const DeviceChainProblem& problem, const std::string& rule, bool needs_draft) {
+  const at::Tensor& tokens = problem.tokens;
+  const at::Tensor& p = problem.target_probs;
+  if (!tokens.defined() || tokens.dim() != 1 || tokens.size(0) < 1 || tokens.scalar_type() != at::kLong)
+    return absl::InvalidArgumentError(absl::StrCat(rule, " (device): tokens must be int64 [n >= 1]"));
+  if (!p.defined() || p.dim() != 2 || p.size(0) != tokens.size(0))
+    return absl::InvalidArgumentError(absl::StrCat(rule, " (device): target rows must be [", tokens.size(0),
+                                                   ", vocab], got ", p.defined() ? Shape(p) : "none"));
+  if (!needs_draft) return absl::OkStatus();
+  if (!problem.draft_probs.defined())
+    return absl::InvalidArgumentError(absl::StrCat(rule, " (device): needs the draft rows q the drafts were sampled from"));
+  if (problem.draft_probs.sizes() != p.sizes())
+    return absl::InvalidArgumentError(absl::StrCat(rule, " (device): draft rows ", Shape(problem.draft_probs),
+                                                   " do not match target rows ", Shape(p)));
+  return absl::OkStatus();
+}
+
+at::Tensor LeadingAccepted(const at::Tensor& accepted) {
+  if (accepted.numel() == 0) return at::zeros({}, accepted.options().dtype(at::kLong));
+  return accepted.to(at::kLong).cumprod(0).sum();
+}
+
+at::Tensor SampleEachRow(const at::Tensor& weights, at::Generator& generator) {
+  // Without replacement and one sample: torch draws argmax(w / Exp(1)), an
+  // exact sample of w / sum(w) with no host synchronisation.
+  return at::multinomial(weights, 1, /*replacement=*/false, generator).squeeze(-1);
+}
+
+at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_stop) {
+  return at::cat({accepted.view({1}), extra_per_stop.index_select(0, accepted.view({1}))});
+}
+
+}  // namespace speclab::verifiers

@@ -1,0 +1,36 @@
+// Greedy exact match on a chain, on the device (host rule:
+// greedy_verifier.cc, §1.1): accept drafts while they equal the target's
+// argmax before them, then emit the argmax.
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "algorithms/verifiers/common/chain_on_device.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_verifier.h"
+
+namespace speclab {
+namespace {
+
+class GreedyOnDevice final : public DeviceChainVerifier {
+ public:
+  absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator&) const override {
+    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "greedy", /*needs_draft=*/false));
+    const at::Tensor best = problem.target_probs.argmax(1);
+    const int64_t drafts = best.size(0) - 1;
+    const at::Tensor accepted =
+        verifiers::LeadingAccepted(problem.tokens.narrow(0, 1, drafts) == best.narrow(0, 0, drafts));
+    return verifiers::ChainAnswer(accepted, best);
+  }
+};
+
+const bool kRegistered = DeviceChainVerifierRegistry::Add(
+    {.name = "greedy",
+     .description = "greedy exact match on a chain, on the device (§1.1)",
+     .lossless = "lossless",
+     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceChainVerifier>> {
+       return std::make_unique<GreedyOnDevice>();
+     }});
+
+}  // namespace
+}  // namespace speclab

@@ -1,0 +1,36 @@
+// The point-mass rule on a chain, on the device (host rule:
+// point_mass_verifier.cc, §1.4), in its sample-then-match form: draw
+// y_i ~ p_i at every node, accept drafts while they equal the y before them,
+// and emit the y where matching stops.
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "algorithms/verifiers/common/chain_on_device.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_verifier.h"
+
+namespace speclab {
+namespace {
+
+class PointMassOnDevice final : public DeviceChainVerifier {
+ public:
+  absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
+    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "point_mass", /*needs_draft=*/false));
+    const at::Tensor y = verifiers::SampleEachRow(problem.target_probs, generator);
+    const int64_t drafts = y.size(0) - 1;
+    const at::Tensor accepted = verifiers::LeadingAccepted(problem.tokens.narrow(0, 1, drafts) == y.narrow(0, 0, drafts));
+    return verifiers::ChainAnswer(accepted, y);
+  }
+};
+
+const bool kRegistered = DeviceChainVerifierRegistry::Add(
+    {.name = "point_mass",
+     .description = "point-mass rule on a chain, on the device (§1.4)",
+     .lossless = "lossless",
+     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceChainVerifier>> {
+       return std::make_unique<PointMassOnDevice>();
+     }});
+
+}  // namespace
+}  // namespace speclab

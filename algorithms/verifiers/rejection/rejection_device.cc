@@ -1,0 +1,48 @@
+// Chain speculative sampling on the device (the host rule is
+// rejection_verifier.cc; same law, §1.2): draft i is accepted when
+// u_i q_i(x_i) < p_i(x_i) with u_i ~ U[0, 1), i.e. with probability
+// min(1, p/q); the first rejection at i emits y ~ norm((p_i - q_i)+), a fully
+// accepted chain emits y ~ p_n. Every row's candidate y is drawn at once and
+// the one at the stopping point is kept, so nothing waits for the host.
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "algorithms/verifiers/common/chain_on_device.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_verifier.h"
+
+namespace speclab {
+namespace {
+
+class RejectionOnDevice final : public DeviceChainVerifier {
+ public:
+  absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
+    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "rejection", /*needs_draft=*/true));
+    const at::Tensor& p = problem.target_probs;
+    const int64_t drafts = p.size(0) - 1;
+    const at::Tensor x = problem.tokens.narrow(0, 1, drafts).unsqueeze(1);
+    const at::Tensor p_rows = p.narrow(0, 0, drafts);                    // p before each draft
+    const at::Tensor q_rows = problem.draft_probs.narrow(0, 1, drafts);  // q each draft was drawn from
+    const at::Tensor u = at::rand({drafts}, generator, p.options());
+    const at::Tensor accepted =
+        verifiers::LeadingAccepted(u * q_rows.gather(1, x).squeeze(1) < p_rows.gather(1, x).squeeze(1));
+    // Row i < drafts: the residual after rejecting draft i + 1; the last row: p_n.
+    at::Tensor stops = at::cat({(p_rows - q_rows).clamp_min(0), p.narrow(0, drafts, 1)});
+    // A residual without mass belongs to a draft that cannot be rejected
+    // (p <= q everywhere means p == q): any row keeps multinomial defined.
+    stops = at::where(stops.sum(1, /*keepdim=*/true) > 0, stops, p);
+    return verifiers::ChainAnswer(accepted, verifiers::SampleEachRow(stops, generator));
+  }
+};
+
+const bool kRegistered = DeviceChainVerifierRegistry::Add(
+    {.name = "rejection",
+     .description = "chain speculative sampling on the device (§1.2)",
+     .lossless = "lossless",
+     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceChainVerifier>> {
+       return std::make_unique<RejectionOnDevice>();
+     }});
+
+}  // namespace
+}  // namespace speclab
