@@ -1,0 +1,56 @@
+#include "algorithms/verifiers/testing/device_chain_adapter.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+
+namespace speclab::enumeration {
+namespace {
+
+at::Tensor RowsToTensor(const ProbabilityRows& rows) {
+  at::Tensor out = at::empty({rows.rows(), rows.vocab()}, at::kDouble);
+  std::copy(rows.row(0).data(), rows.row(0).data() + static_cast<size_t>(rows.rows()) * rows.vocab(),
+            out.data_ptr<double>());
+  return out.to(at::kFloat);  // the engine's rows are float32
+}
+
+}  // namespace
+
+DeviceChainAdapter::DeviceChainAdapter(std::unique_ptr<DeviceChainVerifier> rule, VerifierTraits traits, uint64_t seed,
+                                       bool shift_draft_rows)
+    : rule_(std::move(rule)),
+      traits_(traits),
+      generator_(at::detail::createCPUGenerator(seed)),
+      shift_draft_rows_(shift_draft_rows) {}
+
+absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> DeviceChainAdapter::Create(const std::string& name,
+                                                                               VerifierTraits traits, uint64_t seed,
+                                                                               bool shift_draft_rows) {
+  const auto* entry = DeviceChainVerifierRegistry::Find(name);
+  if (entry == nullptr) return absl::NotFoundError(absl::StrCat("no device rule named '", name, "'"));
+  ASSIGN_OR_RETURN(Options options, Options::FromString("{}", "device_chain_adapter"));
+  ASSIGN_OR_RETURN(auto rule, entry->create(options));
+  return std::unique_ptr<DeviceChainAdapter>(new DeviceChainAdapter(std::move(rule), traits, seed, shift_draft_rows));
+}
+
+absl::StatusOr<Verdict> DeviceChainAdapter::Verify(const VerificationProblem& problem, RandomSource&) const {
+  const TokenTree& tree = *problem.tree;
+  if (tree.max_depth() != tree.size() - 1) return absl::InvalidArgumentError("device rules verify chains only");
+  std::vector<int64_t> tokens(tree.size());
+  for (int i = 0; i < tree.size(); ++i) tokens[i] = tree.token(i);
+  DeviceChainProblem device{.tokens = at::tensor(tokens, at::kLong), .target_probs = RowsToTensor(problem.target)};
+  if (!problem.draft.empty()) {
+    device.draft_probs = RowsToTensor(problem.draft);
+    if (shift_draft_rows_ && tree.size() > 2) device.draft_probs = device.draft_probs.roll(1, 0);
+  }
+  ASSIGN_OR_RETURN(at::Tensor answer, rule_->Verify(device, generator_));
+  const int64_t accepted = answer[0].item<int64_t>();
+  Verdict verdict;
+  for (int i = 1; i <= accepted; ++i) verdict.accepted.push_back(i);
+  verdict.extra_token = static_cast<int32_t>(answer[1].item<int64_t>());
+  return verdict;
+}
+
+}  // namespace speclab::enumeration

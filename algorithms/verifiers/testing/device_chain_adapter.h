@@ -1,0 +1,43 @@
+// A device chain rule (framework/device_verifier.h) seen as a host Verifier,
+// so that the law checks of the host rules (law_check.h) test it too.
+//
+// The rule draws from its own generator, seeded once, never from the
+// RandomSource: Monte Carlo checks (SampleAgainstTarget) get fresh draws per
+// call, and exact checks apply only where the rule is deterministic (one-hot
+// rows at temperature 0), since it asks the enumerator no questions.
+#ifndef SPECLAB_ALGORITHMS_VERIFIERS_TESTING_DEVICE_CHAIN_ADAPTER_H_
+#define SPECLAB_ALGORITHMS_VERIFIERS_TESTING_DEVICE_CHAIN_ADAPTER_H_
+
+#include <ATen/core/Generator.h>
+
+#include <memory>
+#include <string>
+
+#include "framework/core/verifier.h"
+#include "framework/device_verifier.h"
+
+namespace speclab::enumeration {
+
+class DeviceChainAdapter final : public Verifier {
+ public:
+  // `name`: a registered device rule; `traits`: those of its host rule.
+  // `shift_draft_rows` (negative controls only) hands the rule the q row of
+  // the next node instead of the right one.
+  static absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> Create(const std::string& name, VerifierTraits traits,
+                                                                    uint64_t seed, bool shift_draft_rows = false);
+
+  VerifierTraits traits() const override { return traits_; }
+  absl::StatusOr<Verdict> Verify(const VerificationProblem& problem, RandomSource& random) const override;
+
+ private:
+  DeviceChainAdapter(std::unique_ptr<DeviceChainVerifier> rule, VerifierTraits traits, uint64_t seed,
+                     bool shift_draft_rows);
+  std::unique_ptr<DeviceChainVerifier> rule_;
+  VerifierTraits traits_;
+  mutable at::Generator generator_;
+  bool shift_draft_rows_;
+};
+
+}  // namespace speclab::enumeration
+
+#endif  // SPECLAB_ALGORITHMS_VERIFIERS_TESTING_DEVICE_CHAIN_ADAPTER_H_
