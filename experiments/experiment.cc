@@ -155,6 +155,15 @@ absl::Status RunExperiment(const RunFlags& flags) {
     for (Method& m : e.methods) RETURN_IF_ERROR(GenerateSpeculative(*e.target, m, encoded.front(), warm).status());
   }
 
+  // Graph captures during timed decoding would distort its timings: count them.
+  auto captures = [&] {
+    int64_t total = e.target->graph_captures();
+    for (Method& m : e.methods)
+      for (LanguageModel* model : m.drafter->models())
+        if (auto* llama = dynamic_cast<LlamaModel*>(model)) total += llama->graph_captures();
+    return total;
+  };
+  const int64_t prepared_captures = captures();
   std::vector<RunRecord> records;
   for (double temperature : e.temperatures) {
     options.sampling.temperature = temperature;
@@ -176,6 +185,9 @@ absl::Status RunExperiment(const RunFlags& flags) {
     }
     std::cerr << "\n";
   }
+  if (captures() > prepared_captures)
+    std::cerr << "speclab: warning: " << captures() - prepared_captures
+              << " CUDA graphs were captured during timed decoding (their cost is in the timings)\n";
   std::cerr << "speclab: measuring forward costs for the predicted speedups\n";
   RETURN_IF_ERROR(PredictRunTimes(e, encoded, records));
   const std::vector<SummaryRow> rows = Summarize(records, kBaseline);

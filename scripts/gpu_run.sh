@@ -84,6 +84,14 @@ if has bench; then
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }
   grep -A12 "task \`all\`" "$OUT/e2e.md" || true
   snapshot
+  # bf16 logits of a 16-node tree forward and of a 1-token forward round
+  # differently, so near-ties can flip the argmax: greedy match below 100% at
+  # T=0 in bf16. In float32 every lossless method must match.
+  log "bench: greedy match in float32"
+  "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --set models.dtype=float32 --set 'decoding.temperatures=[0]' \
+    --set prompts.per_task=4 > "$OUT/e2e_fp32.md" 2> "$OUT/e2e_fp32.log" || { log "E2E FP32 FAILED"; tail -n 20 "$OUT/e2e_fp32.log"; }
+  grep -A10 "task \`all\`" "$OUT/e2e_fp32.md" || true
+  snapshot
   if [ -f "$OUT/e2e/prompts.jsonl" ] && [ -z "${SKIP_HF:-}" ]; then
     log "bench: transformers (autoregressive and assisted generation)"
     PYTHONUNBUFFERED=1 timeout 420 python3 scripts/hf_bench.py --target models/speclab-target --drafter models/speclab-drafter \

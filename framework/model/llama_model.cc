@@ -21,6 +21,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/model/cuda_graph.h"
+#include "framework/model/fused_ops.h"
 #include "framework/model/safetensors.h"
 #include "yaml-cpp/yaml.h"
 
@@ -224,6 +225,7 @@ struct LlamaModel::Impl {
   };
   std::map<std::pair<int64_t, int64_t>, CapturedForward> graphs;  // by (token bucket, KV length)
   std::vector<const void*> captured_weights;  // the weight addresses the graphs read
+  int64_t captures = 0;
 
   static absl::StatusOr<std::unique_ptr<Impl>> Create(const ModelConfig& config, c10::Device device,
                                                      at::ScalarType dtype, int64_t kv_capacity);
@@ -235,6 +237,7 @@ struct LlamaModel::Impl {
   absl::Status ValidateForward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask) const;
   std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, int64_t max_position) const;
   at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache);
+  at::Tensor CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx);
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask);
   absl::StatusOr<at::Tensor> ForwardEager(const at::Tensor& tokens, const at::Tensor& positions,
                                           const at::Tensor& mask);
@@ -514,9 +517,7 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
   ctx.start = start;
   ctx.kv_length = total;
 
-  at::Tensor x = at::embedding(embed, tokens).unsqueeze(0);
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true);
-  last_hidden = RmsNorm(x[0], final_norm, config.rms_norm_eps);
+  last_hidden = CachedLayers(tokens, ctx);
   tentative += n;
   return at::linear(last_hidden, lm_head).to(at::kFloat);
 }
@@ -552,6 +553,7 @@ absl::StatusOr<LlamaModel::Impl::CapturedForward*> LlamaModel::Impl::Graph(int64
                        std::tie(captured.logits, captured.hidden) = StaticBody(bucket, kv_length);
                      }));
     it = graphs.emplace(key, std::move(captured)).first;
+    ++captures;
   }
   return &it->second;
 }
@@ -601,9 +603,7 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticBody(int64_t bucket, i
   ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
   ctx.write_slots = static_in.write_slots.narrow(0, 0, bucket);
   ctx.kv_length = kv_length;
-  at::Tensor x = at::embedding(embed, static_in.tokens.narrow(0, 0, bucket)).unsqueeze(0);
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true);
-  at::Tensor hidden = RmsNorm(x[0], final_norm, config.rms_norm_eps);
+  at::Tensor hidden = CachedLayers(static_in.tokens.narrow(0, 0, bucket), ctx);
   at::Tensor logits = at::linear(hidden, lm_head).to(at::kFloat);
   return {logits, hidden};
 }
@@ -641,6 +641,45 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
   last_hidden = hidden.narrow(0, 0, n);
   tentative += n;
   return logits.narrow(0, 0, n).clone();
+}
+
+// The decoder over the cache: tokens [n] -> final hidden states [n, hidden].
+// With fused weights this is about ten launches a layer (framework/model/
+// fused_ops.h): the residual add rides with the next norm, RoPE with the
+// K/V cache write. Otherwise (a trainer re-pointed some views) the plain layers.
+at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx) {
+  const ModelConfig& c = config;
+  const double eps = c.rms_norm_eps;
+  at::Tensor x = at::embedding(embed, tokens);
+  if (!ctx.fused) {
+    x = x.unsqueeze(0);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true);
+    return RmsNorm(x[0], final_norm, eps);
+  }
+  const int64_t n = tokens.size(0);
+  const at::Tensor write_slots =
+      ctx.write_slots.defined() ? ctx.write_slots
+                                : at::arange(ctx.start, ctx.start + n, at::TensorOptions().dtype(at::kLong).device(device));
+  at::Tensor h = fused::RmsNorm(x, layers[0].input_norm, eps);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const LayerWeights& w = layers[i];
+    at::Tensor k_layer = k_cache[i], v_layer = v_cache[i];
+    const at::Tensor q = fused::RopeQkvToCache(at::linear(h, w.qkv_weight, w.qkv_bias), ctx.cos, ctx.sin,
+                                               c.num_attention_heads, c.num_key_value_heads, c.head_dim, write_slots,
+                                               k_layer, v_layer);
+    const at::Tensor attn = Attend(q.unsqueeze(0), k_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0),
+                                   v_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0), ctx.mask, group)
+                                .reshape({c.num_key_value_heads, group, n, c.head_dim})
+                                .permute({2, 0, 1, 3})
+                                .reshape({n, c.num_attention_heads * c.head_dim});
+    at::Tensor x1, h2;
+    std::tie(x1, h2) = fused::AddRmsNorm(x, at::linear(attn, w.o_weight, w.o_bias), w.post_attention_norm, eps);
+    const at::Tensor mlp =
+        at::linear(fused::SiluMul(at::linear(h2, w.gate_up_weight), c.intermediate_size), w.down_weight);
+    const at::Tensor& next_norm = i + 1 < c.num_hidden_layers ? layers[i + 1].input_norm : final_norm;
+    std::tie(x, h) = fused::AddRmsNorm(x1, mlp, next_norm, eps);
+  }
+  return h;
 }
 
 at::Tensor LlamaModel::Impl::ForwardTraining(const at::Tensor& tokens) {
@@ -868,6 +907,7 @@ absl::Status LlamaModel::Save(const std::string& dir, at::ScalarType save_dtype)
 const ModelConfig& LlamaModel::config() const { return impl_->config; }
 
 void LlamaModel::EnableCudaGraphs(bool enable) { impl_->static_shapes = enable; }
+int64_t LlamaModel::graph_captures() const { return impl_->captures; }
 bool LlamaModel::cuda_graphs_enabled() const { return impl_->static_shapes; }
 
 int64_t LlamaModel::DecodeWeightBytes() const {

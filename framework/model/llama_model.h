@@ -65,6 +65,9 @@ class LlamaModel final : public LanguageModel {
   // Bytes of parameters one decoding step reads (the embedding table counts
   // once when tied, and not at all otherwise: a step reads one row of it).
   int64_t DecodeWeightBytes() const;
+  // CUDA graphs captured so far (a capture during timed decoding costs
+  // milliseconds: experiments report it).
+  int64_t graph_captures() const;
 
   // Training: causal forward of tokens [B, T] (positions 0..T-1), no cache,
   // autograd enabled. Returns logits [B, T, vocab] in the parameters' dtype.

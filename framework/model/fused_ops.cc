@@ -1,0 +1,231 @@
+#include "framework/model/fused_ops.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "framework/model/cuda/decode_kernels.h"
+#endif
+
+namespace speclab {
+namespace fused {
+namespace {
+
+std::atomic<bool>& KernelsEnabledFlag() {
+  static std::atomic<bool> enabled{[] {
+    const char* env = std::getenv("SPECLAB_FUSED_KERNELS");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }()};
+  return enabled;
+}
+
+// --- The ATen compositions: the reference semantics and the fallback. -------
+
+at::Tensor RmsNormAten(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (xf * at::rsqrt(variance + eps)).to(x.scalar_type());
+}
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const auto halves = x.chunk(2, -1);
+  return at::cat({-halves[1], halves[0]}, -1);
+}
+
+at::Tensor RopeQkvToCacheAten(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t n,
+                              int64_t heads, int64_t kv_heads, int64_t head_dim, const at::Tensor& write_slots,
+                              at::Tensor& k_cache_layer, at::Tensor& v_cache_layer) {
+  const int64_t group = heads / kv_heads;
+  const at::Tensor rows = qkv.reshape({n, qkv.size(-1)});
+  const at::Tensor qk = rows.narrow(1, 0, (heads + kv_heads) * head_dim).reshape({n, heads + kv_heads, head_dim});
+  const at::Tensor roped =
+      qk * cos.reshape({n, 1, head_dim}) + RotateHalf(qk) * sin.reshape({n, 1, head_dim});
+  const at::Tensor k = roped.narrow(1, heads, kv_heads).transpose(0, 1);  // [kv_heads, n, head_dim]
+  const at::Tensor v =
+      rows.narrow(1, (heads + kv_heads) * head_dim, kv_heads * head_dim).reshape({n, kv_heads, head_dim}).transpose(0, 1);
+  const at::Tensor slots = write_slots.reshape({n});
+  k_cache_layer.index_copy_(1, slots, k);
+  v_cache_layer.index_copy_(1, slots, v);
+  return roped.narrow(1, 0, heads)
+      .reshape({n, kv_heads, group, head_dim})
+      .permute({1, 2, 0, 3})
+      .reshape({kv_heads, group * n, head_dim})
+      .contiguous();
+}
+
+void CheckNormShapes(const at::Tensor& x, const at::Tensor& weight) {
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0), "RmsNorm: x ", x.sizes(),
+              " and weight ", weight.sizes(), " do not match");
+}
+
+#ifdef SPECLAB_WITH_CUDA
+
+namespace dk = decode_kernels;
+
+using TensorRefs = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
+
+bool KernelDType(at::ScalarType type, dk::DType* dtype) {
+  switch (type) {
+    case at::kFloat:
+      *dtype = dk::DType::kF32;
+      return true;
+    case at::kBFloat16:
+      *dtype = dk::DType::kBF16;
+      return true;
+    case at::kHalf:
+      *dtype = dk::DType::kF16;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// True when the kernels cover these tensors: contiguous CUDA tensors on the
+// first one's device, of its dtype (one the kernels know), none needing grad.
+// On success, *dtype is that dtype.
+bool Covered(TensorRefs tensors, dk::DType* dtype) {
+  if (!CudaKernelsEnabled()) return false;
+  const at::Tensor& first = tensors.begin()->get();
+  if (!first.defined() || !first.is_cuda() || !KernelDType(first.scalar_type(), dtype)) return false;
+  const bool grad = c10::GradMode::is_enabled();
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || t.device() != first.device() || t.scalar_type() != first.scalar_type() || !t.is_contiguous() ||
+        (grad && t.requires_grad())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void* CurrentStream(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+void CheckLaunch(int error, const char* op) {
+  TORCH_CHECK(error == 0, "speclab fused ", op, " kernel: ", dk::DecodeKernelErrorString(error));
+}
+
+#endif  // SPECLAB_WITH_CUDA
+
+}  // namespace
+
+bool HasCudaKernels() {
+#ifdef SPECLAB_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+void SetCudaKernelsEnabled(bool enabled) { KernelsEnabledFlag().store(enabled); }
+
+bool CudaKernelsEnabled() { return KernelsEnabledFlag().load(); }
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  CheckNormShapes(x, weight);
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType dtype;
+  if (Covered({x, weight}, &dtype)) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    const int64_t hidden = x.size(-1);
+    CheckLaunch(dk::LaunchAddRmsNorm(dtype, x.data_ptr(), nullptr, weight.data_ptr(), nullptr, out.data_ptr(),
+                                     hidden == 0 ? 0 : x.numel() / hidden, hidden, static_cast<float>(eps),
+                                     CurrentStream(x)),
+                "RmsNorm");
+    return out;
+  }
+#endif
+  return RmsNormAten(x, weight, eps);
+}
+
+std::pair<at::Tensor, at::Tensor> AddRmsNorm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                             double eps) {
+  CheckNormShapes(x, weight);
+  TORCH_CHECK(x.sizes() == delta.sizes(), "AddRmsNorm: x ", x.sizes(), " and delta ", delta.sizes(), " differ");
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType dtype;
+  if (Covered({x, delta, weight}, &dtype)) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor sum = at::empty(x.sizes(), x.options());
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    const int64_t hidden = x.size(-1);
+    CheckLaunch(dk::LaunchAddRmsNorm(dtype, x.data_ptr(), delta.data_ptr(), weight.data_ptr(), sum.data_ptr(),
+                                     out.data_ptr(), hidden == 0 ? 0 : x.numel() / hidden, hidden,
+                                     static_cast<float>(eps), CurrentStream(x)),
+                "AddRmsNorm");
+    return {std::move(sum), std::move(out)};
+  }
+#endif
+  at::Tensor sum = x + delta;
+  at::Tensor out = RmsNormAten(sum, weight, eps);
+  return {std::move(sum), std::move(out)};
+}
+
+at::Tensor SiluMul(const at::Tensor& gate_up, int64_t intermediate) {
+  TORCH_CHECK(gate_up.dim() >= 1 && intermediate >= 0 && gate_up.size(-1) == 2 * intermediate, "SiluMul: gate_up ",
+              gate_up.sizes(), " is not [..., 2 * ", intermediate, "]");
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType dtype;
+  if (Covered({gate_up}, &dtype)) {
+    const c10::cuda::CUDAGuard guard(gate_up.device());
+    std::vector<int64_t> sizes = gate_up.sizes().vec();
+    sizes.back() = intermediate;
+    at::Tensor out = at::empty(sizes, gate_up.options());
+    const int64_t rows = intermediate == 0 ? 0 : gate_up.numel() / (2 * intermediate);
+    CheckLaunch(dk::LaunchSiluMul(dtype, gate_up.data_ptr(), out.data_ptr(), rows, intermediate,
+                                  CurrentStream(gate_up)),
+                "SiluMul");
+    return out;
+  }
+#endif
+  return (at::silu(gate_up.narrow(-1, 0, intermediate)) * gate_up.narrow(-1, intermediate, intermediate)).contiguous();
+}
+
+at::Tensor RopeQkvToCache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t heads,
+                          int64_t kv_heads, int64_t head_dim, const at::Tensor& write_slots, at::Tensor& k_cache_layer,
+                          at::Tensor& v_cache_layer) {
+  TORCH_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0 && head_dim % 2 == 0,
+              "RopeQkvToCache: bad heads ", heads, ", kv_heads ", kv_heads, ", head_dim ", head_dim);
+  const int64_t width = (heads + 2 * kv_heads) * head_dim;
+  TORCH_CHECK(qkv.dim() >= 2 && qkv.size(-1) == width, "RopeQkvToCache: qkv ", qkv.sizes(), " is not [n, ", width,
+              "]");
+  const int64_t n = qkv.numel() / width;
+  TORCH_CHECK(cos.numel() == n * head_dim && cos.size(-1) == head_dim && sin.sizes() == cos.sizes(),
+              "RopeQkvToCache: cos ", cos.sizes(), " / sin ", sin.sizes(), " are not [", n, ", ", head_dim, "]");
+  TORCH_CHECK(cos.scalar_type() == qkv.scalar_type() && sin.scalar_type() == qkv.scalar_type(),
+              "RopeQkvToCache: cos/sin must have qkv's dtype");
+  TORCH_CHECK(write_slots.numel() == n && write_slots.scalar_type() == at::kLong, "RopeQkvToCache: write_slots ",
+              write_slots.sizes(), " is not [", n, "] int64");
+  TORCH_CHECK(k_cache_layer.dim() == 3 && k_cache_layer.size(0) == kv_heads && k_cache_layer.size(2) == head_dim &&
+                  v_cache_layer.sizes() == k_cache_layer.sizes(),
+              "RopeQkvToCache: caches ", k_cache_layer.sizes(), " / ", v_cache_layer.sizes(), " are not [", kv_heads,
+              ", S, ", head_dim, "]");
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType dtype;
+  if (Covered({qkv, cos, sin, k_cache_layer, v_cache_layer}, &dtype) && write_slots.device() == qkv.device() &&
+      write_slots.is_contiguous()) {
+    const c10::cuda::CUDAGuard guard(qkv.device());
+    at::Tensor q_grouped = at::empty({kv_heads, heads / kv_heads * n, head_dim}, qkv.options());
+    CheckLaunch(dk::LaunchRopeQkvToCache(dtype, qkv.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+                                         write_slots.data_ptr<int64_t>(), q_grouped.data_ptr(),
+                                         k_cache_layer.data_ptr(), v_cache_layer.data_ptr(), n, heads, kv_heads,
+                                         head_dim, k_cache_layer.size(1), CurrentStream(qkv)),
+                "RopeQkvToCache");
+    return q_grouped;
+  }
+#endif
+  return RopeQkvToCacheAten(qkv, cos, sin, n, heads, kv_heads, head_dim, write_slots, k_cache_layer, v_cache_layer);
+}
+
+}  // namespace fused
+}  // namespace speclab

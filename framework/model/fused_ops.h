@@ -1,0 +1,74 @@
+// Fused decoder-layer ops with one at::Tensor API on every device.
+//
+// On CUDA (builds with SPECLAB_WITH_CUDA) each op is one kernel launch from
+// framework/model/cuda/decode_kernels.h; everywhere else, and for any input
+// the kernels do not cover (other dtypes, non-contiguous or misplaced
+// tensors, autograd), it is the ATen composition documented below, which is
+// the formula llama_model.cc used before (HF transformers' op order). The
+// kernels round where that composition rounds, so both paths agree bit for
+// bit except RMSNorm's fp32 sum order (within one ulp of the storage type).
+//
+// All CUDA paths run on the current stream of the inputs' device, allocate
+// only through the caching allocator and never synchronise with the host:
+// they may be captured into a CUDA graph.
+//
+// Kernel coverage: float32, bfloat16 and float16 tensors on one CUDA device,
+// contiguous, all of one dtype; no tensor requiring grad while grad mode is
+// on. Shape errors throw c10::Error on every path.
+#ifndef SPECLAB_FRAMEWORK_MODEL_FUSED_OPS_H_
+#define SPECLAB_FRAMEWORK_MODEL_FUSED_OPS_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace speclab {
+namespace fused {
+
+// True when this build has the CUDA kernels (CUDA inputs then use them).
+bool HasCudaKernels();
+
+// Turns the CUDA kernels off (true: on, the default) for every later call
+// in the process, e.g. to A/B them against the ATen path. Set
+// SPECLAB_FUSED_KERNELS=0 in the environment for the same at start-up.
+void SetCudaKernelsEnabled(bool enabled);
+bool CudaKernelsEnabled();
+
+// HF LlamaRMSNorm. x [..., hidden], weight [hidden]:
+//   xf = x.to(float); weight * (xf * rsqrt(mean(xf^2, -1) + eps)).to(x.dtype)
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// The residual add and the next norm: {sum, RmsNorm(sum, weight, eps)} with
+// sum = x + delta (in x.dtype). x, delta [..., hidden].
+std::pair<at::Tensor, at::Tensor> AddRmsNorm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                             double eps);
+
+// The MLP activation on the fused gate/up projection:
+//   silu(gate_up[..., :intermediate]) * gate_up[..., intermediate:]
+// gate_up [..., 2 * intermediate]; returns [..., intermediate], contiguous.
+at::Tensor SiluMul(const at::Tensor& gate_up, int64_t intermediate);
+
+// RoPE on the fused q/k/v projection, K/V into the layer's cache, q in the
+// grouped layout attention reads.
+//   qkv            [n, (heads + 2 * kv_heads) * head_dim] (or [1, n, ...]):
+//                  q heads, then k heads, then v heads
+//   cos, sin       [n, head_dim], qkv's dtype
+//   write_slots    [n] int64 on qkv's device: the cache slot of each token
+//   k_cache_layer, v_cache_layer  [kv_heads, S, head_dim]
+// With rope(x) = x * cos + rotate_half(x) * sin per head (HF convention,
+// rotate_half(x) = cat(-x[D/2:], x[:D/2])), writes
+//   k_cache_layer[kv][write_slots[t]] = rope(k)[t][kv]
+//   v_cache_layer[kv][write_slots[t]] = v[t][kv]
+// and returns q_grouped [kv_heads, group * n, head_dim] (contiguous, group =
+// heads / kv_heads) with q_grouped[kv][j * n + t] = rope(q)[t][kv * group + j],
+// the query-head order of HF repeat_kv. Slots outside [0, S) are an error on
+// the ATen path; the kernel skips their writes (it cannot raise without a sync).
+at::Tensor RopeQkvToCache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t heads,
+                          int64_t kv_heads, int64_t head_dim, const at::Tensor& write_slots, at::Tensor& k_cache_layer,
+                          at::Tensor& v_cache_layer);
+
+}  // namespace fused
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_MODEL_FUSED_OPS_H_
