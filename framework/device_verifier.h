@@ -24,6 +24,9 @@ struct DeviceChainProblem {
   at::Tensor tokens;        // [n] int64: the root, then the n - 1 drafts
   at::Tensor target_probs;  // [n, vocab] float32: p after each node (one-hot at temperature 0)
   at::Tensor draft_probs;   // [n, vocab] float32: row i is the law node i was drawn from; undefined if not sampled
+  // Temperature 0: every target row is one-hot, so every lossless chain rule
+  // reduces to greedy matching, which a rule may use as its fast path.
+  bool greedy = false;
 };
 
 class DeviceChainVerifier {

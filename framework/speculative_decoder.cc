@@ -123,9 +123,10 @@ void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generat
 // the drafted tokens, the number accepted and the extra token.
 absl::StatusOr<Verdict> VerifyChainOnDevice(const DeviceChainVerifier& verifier, TokenTree& tree,
                                             const at::Tensor& tokens, const at::Tensor& probs,
-                                            const at::Tensor& draft_probs, at::Generator& generator) {
+                                            const at::Tensor& draft_probs, bool greedy, at::Generator& generator) {
   DeviceChainProblem problem{.tokens = tokens.to(probs.device()), .target_probs = probs,
-                             .draft_probs = draft_probs.defined() ? draft_probs.to(probs.device()) : at::Tensor()};
+                             .draft_probs = draft_probs.defined() ? draft_probs.to(probs.device()) : at::Tensor(),
+                             .greedy = greedy};
   ASSIGN_OR_RETURN(at::Tensor answer, verifier.Verify(problem, generator));
   const at::Tensor host = at::cat({problem.tokens, answer}).to(at::kCPU);  // the step's one synchronisation
   const int64_t* data = host.data_ptr<int64_t>();
@@ -229,7 +230,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     Verdict verdict;
     if (device_verifier != nullptr && IsChain(tree)) {
       ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
-                                                    verify_generator));
+                                                    options.sampling.greedy(), verify_generator));
     } else {
       HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs, want_rows, options.sampling.greedy());
       for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);

@@ -44,4 +44,10 @@ at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_s
   return at::cat({accepted.view({1}), extra_per_stop.index_select(0, accepted.view({1}))});
 }
 
+at::Tensor GreedyChainAnswer(const DeviceChainProblem& problem) {
+  const at::Tensor best = problem.target_probs.argmax(1);
+  const int64_t drafts = best.size(0) - 1;
+  return ChainAnswer(LeadingAccepted(problem.tokens.narrow(0, 1, drafts) == best.narrow(0, 0, drafts)), best);
+}
+
 }  // namespace speclab::verifiers

@@ -26,6 +26,12 @@ at::Tensor SampleEachRow(const at::Tensor& weights, at::Generator& generator);
 // {accepted, extra[accepted]} as int64 [2]: the rule's answer.
 at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_stop);
 
+// Greedy matching: drafts are accepted while they equal the target's argmax
+// before them, and the argmax where matching stops is the extra token. With
+// one-hot target rows (temperature 0) this is the answer of every lossless
+// chain rule, at a few launches instead of a few dozen.
+at::Tensor GreedyChainAnswer(const DeviceChainProblem& problem);
+
 }  // namespace speclab::verifiers
 
 #endif  // SPECLAB_ALGORITHMS_VERIFIERS_COMMON_CHAIN_ON_DEVICE_H_

@@ -16,11 +16,7 @@ class GreedyOnDevice final : public DeviceChainVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator&) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "greedy", /*needs_draft=*/false));
-    const at::Tensor best = problem.target_probs.argmax(1);
-    const int64_t drafts = best.size(0) - 1;
-    const at::Tensor accepted =
-        verifiers::LeadingAccepted(problem.tokens.narrow(0, 1, drafts) == best.narrow(0, 0, drafts));
-    return verifiers::ChainAnswer(accepted, best);
+    return verifiers::GreedyChainAnswer(problem);
   }
 };
 

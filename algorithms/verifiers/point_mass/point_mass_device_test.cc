@@ -13,9 +13,9 @@ namespace {
 
 using enumeration::DeviceChainAdapter;
 
-std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed) {
+std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed, bool flag_greedy = true) {
   auto host = MakeVerifier("point_mass");
-  auto rule = DeviceChainAdapter::Create("point_mass", host->traits(), seed);
+  auto rule = DeviceChainAdapter::Create("point_mass", host->traits(), seed, flag_greedy);
   EXPECT_TRUE(rule.ok()) << rule.status();
   return rule.ok() ? *std::move(rule) : nullptr;
 }
@@ -35,9 +35,11 @@ TEST(PointMassDeviceTest, MatchesGreedyAtTemperatureZero) {
   for (int depth : {1, 2, 3}) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kTopK, 5 + depth);
     instance.target.one_hot = true;
-    auto rule = Rule(3);
-    ASSERT_NE(rule, nullptr);
-    EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+    for (bool flag_greedy : {true, false}) {
+      auto rule = Rule(3, flag_greedy);
+      ASSERT_NE(rule, nullptr);
+      EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+    }
   }
 }
 

@@ -19,6 +19,8 @@ class RejectionOnDevice final : public DeviceChainVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "rejection", /*needs_draft=*/true));
+    // p one-hot: min(1, p/q) is 1 on the argmax and 0 elsewhere, and (p - q)+ is the argmax.
+    if (problem.greedy) return verifiers::GreedyChainAnswer(problem);
     const at::Tensor& p = problem.target_probs;
     const int64_t drafts = p.size(0) - 1;
     const at::Tensor x = problem.tokens.narrow(0, 1, drafts).unsqueeze(1);

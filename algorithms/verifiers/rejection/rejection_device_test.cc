@@ -13,9 +13,9 @@ namespace {
 
 using enumeration::DeviceChainAdapter;
 
-std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed, bool shift_draft_rows = false) {
+std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed, bool shift_draft_rows = false, bool flag_greedy = true) {
   auto host = MakeVerifier("rejection");
-  auto rule = DeviceChainAdapter::Create("rejection", host->traits(), seed, shift_draft_rows);
+  auto rule = DeviceChainAdapter::Create("rejection", host->traits(), seed, flag_greedy, shift_draft_rows);
   EXPECT_TRUE(rule.ok()) << rule.status();
   return rule.ok() ? *std::move(rule) : nullptr;
 }
@@ -44,9 +44,11 @@ TEST(RejectionDeviceTest, MatchesGreedyAtTemperatureZero) {
   for (int depth : {1, 2, 3}) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kIndependent, 5 + depth);
     instance.target.one_hot = instance.draft.one_hot = true;
-    auto rule = Rule(3);
-    ASSERT_NE(rule, nullptr);
-    EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+    for (bool flag_greedy : {true, false}) {  // the fast path, and the general rule on one-hot rows
+      auto rule = Rule(3, /*shift_draft_rows=*/false, flag_greedy);
+      ASSERT_NE(rule, nullptr);
+      EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+    }
   }
 }
 

@@ -19,20 +19,23 @@ at::Tensor RowsToTensor(const ProbabilityRows& rows) {
 }  // namespace
 
 DeviceChainAdapter::DeviceChainAdapter(std::unique_ptr<DeviceChainVerifier> rule, VerifierTraits traits, uint64_t seed,
-                                       bool shift_draft_rows)
+                                       bool flag_greedy, bool shift_draft_rows)
     : rule_(std::move(rule)),
       traits_(traits),
       generator_(at::detail::createCPUGenerator(seed)),
+      flag_greedy_(flag_greedy),
       shift_draft_rows_(shift_draft_rows) {}
 
 absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> DeviceChainAdapter::Create(const std::string& name,
                                                                                VerifierTraits traits, uint64_t seed,
+                                                                               bool flag_greedy,
                                                                                bool shift_draft_rows) {
   const auto* entry = DeviceChainVerifierRegistry::Find(name);
   if (entry == nullptr) return absl::NotFoundError(absl::StrCat("no device rule named '", name, "'"));
   ASSIGN_OR_RETURN(Options options, Options::FromString("{}", "device_chain_adapter"));
   ASSIGN_OR_RETURN(auto rule, entry->create(options));
-  return std::unique_ptr<DeviceChainAdapter>(new DeviceChainAdapter(std::move(rule), traits, seed, shift_draft_rows));
+  return std::unique_ptr<DeviceChainAdapter>(
+      new DeviceChainAdapter(std::move(rule), traits, seed, flag_greedy, shift_draft_rows));
 }
 
 absl::StatusOr<Verdict> DeviceChainAdapter::Verify(const VerificationProblem& problem, RandomSource&) const {
@@ -41,6 +44,8 @@ absl::StatusOr<Verdict> DeviceChainAdapter::Verify(const VerificationProblem& pr
   std::vector<int64_t> tokens(tree.size());
   for (int i = 0; i < tree.size(); ++i) tokens[i] = tree.token(i);
   DeviceChainProblem device{.tokens = at::tensor(tokens, at::kLong), .target_probs = RowsToTensor(problem.target)};
+  // Probability rows whose maximum is 1 are one-hot.
+  device.greedy = flag_greedy_ && device.target_probs.amax(1).eq(1).all().item<bool>();
   if (!problem.draft.empty()) {
     device.draft_probs = RowsToTensor(problem.draft);
     if (shift_draft_rows_ && tree.size() > 2) device.draft_probs = device.draft_probs.roll(1, 0);

@@ -21,20 +21,24 @@ namespace speclab::enumeration {
 class DeviceChainAdapter final : public Verifier {
  public:
   // `name`: a registered device rule; `traits`: those of its host rule.
-  // `shift_draft_rows` (negative controls only) hands the rule the q row of
-  // the next node instead of the right one.
+  // `flag_greedy`: set DeviceChainProblem::greedy when every target row is
+  // one-hot, as the engine does at temperature 0 (false tests the general
+  // path on such rows). `shift_draft_rows` (negative controls only) hands the
+  // rule the q row of the next node instead of the right one.
   static absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> Create(const std::string& name, VerifierTraits traits,
-                                                                    uint64_t seed, bool shift_draft_rows = false);
+                                                                    uint64_t seed, bool flag_greedy = true,
+                                                                    bool shift_draft_rows = false);
 
   VerifierTraits traits() const override { return traits_; }
   absl::StatusOr<Verdict> Verify(const VerificationProblem& problem, RandomSource& random) const override;
 
  private:
   DeviceChainAdapter(std::unique_ptr<DeviceChainVerifier> rule, VerifierTraits traits, uint64_t seed,
-                     bool shift_draft_rows);
+                     bool flag_greedy, bool shift_draft_rows);
   std::unique_ptr<DeviceChainVerifier> rule_;
   VerifierTraits traits_;
   mutable at::Generator generator_;
+  bool flag_greedy_;
   bool shift_draft_rows_;
 };
 
