@@ -173,7 +173,7 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
   while (!done) {
     auto step_start = Clock::now();
     const int64_t position = target.committed_length();
-    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, LongsToDevice({position}, device), one_mask));
+    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, at::full({1}, position, token.options()), one_mask));
     token = options.sampling.greedy() ? logits.argmax(-1) : SampleRows(Probabilities(logits, options.sampling), generator);
     const int32_t host_token = static_cast<int32_t>(token.item<int64_t>());
     RETURN_IF_ERROR(target.Commit({0}));
