@@ -64,6 +64,13 @@ at::Tensor RopeQkvToCacheAten(const at::Tensor& qkv, const at::Tensor& cos, cons
       .contiguous();
 }
 
+void CheckLinearShapes(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), "Linear: x ", x.sizes(),
+              " and weight ", weight.sizes(), " do not match");
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "Linear: bias ", bias.sizes(),
+              " does not match weight ", weight.sizes());
+}
+
 void CheckNormShapes(const at::Tensor& x, const at::Tensor& weight) {
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0), "RmsNorm: x ", x.sizes(),
               " and weight ", weight.sizes(), " do not match");
@@ -112,6 +119,56 @@ void* CurrentStream(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStrea
 
 void CheckLaunch(int error, const char* op) {
   TORCH_CHECK(error == 0, "speclab fused ", op, " kernel: ", dk::DecodeKernelErrorString(error));
+}
+
+dk::GemvKernel ToGemvKernel(LinearKernel kernel) {
+  switch (kernel) {
+    case LinearKernel::kTensorCore:
+      return dk::GemvKernel::kTensorCore;
+    case LinearKernel::kSimt:
+      return dk::GemvKernel::kSimt;
+    case LinearKernel::kAuto:
+      break;
+  }
+  return dk::GemvKernel::kAuto;
+}
+
+// Where Linear() prefers the GEMV kernel to cuBLAS, from bf16 timings on an
+// H200 (graph replay, weights rotated past L2; build-fusedcheck/gemv_bench.cc)
+// on the Llama 3 8B and 1B projections:
+//  - n <= 6144 (qkv, o, down): 4 to 36% faster at m = 1 (the o projections
+//    and the 1B down gain most); at m = 2, 4 and 8 level to 15% faster, but
+//    for the 1B qkv at m = 8 (4% slower);
+//  - n >= 16384 (gate_up, lm_head): cuBLAS already streams at 3.5-4.2 TB/s;
+//    the kernel was level to 4% slower on lm_head and 5 to 8% on gate_up;
+//  - m = 16: cuBLAS was faster on four of the six n <= 6144 shapes (m = 9..15
+//    were not measured; they run the same two-tile kernel as m = 16).
+// n between 6144 and 16384 was not measured; 8192 splits the difference.
+constexpr int64_t kGemvMaxPreferredRows = 8;
+constexpr int64_t kGemvMaxPreferredN = 8192;
+
+bool PreferGemv(int64_t m, int64_t n) { return m <= kGemvMaxPreferredRows && n <= kGemvMaxPreferredN; }
+
+// The GEMV kernel for x @ weight^T + bias, or an undefined tensor where the
+// kernel does not cover the inputs or, for kAuto, where cuBLAS is the faster
+// (the caller then runs at::linear).
+at::Tensor GemvOrUndefined(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, LinearKernel kernel,
+                           int warps_per_block) {
+  dk::DType dtype;
+  const bool covered = bias.defined() ? Covered({x, weight, bias}, &dtype) : Covered({x, weight}, &dtype);
+  if (!covered) return {};
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const int64_t m = k == 0 ? 0 : x.numel() / k;
+  if (!dk::GemvSupported(dtype, x.data_ptr(), weight.data_ptr(), m, n, k)) return {};
+  if (kernel == LinearKernel::kAuto && !PreferGemv(m, n)) return {};
+  const c10::cuda::CUDAGuard guard(x.device());
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = n;
+  at::Tensor out = at::empty(sizes, x.options());
+  CheckLaunch(dk::LaunchGemv(dtype, x.data_ptr(), weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+                             out.data_ptr(), m, n, k, CurrentStream(x), ToGemvKernel(kernel), warps_per_block),
+              "Linear");
+  return out;
 }
 
 #endif  // SPECLAB_WITH_CUDA
@@ -225,6 +282,23 @@ at::Tensor RopeQkvToCache(const at::Tensor& qkv, const at::Tensor& cos, const at
   }
 #endif
   return RopeQkvToCacheAten(qkv, cos, sin, n, heads, kv_heads, head_dim, write_slots, k_cache_layer, v_cache_layer);
+}
+
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return LinearWithKernel(x, weight, bias, LinearKernel::kAuto, 0);
+}
+
+at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            LinearKernel kernel, int warps_per_block) {
+  CheckLinearShapes(x, weight, bias);
+#ifdef SPECLAB_WITH_CUDA
+  at::Tensor out = GemvOrUndefined(x, weight, bias, kernel, warps_per_block);
+  if (out.defined()) return out;
+#else
+  (void)kernel;
+  (void)warps_per_block;
+#endif
+  return at::linear(x, weight, bias);
 }
 
 }  // namespace fused

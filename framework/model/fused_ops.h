@@ -68,6 +68,33 @@ at::Tensor RopeQkvToCache(const at::Tensor& qkv, const at::Tensor& cos, const at
                           int64_t kv_heads, int64_t head_dim, const at::Tensor& write_slots, at::Tensor& k_cache_layer,
                           at::Tensor& v_cache_layer);
 
+// at::linear(x, weight, bias) = x @ weight^T + bias for x [..., k], weight
+// [n, k], bias [n] or undefined (no bias); returns [..., n] in x's dtype.
+//
+// On CUDA this may run a GEMV kernel (decode_kernels.h) built for decoding's
+// few rows: it reads the weight matrix once, 16 bytes per load, where cuBLAS's
+// GEMM for m = 1 leaves part of the bandwidth unused on mid-sized matrices.
+// fp32 accumulation, bias added in fp32, one rounding: results agree with
+// cuBLAS to about one ulp, not bit for bit. The kernel runs when, besides the
+// coverage rules above (one CUDA device, contiguous, one dtype, no grad):
+//  - x, weight and bias are bfloat16 or float16;
+//  - x holds m = x.numel() / k rows with 1 <= m <= 8, and n <= 8192 (where
+//    it measured faster than cuBLAS; fused_ops.cc has the numbers);
+//  - k is a multiple of 8 and x and weight start on 16-byte boundaries.
+// Everything else, gate_up and lm_head sized matrices included, is at::linear.
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// The GEMV kernel Linear() launches; kAuto is Linear()'s own choice.
+enum class LinearKernel { kAuto, kTensorCore, kSimt };
+
+// Linear() with the kernel pinned, and the number of warps (1..16) that split
+// k within a block (0: chosen per shape), for tests and benchmarks. A pinned
+// kernel runs for any n and up to 16 rows (kSimt: up to 4; more throws), not
+// only where it beats cuBLAS; inputs the kernels do not cover still go to
+// at::linear.
+at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            LinearKernel kernel, int warps_per_block);
+
 }  // namespace fused
 }  // namespace speclab
 

@@ -6,6 +6,9 @@
 // 1e-5 relative, bfloat16/float16 within 1e-2 relative (expected: bit-exact
 // but for RMSNorm's sum order, which may move its rounded normalised value by
 // one ulp and its output by two: 2^-6 relative there); the errors are printed.
+// Linear (the GEMV kernel) is checked against at::linear in float64 on the
+// upcast inputs: its fp32 sum runs in another order than cuBLAS's, so it is
+// not bit-equal to at::linear, only within the output's rounding (< 1e-2).
 #include "framework/model/fused_ops.h"
 
 #include <ATen/ATen.h>
@@ -13,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -250,6 +254,97 @@ void CheckRope(const c10::Device& device, at::ScalarType dtype) {
   }
 }
 
+// --- Linear ----------------------------------------------------------------------
+
+// at::linear in float64 on the CPU on the upcast inputs.
+at::Tensor RefLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  auto up = [](const at::Tensor& t) { return t.defined() ? t.to(at::kCPU, at::kDouble) : t; };
+  return at::linear(up(x), up(w), up(b));
+}
+
+// Largest |got - ref| / |ref| with |ref| floored at 1e-3 of ref's RMS: an
+// output that cancels to almost zero would otherwise turn the fp32 sum-order
+// noise of any correct kernel (~1e-7 of the RMS) into a large relative error.
+double LinearRelError(const at::Tensor& got, const at::Tensor& ref) {
+  const at::Tensor g = got.to(at::kCPU, at::kDouble);
+  const double rms = ref.pow(2).mean().sqrt().item<double>();
+  return ((g - ref).abs() / ref.abs().clamp_min(1e-3 * rms)).max().item<double>();
+}
+
+// Fills a freed block of `like`'s size with NaN, so that a kernel output the
+// caching allocator hands out next starts as NaN rather than as an earlier
+// (possibly identical) result: elements a kernel fails to write then fail.
+void PoisonNextOutput(const at::Tensor& like) {
+  if (like.is_cuda()) (void)at::full(like.sizes(), NAN, like.options());
+}
+
+struct LinearShape {
+  int64_t n, k;
+};
+
+// n = 16x, 4x and neither; k with and without a partial 32-wide step or
+// 256-wide chunk; k shorter than one step per warp.
+const std::vector<LinearShape> kLinearShapes = {{256, 512}, {100, 264}, {37, 72}, {1000, 2056}, {2048, 4096}};
+// One and two 8-row MMA tiles, full and partial, and every SIMT instantiation.
+const std::vector<int64_t> kLinearRows = {1, 2, 3, 8, 9, 16};
+
+struct LinearConfig {
+  fused::LinearKernel kernel;
+  int warps;
+  std::string name;
+};
+
+// Kernel x warps splitting k: the automatic choice, one warp, an odd count
+// (uneven k slices) and the most (more warps than k steps at small k).
+const std::vector<LinearConfig> kLinearConfigs = {
+    {fused::LinearKernel::kAuto, 0, "auto"},
+    {fused::LinearKernel::kTensorCore, 1, "tensor-core/1"},
+    {fused::LinearKernel::kTensorCore, 3, "tensor-core/3"},
+    {fused::LinearKernel::kTensorCore, 16, "tensor-core/16"},
+    {fused::LinearKernel::kSimt, 1, "simt/1"},
+    {fused::LinearKernel::kSimt, 3, "simt/3"},
+    {fused::LinearKernel::kSimt, 16, "simt/16"},
+};
+
+void CheckLinear(const c10::Device& device, at::ScalarType dtype) {
+  double worst_fused = 0.0, worst_aten = 0.0;
+  for (const LinearShape& shape : kLinearShapes) {
+    if (device.is_cpu() && shape.n * shape.k > 1000000) continue;  // the CPU path is at::linear: keep it quick
+    for (int64_t m : kLinearRows) {
+      for (bool with_bias : {false, true}) {
+        const std::string where = "n " + std::to_string(shape.n) + ", k " + std::to_string(shape.k) + ", m " +
+                                  std::to_string(m) + (with_bias ? ", bias" : "");
+        // x as [1, m, k]: Linear flattens the leading dimensions.
+        const at::Tensor x = Random({1, m, shape.k}, dtype, device);
+        const at::Tensor w = Random({shape.n, shape.k}, dtype, device);
+        const at::Tensor b = with_bias ? Random({shape.n}, dtype, device) : at::Tensor();
+        const at::Tensor aten = at::linear(x, w, b);
+        if (device.is_cpu()) {
+          const at::Tensor got = fused::Linear(x, w, b);
+          EXPECT_TRUE(at::equal(got, aten)) << where;
+          continue;
+        }
+        const at::Tensor ref = RefLinear(x, w, b);
+        worst_aten = std::max(worst_aten, LinearRelError(aten, ref));
+        for (const LinearConfig& config : kLinearConfigs) {
+          if (config.kernel == fused::LinearKernel::kSimt && m > 4) continue;
+          PoisonNextOutput(aten);
+          const at::Tensor got = fused::LinearWithKernel(x, w, b, config.kernel, config.warps);
+          ASSERT_EQ(got.sizes(), aten.sizes()) << where;
+          ASSERT_EQ(got.scalar_type(), dtype) << where;
+          const double rel = LinearRelError(got, ref);
+          EXPECT_LT(rel, 1e-2) << where << ", " << config.name;
+          worst_fused = std::max(worst_fused, rel);
+        }
+      }
+    }
+  }
+  if (device.is_cuda()) {
+    std::printf("[fused] Linear %s on %s: max rel error vs float64 %.3g (at::linear: %.3g)\n", DTypeName(dtype).c_str(),
+                device.str().c_str(), worst_fused, worst_aten);
+  }
+}
+
 // --- CPU: the fallback ----------------------------------------------------------
 
 class FusedOpsCpu : public ::testing::TestWithParam<at::ScalarType> {};
@@ -258,6 +353,7 @@ TEST_P(FusedOpsCpu, RmsNorm) { CheckRmsNorm(c10::Device(c10::kCPU), GetParam());
 TEST_P(FusedOpsCpu, AddRmsNorm) { CheckAddRmsNorm(c10::Device(c10::kCPU), GetParam()); }
 TEST_P(FusedOpsCpu, SiluMul) { CheckSiluMul(c10::Device(c10::kCPU), GetParam()); }
 TEST_P(FusedOpsCpu, RopeQkvToCache) { CheckRope(c10::Device(c10::kCPU), GetParam()); }
+TEST_P(FusedOpsCpu, Linear) { CheckLinear(c10::Device(c10::kCPU), GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(FusedOps, FusedOpsCpu, ::testing::Values(at::kFloat, at::kBFloat16),
                          [](const ::testing::TestParamInfo<at::ScalarType>& info) { return DTypeName(info.param); });
@@ -320,6 +416,9 @@ TEST(FusedOps, ShapeErrorsThrow) {
   EXPECT_THROW(fused::RopeQkvToCache(at::randn({2, 12}), at::randn({2, 4}), at::randn({2, 4}), 1, 1, 3,
                                      at::tensor(std::vector<int64_t>{0, 1}), k, v),
                c10::Error);  // odd head_dim
+  EXPECT_THROW(fused::Linear(x, at::randn({4, 7}), at::Tensor()), c10::Error);         // k differs
+  EXPECT_THROW(fused::Linear(x, at::randn({4, 8}), at::randn({5})), c10::Error);       // bias is not [n]
+  EXPECT_THROW(fused::Linear(x, at::randn({2, 4, 8}), at::Tensor()), c10::Error);      // weight is not 2-D
 }
 
 // --- CUDA: the kernels -----------------------------------------------------------
@@ -345,6 +444,12 @@ TEST_P(FusedOpsCuda, RopeQkvToCache) {
   SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   CheckRope(c10::Device(c10::kCUDA), GetParam());
+}
+
+TEST_P(FusedOpsCuda, Linear) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  CheckLinear(c10::Device(c10::kCUDA), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(FusedOps, FusedOpsCuda, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf),
@@ -390,6 +495,58 @@ TEST(FusedOps, CudaGraphReplay) {
     tally.Check(q_out, want.q_grouped, "q");
     tally.Check(k_cache, want.k_cache, "k cache");
     tally.Check(v_cache, want.v_cache, "v cache");
+  }
+}
+
+// Inputs the GEMV kernel does not take go to at::linear: same call, same bits.
+TEST(FusedOps, LinearFallbackOnCuda) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const c10::Device device(c10::kCUDA);
+  const at::ScalarType bf16 = at::kBFloat16;
+  struct Case {
+    std::string name;
+    at::Tensor x, w, b;
+  };
+  const at::Tensor w = Random({64, 128}, bf16, device);
+  const std::vector<Case> cases = {
+      {"17 rows", Random({17, 128}, bf16, device), w, at::Tensor()},
+      {"k % 8 != 0", Random({2, 100}, bf16, device), Random({64, 100}, bf16, device), at::Tensor()},
+      {"transposed weight", Random({2, 128}, bf16, device), Random({128, 64}, bf16, device).t(), at::Tensor()},
+      {"misaligned x", Misaligned(Random({2, 128}, bf16, device)), w, at::Tensor()},
+      {"float32", Random({2, 128}, at::kFloat, device), Random({64, 128}, at::kFloat, device),
+       Random({64}, at::kFloat, device)},
+      {"empty x", Random({0, 128}, bf16, device), w, Random({64}, bf16, device)},
+  };
+  for (const Case& c : cases) {
+    const at::Tensor got = fused::Linear(c.x, c.w, c.b);
+    const at::Tensor want = at::linear(c.x, c.w, c.b);
+    ASSERT_EQ(got.sizes(), want.sizes()) << c.name;
+    EXPECT_TRUE(at::equal(got, want)) << c.name;
+  }
+}
+
+// Linear inside a captured CUDA graph: replays on new x, weight and bias
+// written in place must match the float64 reference on them.
+TEST(FusedOps, CudaGraphReplayLinear) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const c10::Device device(c10::kCUDA);
+  const at::ScalarType dtype = at::kBFloat16;
+  const int64_t n = 1000, k = 2048;
+  const at::Tensor x1 = Random({1, 1, k}, dtype, device), x5 = Random({5, k}, dtype, device);
+  const at::Tensor w = Random({n, k}, dtype, device), b = Random({n}, dtype, device);
+  at::Tensor y1, y5;
+  auto graph = CudaGraph::Capture(device, nullptr, [&] {
+    y1 = fused::Linear(x1, w, b);
+    y5 = fused::Linear(x5, w, at::Tensor());
+  });
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (int round = 0; round < 2; ++round) {
+    for (const at::Tensor& t : {x1, x5, w, b}) t.copy_(Random(t.sizes(), dtype, device));
+    (*graph)->Replay();
+    EXPECT_LT(LinearRelError(y1, RefLinear(x1, w, b)), 1e-2) << "m 1, round " << round;
+    EXPECT_LT(LinearRelError(y5, RefLinear(x5, w, at::Tensor())), 1e-2) << "m 5, round " << round;
   }
 }
 

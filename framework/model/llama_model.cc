@@ -69,13 +69,6 @@ struct LayerWeights {
   }
 };
 
-// HuggingFace LlamaRMSNorm: normalise in float32, scale in the input dtype.
-at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return weight * (xf * at::rsqrt(variance + eps)).to(x.scalar_type());
-}
-
 at::Tensor RotateHalf(const at::Tensor& x) {
   const auto halves = x.chunk(2, -1);
   return at::cat({-halves[1], halves[0]}, -1);
@@ -421,7 +414,7 @@ at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const For
   const int64_t kv_heads = c.num_key_value_heads;
   const int64_t hd = c.head_dim;
 
-  const at::Tensor h = RmsNorm(x, w.input_norm, c.rms_norm_eps);
+  const at::Tensor h = fused::RmsNorm(x, w.input_norm, c.rms_norm_eps);
   // q and k side by side, so RoPE runs once over all their heads.
   at::Tensor qk, v;
   if (ctx.fused) {
@@ -457,7 +450,7 @@ at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const For
                               .reshape({batch, n, heads * hd});
   const at::Tensor x1 = x + at::linear(attn, w.o_weight, w.o_bias);
 
-  const at::Tensor h2 = RmsNorm(x1, w.post_attention_norm, c.rms_norm_eps);
+  const at::Tensor h2 = fused::RmsNorm(x1, w.post_attention_norm, c.rms_norm_eps);
   at::Tensor gate, up;
   if (ctx.fused) {
     const at::Tensor gate_up = at::linear(h2, w.gate_up_weight);
@@ -654,7 +647,7 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
   if (!ctx.fused) {
     x = x.unsqueeze(0);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/true);
-    return RmsNorm(x[0], final_norm, eps);
+    return fused::RmsNorm(x[0], final_norm, eps);
   }
   const int64_t n = tokens.size(0);
   const at::Tensor write_slots =
@@ -664,7 +657,7 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& w = layers[i];
     at::Tensor k_layer = k_cache[i], v_layer = v_cache[i];
-    const at::Tensor q = fused::RopeQkvToCache(at::linear(h, w.qkv_weight, w.qkv_bias), ctx.cos, ctx.sin,
+    const at::Tensor q = fused::RopeQkvToCache(fused::Linear(h, w.qkv_weight, w.qkv_bias), ctx.cos, ctx.sin,
                                                c.num_attention_heads, c.num_key_value_heads, c.head_dim, write_slots,
                                                k_layer, v_layer);
     const at::Tensor attn = Attend(q.unsqueeze(0), k_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0),
@@ -673,9 +666,10 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
                                 .permute({2, 0, 1, 3})
                                 .reshape({n, c.num_attention_heads * c.head_dim});
     at::Tensor x1, h2;
-    std::tie(x1, h2) = fused::AddRmsNorm(x, at::linear(attn, w.o_weight, w.o_bias), w.post_attention_norm, eps);
-    const at::Tensor mlp =
-        at::linear(fused::SiluMul(at::linear(h2, w.gate_up_weight), c.intermediate_size), w.down_weight);
+    std::tie(x1, h2) = fused::AddRmsNorm(x, fused::Linear(attn, w.o_weight, w.o_bias), w.post_attention_norm, eps);
+    const at::Tensor mlp = fused::Linear(fused::SiluMul(fused::Linear(h2, w.gate_up_weight, at::Tensor()),
+                                                        c.intermediate_size),
+                                         w.down_weight, at::Tensor());
     const at::Tensor& next_norm = i + 1 < c.num_hidden_layers ? layers[i + 1].input_norm : final_norm;
     std::tie(x, h) = fused::AddRmsNorm(x1, mlp, next_norm, eps);
   }
@@ -695,7 +689,7 @@ at::Tensor LlamaModel::Impl::ForwardTraining(const at::Tensor& tokens) {
   ctx.fused = false;  // autograd must reach the HuggingFace-named views
   at::Tensor x = at::embedding(embed, tokens.to(device));
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/false);
-  return at::linear(RmsNorm(x, final_norm, config.rms_norm_eps), lm_head);
+  return at::linear(fused::RmsNorm(x, final_norm, config.rms_norm_eps), lm_head);
 }
 
 absl::Status LlamaModel::Impl::Commit(absl::Span<const int64_t> slots) {

@@ -57,6 +57,47 @@ int LaunchRopeQkvToCache(DType dtype, const void* qkv, const void* cos, const vo
                          void* q_out, void* k_cache, void* v_cache, int64_t n, int64_t heads, int64_t kv_heads,
                          int64_t head_dim, int64_t cache_slots, void* stream);
 
+// --- Decode GEMV --------------------------------------------------------------
+//
+// y = x @ weight^T (+ bias) for the few rows of a decoding step:
+//   x [m, k], weight [n, k], bias [n] or nullptr, y [m, n], all contiguous.
+// Accumulates in fp32, adds the bias in fp32 and rounds once to dtype; the
+// fp32 sum runs in another order than cuBLAS's, so results agree with
+// at::linear to about one ulp of dtype, not bit for bit.
+//
+// At m <= 16 a linear layer is a pass over its weight matrix, bound by memory
+// bandwidth; on mid-sized matrices (n <= 6144 of the Llama 3 shapes) cuBLAS's
+// GEMM for m = 1 leaves part of it unused. These kernels read every weight
+// element exactly once, 16 bytes per load, several loads in flight per
+// thread, and split k over the warps of a block so that small n still keeps
+// every SM busy.
+
+// Which kernel LaunchGemv runs. kAuto picks kSimt for m = 1 and kTensorCore
+// otherwise (the faster on an H200; see ChooseGemvKernel); tests and
+// benchmarks pin one.
+//  - kTensorCore: blocks of 16 weight rows; each 16-byte load of a weight row
+//    feeds mma.sync m16n8k16 directly (x rows are the MMA's n side), so the
+//    arithmetic costs the same few instructions for m = 1 and m = 16.
+//  - kSimt: blocks of 4 weight rows, fp32 FMAs on CUDA cores, each warp load
+//    512 contiguous bytes of one row; m <= 4 only.
+enum class GemvKernel : int { kAuto = 0, kTensorCore = 1, kSimt = 2 };
+
+// Most rows of x the GEMV kernels take (two 8-column MMA tiles).
+constexpr int64_t kGemvMaxRows = 16;
+
+// Whether LaunchGemv takes these arguments: bfloat16 or float16 (float32 is
+// left to cuBLAS: decoding runs in 16-bit types), 1 <= m <= kGemvMaxRows,
+// n >= 1, k a positive multiple of 8, and x and weight 16-byte aligned (bias
+// and y need only their element alignment).
+bool GemvSupported(DType dtype, const void* x, const void* weight, int64_t m, int64_t n, int64_t k);
+
+// Runs y = x @ weight^T (+ bias) under the contract above (GemvSupported must
+// hold, or cudaErrorInvalidValue comes back). `warps_per_block` (1..16) pins
+// how many warps split k for one block's rows; 0 lets the launcher choose from
+// the shape and the device's SM count.
+int LaunchGemv(DType dtype, const void* x, const void* weight, const void* bias, void* y, int64_t m, int64_t n,
+               int64_t k, void* stream, GemvKernel kernel = GemvKernel::kAuto, int warps_per_block = 0);
+
 }  // namespace decode_kernels
 }  // namespace speclab
 
