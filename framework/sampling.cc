@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace speclab {
@@ -37,7 +39,14 @@ at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params)
 }
 
 at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator) {
-  return at::multinomial(probs, 1, /*replacement=*/false, generator).squeeze(-1);
+  // The exponential race: argmax_i w_i / E_i with E_i ~ Exp(1) i.i.d. picks i
+  // with probability w_i / sum(w). It is what at::multinomial does for one
+  // draw, minus multinomial's validity checks, which read the tensor back to
+  // the host (two synchronisations per call). E is kept off 0 so that a zero
+  // weight gives 0, never 0/0.
+  at::Tensor race = at::empty_like(probs).exponential_(1.0, generator);
+  race.clamp_min_(std::numeric_limits<float>::min());
+  return at::div(probs, race).argmax(-1);
 }
 
 at::Generator MakeGenerator(c10::Device device, uint64_t seed) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "framework/sampling.h"
 
 namespace speclab::verifiers {
 namespace {
@@ -35,9 +36,7 @@ at::Tensor LeadingAccepted(const at::Tensor& accepted) {
 }
 
 at::Tensor SampleEachRow(const at::Tensor& weights, at::Generator& generator) {
-  // Without replacement and one sample: torch draws argmax(w / Exp(1)), an
-  // exact sample of w / sum(w) with no host synchronisation.
-  return at::multinomial(weights, 1, /*replacement=*/false, generator).squeeze(-1);
+  return SampleRows(weights, generator);
 }
 
 at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_stop) {

@@ -32,7 +32,7 @@ class RejectionOnDevice final : public DeviceChainVerifier {
     // Row i < drafts: the residual after rejecting draft i + 1; the last row: p_n.
     at::Tensor stops = at::cat({(p_rows - q_rows).clamp_min(0), p.narrow(0, drafts, 1)});
     // A residual without mass belongs to a draft that cannot be rejected
-    // (p <= q everywhere means p == q): any row keeps multinomial defined.
+    // (p <= q everywhere means p == q): any row with mass will do.
     stops = at::where(stops.sum(1, /*keepdim=*/true) > 0, stops, p);
     return verifiers::ChainAnswer(accepted, verifiers::SampleEachRow(stops, generator));
   }
