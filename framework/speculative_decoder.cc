@@ -45,14 +45,10 @@ absl::Status Prefill(LanguageModel& model, absl::Span<const int32_t> prompt) {
   const int64_t n = static_cast<int64_t>(prompt.size()) - 1;
   if (n == 0) return absl::OkStatus();
   std::vector<int64_t> tokens(prompt.begin(), prompt.end() - 1), positions(n), slots(n);
-  std::vector<uint8_t> mask(static_cast<size_t>(n) * n, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    positions[i] = slots[i] = i;
-    std::fill_n(&mask[static_cast<size_t>(i) * n], i + 1, 1);
-  }
+  for (int64_t i = 0; i < n; ++i) positions[i] = slots[i] = i;
   const c10::Device device = model.device();
   ASSIGN_OR_RETURN(at::Tensor logits, model.Forward(LongsToDevice(tokens, device), LongsToDevice(positions, device),
-                                                    MaskToDevice(mask, n, n, device)));
+                                                    /*mask=*/at::Tensor()));  // a causal chain
   return model.Commit(slots);
 }
 
@@ -167,13 +163,12 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
   auto decode_start = Mark(device, true);
   out.prefill_seconds = Seconds(start, decode_start);
   ResetForwardCounts(target, nullptr);
-  const at::Tensor one_mask = at::ones({1, 1}, at::TensorOptions().dtype(at::kBool).device(device));
   at::Tensor token = LongsToDevice({prompt.back()}, device);
   bool done = false;
   while (!done) {
     auto step_start = Clock::now();
     const int64_t position = target.committed_length();
-    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, at::full({1}, position, token.options()), one_mask));
+    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, at::full({1}, position, token.options()), at::Tensor()));
     token = options.sampling.greedy() ? logits.argmax(-1) : SampleRows(Probabilities(logits, options.sampling), generator);
     const int32_t host_token = static_cast<int32_t>(token.item<int64_t>());
     RETURN_IF_ERROR(target.Commit({0}));
@@ -225,7 +220,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     // One target forward over the whole tree, on top of the committed cache.
     ASSIGN_OR_RETURN(at::Tensor logits,
                      target.Forward(draft.tokens.to(device), LongsToDevice(tree.Positions(target.committed_length()), device),
-                                    MaskToDevice(tree.AncestorMask(), n, n, device)));
+                                    IsChain(tree) ? at::Tensor() : MaskToDevice(tree.AncestorMask(), n, n, device)));
     at::Tensor probs = Probabilities(logits, options.sampling);
     Verdict verdict;
     if (device_verifier != nullptr && IsChain(tree)) {

@@ -155,9 +155,9 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
     const auto on_device = at::TensorOptions().device(device);
     const at::Tensor position_tensor =
         n == 1 ? at::full({1}, positions[0], on_device.dtype(at::kLong)) : LongsToDevice(positions, device);
-    const bool all_visible = std::all_of(mask.begin(), mask.end(), [](uint8_t m) { return m != 0; });
-    const at::Tensor mask_tensor = all_visible ? at::ones({n, tentative + n}, on_device.dtype(at::kBool))
-                                               : MaskToDevice(mask, n, tentative + n, device);
+    // One token seeing every tentative slot is a chain: no mask to upload.
+    const bool chain = n == 1 && std::all_of(mask.begin(), mask.end(), [](uint8_t m) { return m != 0; });
+    const at::Tensor mask_tensor = chain ? at::Tensor() : MaskToDevice(mask, n, tentative + n, device);
     ASSIGN_OR_RETURN(at::Tensor logits, model_->Forward(tokens, position_tensor, mask_tensor));
     pending_slots_ += pending;
     for (size_t k = 0; k < order.size(); ++k) {

@@ -36,7 +36,9 @@ class LanguageModel {
   //   positions: [n] int64 absolute positions (committed_length() + depth for a tree)
   //   mask:      [n, tentative_length() + n] bool; true where the new token may
   //              attend to that tentative slot (itself included). The committed
-  //              prefix is always visible.
+  //              prefix is always visible. Undefined: a chain, each new token
+  //              seeing every tentative slot and the new tokens before it (no
+  //              mask to build or upload on the common path).
   // Returns logits [n, vocab] float32 on device(). Fails (never crashes) on
   // shape mismatches and when the cache would exceed capacity().
   virtual absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions,

@@ -375,13 +375,13 @@ absl::Status LlamaModel::Impl::ValidateForward(const at::Tensor& tokens, const a
   };
   RETURN_IF_ERROR(check(tokens, "tokens", at::kLong, 1));
   RETURN_IF_ERROR(check(positions, "positions", at::kLong, 1));
-  RETURN_IF_ERROR(check(mask, "mask", at::kBool, 2));
+  if (mask.defined()) RETURN_IF_ERROR(check(mask, "mask", at::kBool, 2));
   const int64_t n = tokens.size(0);
   if (n == 0) return bad("no tokens");
   if (positions.size(0) != n) {
     return bad(absl::StrCat("positions has shape ", ShapeString(positions.sizes()), ", expected [", n, "]"));
   }
-  if (mask.size(0) != n || mask.size(1) != tentative + n) {
+  if (mask.defined() && (mask.size(0) != n || mask.size(1) != tentative + n)) {
     return bad(absl::StrCat("mask has shape ", ShapeString(mask.sizes()), ", expected [", n, ", ", tentative + n,
                             "] (new tokens x (tentative slots ", tentative, " + new tokens))"));
   }
@@ -498,7 +498,11 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
   ForwardContext ctx;
   std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, max_position);
   at::Tensor allowed = at::ones({n, total}, at::TensorOptions().dtype(at::kBool).device(device));
-  allowed.narrow(1, committed, tentative + n).copy_(mask);
+  if (mask.defined()) {
+    allowed.narrow(1, committed, tentative + n).copy_(mask);
+  } else {
+    allowed.narrow(1, start, n).tril_();
+  }
   if (config.sliding_window > 0) {
     // A token at position t sees positions > t - window (transformers' sliding_window_overlay).
     slot_positions.narrow(0, start, n).copy_(positions);
@@ -617,9 +621,16 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
   at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
   at::arange_out(write_slots, at::Scalar(start), at::Scalar(start + bucket), at::Scalar(1));
   at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
-  at::lt_out(allowed, static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length}), at::Scalar(committed));
-  allowed.narrow(0, 0, n).narrow(1, committed, tentative + n).copy_(mask, /*non_blocking=*/true);
-  if (bucket > n) allowed.narrow(0, n, bucket - n).narrow(1, start, 1).fill_(true);
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length});
+  if (mask.defined()) {
+    at::lt_out(allowed, columns, at::Scalar(committed));
+    allowed.narrow(0, 0, n).narrow(1, committed, tentative + n).copy_(mask, /*non_blocking=*/true);
+    if (bucket > n) allowed.narrow(0, n, bucket - n).narrow(1, start, 1).fill_(true);
+  } else {
+    // A chain: row i sees every slot up to its own; padding rows likewise
+    // (the slots they see were all written, by this forward or before).
+    at::le_out(allowed, columns, write_slots.unsqueeze(1));
+  }
 
   at::Tensor logits, hidden;
   if (device.is_cuda()) {

@@ -385,6 +385,27 @@ TEST(LlamaModelTest, StaticShapeForwardEqualsPlainForward) {
   }
 }
 
+TEST(LlamaModelTest, UndefinedMaskIsACausalChain) {
+  // Without a mask, new tokens form a chain over every tentative slot: the
+  // same logits as the explicit chain mask, on the plain and padded forwards.
+  for (bool padded : {false, true}) {
+    auto explicit_mask = MakeModel(SmallConfig());
+    auto no_mask = MakeModel(SmallConfig());
+    explicit_mask->EnableCudaGraphs(padded);
+    no_mask->EnableCudaGraphs(padded);
+    FeedChain(*explicit_mask, {3, 4, 5});
+    ASSERT_TRUE(no_mask->Forward(Longs({3, 4, 5}), Longs({0, 1, 2}), at::Tensor()).ok());
+    ASSERT_TRUE(explicit_mask->Commit({0, 1}).ok());
+    ASSERT_TRUE(no_mask->Commit({0, 1}).ok());
+    FeedChain(*explicit_mask, {6});  // a tentative slot before the chain
+    ASSERT_TRUE(no_mask->Forward(Longs({6}), Longs({2}), at::Tensor()).ok());
+    const at::Tensor expected = FeedChain(*explicit_mask, {7, 8, 9});
+    auto actual = no_mask->Forward(Longs({7, 8, 9}), Longs({3, 4, 5}), at::Tensor());
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    EXPECT_LT(RelError(*actual, expected), kTol) << "padded " << padded;
+  }
+}
+
 TEST(LlamaModelTest, InPlaceParameterUpdatesReachInference) {
   const ModelConfig config = SmallConfig("qwen2");
   auto model = MakeModel(config);
