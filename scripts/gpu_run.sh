@@ -83,6 +83,7 @@ if has bench; then
   log "bench: end to end (speclab)"
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }
   grep -A12 "task \`all\`" "$OUT/e2e.md" || true
+  grep -i "warning" "$OUT/e2e.log" || true
   snapshot
   # bf16 logits of a 16-node tree forward and of a 1-token forward round
   # differently, so near-ties can flip the argmax: greedy match below 100% at
