@@ -3,12 +3,16 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <vector>
 
 #ifdef SPECLAB_WITH_CUDA
@@ -74,6 +78,47 @@ void CheckLinearShapes(const at::Tensor& x, const at::Tensor& weight, const at::
 void CheckNormShapes(const at::Tensor& x, const at::Tensor& weight) {
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0), "RmsNorm: x ", x.sizes(),
               " and weight ", weight.sizes(), " do not match");
+}
+
+void CheckAttentionShapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& allowed,
+                          int64_t kv_length) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.sizes() == k.sizes() && k.size(0) == q.size(0) &&
+                  k.size(2) == q.size(2),
+              "DecodeAttention: q ", q.sizes(), " is not [kv_heads, rows, D] or the caches ", k.sizes(), " / ",
+              v.sizes(), " are not [kv_heads, S, D]");
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "DecodeAttention: q, k and v must share a dtype");
+  TORCH_CHECK(allowed.dim() == 2 && allowed.scalar_type() == at::kBool, "DecodeAttention: allowed ", allowed.sizes(),
+              " is not a 2-D bool tensor");
+  TORCH_CHECK(kv_length >= 0 && kv_length <= k.size(1) && allowed.size(1) == kv_length, "DecodeAttention: kv_length ",
+              kv_length, " does not fit caches of ", k.size(1), " slots or allowed ", allowed.sizes());
+  const int64_t n = allowed.size(0);
+  TORCH_CHECK(n >= 1 && q.size(1) >= n && q.size(1) % n == 0, "DecodeAttention: q's ", q.size(1),
+              " rows are not group * n for the n = ", n, " rows of allowed");
+}
+
+// llama_model.cc's Attend() on the grouped layout: SDPA with the mask repeated
+// per query head of a group on CUDA (PyTorch 2), else matmul-softmax in fp32
+// with a finite fill.
+at::Tensor DecodeAttentionAten(const at::Tensor& q, const at::Tensor& k_cache_layer, const at::Tensor& v_cache_layer,
+                               const at::Tensor& allowed, int64_t kv_length) {
+  const int64_t n = allowed.size(0);
+  const int64_t group = q.size(1) / n;
+  const at::Tensor q4 = q.unsqueeze(0);
+  const at::Tensor k = k_cache_layer.narrow(1, 0, kv_length).unsqueeze(0);
+  const at::Tensor v = v_cache_layer.narrow(1, 0, kv_length).unsqueeze(0);
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    const at::Tensor grouped = group > 1 ? allowed.repeat({group, 1}) : allowed;
+    return at::scaled_dot_product_attention(q4, k, v, grouped)[0].contiguous();
+  }
+#endif
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const at::Tensor scores = at::matmul(q4, k.transpose(-2, -1)).to(at::kFloat) * scale;
+  const at::Tensor masked = scores.view({1, q.size(0), group, n, kv_length})
+                                .masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest())
+                                .view(scores.sizes());
+  return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v)[0].contiguous();
 }
 
 #ifdef SPECLAB_WITH_CUDA
@@ -168,6 +213,60 @@ at::Tensor GemvOrUndefined(const at::Tensor& x, const at::Tensor& weight, const 
   CheckLaunch(dk::LaunchGemv(dtype, x.data_ptr(), weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
                              out.data_ptr(), m, n, k, CurrentStream(x), ToGemvKernel(kernel), warps_per_block),
               "Linear");
+  return out;
+}
+
+// Where DecodeAttention() prefers the kernel to the ATen path (allowed.repeat
+// + SDPA), from bf16 timings on an H200 (graph replay of 32 layer caches;
+// build-fusedcheck/attn_bench.cc, NOTES.md run 2), kv_heads 8, group 4, D 128
+// (8B) and 64 (1B), us per call, SDPA -> kernel:
+//  - rows = group * n <= 64 (n <= 16): 1.7-2.3x faster at L = 256 (8B n = 1:
+//    17.5 -> 10.3), 3.1-3.6x at 1024, 5.2-7.2x at 4096, 6.3-9x at 8192;
+//  - rows 256 (n = 64): slower at L = 256 (8B 19.3 -> 24.3, 1B 16.6 -> 17.0),
+//    1.35-2x faster from L = 1024 on;
+//  - rows 512 (n = 128): slower or level at every L (0.6-0.9x), its 64-row
+//    blocks re-reading each K/V tile from L2 eight times.
+// rows 65..255 and group != 4 were not measured: rows <= 128 is taken as
+// winning at any L (n = 16 won 2.1x at L = 256 where n = 64 lost 0.8x),
+// rows <= 256 from L = 1024 on. D 80/96 and float16 were not timed.
+constexpr int64_t kAttentionKernelMaxRows = 128;
+constexpr int64_t kAttentionKernelMaxRowsLong = 256;
+constexpr int64_t kAttentionKernelLongKv = 1024;
+
+bool PreferDecodeAttentionKernel(const dk::DecodeAttentionShape& shape) {
+  return shape.rows <= kAttentionKernelMaxRows ||
+         (shape.rows <= kAttentionKernelMaxRowsLong && shape.kv_length >= kAttentionKernelLongKv);
+}
+
+// The decode attention kernel's output, or an undefined tensor where it does
+// not cover the inputs or, unless `pinned`, is not preferred.
+at::Tensor DecodeAttentionKernelOrUndefined(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                            const at::Tensor& allowed, int64_t kv_length, int64_t chunk_tiles,
+                                            bool pinned) {
+  dk::DType dtype;
+  if (!Covered({q, k, v}, &dtype)) return {};
+  if (allowed.device() != q.device() || (allowed.size(1) > 1 && allowed.stride(1) != 1)) return {};
+  dk::DecodeAttentionShape shape;
+  shape.kv_heads = q.size(0);
+  shape.rows = q.size(1);
+  shape.tokens = allowed.size(0);
+  shape.head_dim = q.size(2);
+  shape.kv_length = kv_length;
+  shape.cache_slots = k.size(1);
+  shape.mask_stride = allowed.stride(0);
+  if (!dk::DecodeAttentionSupported(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), shape)) return {};
+  if (!pinned && !PreferDecodeAttentionKernel(shape)) return {};
+  const c10::cuda::CUDAGuard guard(q.device());
+  const dk::DecodeAttentionPlan plan = dk::PlanDecodeAttention(shape, chunk_tiles);
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  // Freed on return but stream-ordered: the caching allocator hands it out
+  // again only to work queued after this launch (also during graph capture).
+  const at::Tensor workspace =
+      plan.workspace_floats > 0 ? at::empty({plan.workspace_floats}, q.options().dtype(at::kFloat)) : at::Tensor();
+  CheckLaunch(dk::LaunchDecodeAttention(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), allowed.data_ptr(),
+                                        out.data_ptr(), workspace.defined() ? workspace.data_ptr<float>() : nullptr,
+                                        shape, plan, CurrentStream(q)),
+              "DecodeAttention");
   return out;
 }
 
@@ -299,6 +398,31 @@ at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const
   (void)warps_per_block;
 #endif
   return at::linear(x, weight, bias);
+}
+
+at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache_layer, const at::Tensor& v_cache_layer,
+                           const at::Tensor& allowed, int64_t kv_length) {
+  CheckAttentionShapes(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+#ifdef SPECLAB_WITH_CUDA
+  at::Tensor out =
+      DecodeAttentionKernelOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length, 0, /*pinned=*/false);
+  if (out.defined()) return out;
+#endif
+  return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+}
+
+at::Tensor DecodeAttentionWithChunks(const at::Tensor& q, const at::Tensor& k_cache_layer,
+                                     const at::Tensor& v_cache_layer, const at::Tensor& allowed, int64_t kv_length,
+                                     int64_t chunk_tiles) {
+  CheckAttentionShapes(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+#ifdef SPECLAB_WITH_CUDA
+  at::Tensor out = DecodeAttentionKernelOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length,
+                                                    std::max<int64_t>(chunk_tiles, 0), /*pinned=*/true);
+  if (out.defined()) return out;
+#else
+  (void)chunk_tiles;
+#endif
+  return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
 }
 
 }  // namespace fused

@@ -95,6 +95,51 @@ enum class LinearKernel { kAuto, kTensorCore, kSimt };
 at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             LinearKernel kernel, int warps_per_block);
 
+// Grouped-query attention of a decoding step over one layer's KV cache:
+//   q              [kv_heads, group * n, D], the layout RopeQkvToCache returns
+//                  (row j * n + t: query token t of head kv * group + j)
+//   k_cache_layer, v_cache_layer  [kv_heads, S, D]; slots [0, kv_length) attended
+//   allowed        [n, kv_length] bool, any row stride (e.g. a narrow() view of
+//                  a [128, S] buffer): allowed[t][s] says token t may see slot s;
+//                  every row must allow at least one slot
+// Returns [kv_heads, group * n, D], contiguous, in q's dtype:
+//   softmax(q k^T * D^-0.5 masked by allowed) v   per KV head and query row,
+// i.e. at::scaled_dot_product_attention(q[None], k[:, :L][None], v[:, :L][None],
+// allowed.repeat({group, 1})) on CUDA, and llama_model.cc's matmul-softmax
+// formula elsewhere (those two are the ATen path, run exactly as Attend() runs
+// them).
+//
+// On CUDA this runs a flash-decoding kernel (decode_kernels.h): K/V read once
+// per KV head by 64-slot tiles split over chunks that fill the SMs, scores and
+// P @ V on the tensor cores with fp32 accumulation and an fp32 softmax, one
+// small kernel merging the chunks (none when one chunk suffices). P is rounded
+// to the storage type for P @ V as in flash attention; errors against a
+// float64 reference are SDPA's own (H200, bf16: relative 2-norm error 2.1e-3
+// to 2.8e-3 where SDPA's was 2.1e-3 to 2.3e-3; fused_ops_test.cc). Slots
+// that no query token may see are never read: NaN or garbage there cannot
+// reach the output (the ATen path lets NaN in V through, since 0 * NaN = NaN).
+// The kernel runs when, besides the coverage rules above (one CUDA device,
+// contiguous q/k/v of one dtype, no grad; allowed bool on that device with
+// unit column stride):
+//  - q/k/v are bfloat16 or float16, 16-byte aligned;
+//  - D is 64, 80, 96 or 128; 1 <= n <= 128; group * n <= 4096; kv_length >= 1;
+//  - and group * n <= 128, or <= 256 with kv_length >= 1024: where it measured
+//    faster than the ATen path (1.7x to 9x for n <= 16 at the Llama 3 8B/1B
+//    shapes on an H200; fused_ops.cc has the numbers). Above that (n = 128
+//    at group 4) SDPA's tensor-core tiles are the faster.
+// Everything else takes the ATen path. The workspace for the chunk partials
+// comes from the caching allocator, so calls may be captured in a CUDA graph.
+at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache_layer, const at::Tensor& v_cache_layer,
+                           const at::Tensor& allowed, int64_t kv_length);
+
+// DecodeAttention() for tests and benchmarks: runs the kernel wherever it
+// covers the inputs (not only where it is preferred), with chunk_tiles 64-slot
+// tiles per chunk (0: the kernel's own choice; at least the tile count: one
+// chunk and no merge pass). Inputs the kernel does not cover take the ATen path.
+at::Tensor DecodeAttentionWithChunks(const at::Tensor& q, const at::Tensor& k_cache_layer,
+                                     const at::Tensor& v_cache_layer, const at::Tensor& allowed, int64_t kv_length,
+                                     int64_t chunk_tiles);
+
 }  // namespace fused
 }  // namespace speclab
 

@@ -9,16 +9,24 @@
 // Linear (the GEMV kernel) is checked against at::linear in float64 on the
 // upcast inputs: its fp32 sum runs in another order than cuBLAS's, so it is
 // not bit-equal to at::linear, only within the output's rounding (< 1e-2).
+// DecodeAttention (flash-decoding kernel) is checked against attention in
+// float64: its error must stay within SDPA's own on the same inputs plus one
+// unit of the storage type's rounding, exact where one slot is visible, and
+// blind to NaN in slots no token sees; on the CPU and for inputs the kernel
+// does not take it must equal Attend()'s ATen formula bit for bit.
 #include "framework/model/fused_ops.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -345,6 +353,252 @@ void CheckLinear(const c10::Device& device, at::ScalarType dtype) {
   }
 }
 
+// --- DecodeAttention -------------------------------------------------------------
+
+// Llama's Attend() (llama_model.cc) on the grouped layout: SDPA with the mask
+// repeated per query head of a group on CUDA (PyTorch 2), else matmul-softmax
+// in fp32 with a finite fill. The fallback must be this, bit for bit.
+at::Tensor RefAttend(const at::Tensor& q, const at::Tensor& k_layer, const at::Tensor& v_layer,
+                     const at::Tensor& allowed, int64_t kv_length) {
+  const int64_t n = allowed.size(0);
+  const int64_t group = q.size(1) / n;
+  const at::Tensor k = k_layer.narrow(1, 0, kv_length).unsqueeze(0);
+  const at::Tensor v = v_layer.narrow(1, 0, kv_length).unsqueeze(0);
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    const at::Tensor grouped = group > 1 ? allowed.repeat({group, 1}) : allowed;
+    return at::scaled_dot_product_attention(q.unsqueeze(0), k, v, grouped)[0].contiguous();
+  }
+#endif
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const at::Tensor scores = at::matmul(q.unsqueeze(0), k.transpose(-2, -1)).to(at::kFloat) * scale;
+  const at::Tensor masked = scores.view({1, q.size(0), group, n, kv_length})
+                                .masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest())
+                                .view(scores.sizes());
+  return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v)[0].contiguous();
+}
+
+// The exact attention in float64 on the CPU (masked scores at -inf).
+at::Tensor RefAttentionFloat64(const at::Tensor& q, const at::Tensor& k_layer, const at::Tensor& v_layer,
+                               const at::Tensor& allowed, int64_t kv_length) {
+  const int64_t group = q.size(1) / allowed.size(0);
+  const at::Tensor qd = q.to(at::kCPU, at::kDouble);
+  const at::Tensor kd = k_layer.narrow(1, 0, kv_length).to(at::kCPU, at::kDouble);
+  const at::Tensor vd = v_layer.narrow(1, 0, kv_length).to(at::kCPU, at::kDouble);
+  const at::Tensor blocked = allowed.to(at::kCPU).repeat({group, 1}).logical_not();
+  const at::Tensor scores = at::matmul(qd, kd.transpose(1, 2)) / std::sqrt(static_cast<double>(q.size(-1)));
+  return at::matmul(at::softmax(scores.masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1), vd);
+}
+
+// Errors of an attention output against the float64 reference: the relative
+// 2-norm error ||got - ref|| / ||ref|| (stable from run to run: it averages
+// the roundings) and the largest |got - ref| over rms(ref) (catches a wrong
+// row or column). NaN in got makes both NaN, which fails every bound.
+struct AttentionErrors {
+  double rel = 0.0;
+  double max = 0.0;
+};
+
+AttentionErrors AttentionError(const at::Tensor& got, const at::Tensor& ref) {
+  const at::Tensor diff = got.to(at::kCPU, at::kDouble) - ref;
+  const double ref_norm = ref.norm().item<double>();
+  const double rms = ref_norm / std::sqrt(static_cast<double>(std::max<int64_t>(ref.numel(), 1)));
+  AttentionErrors e;
+  e.rel = diff.norm().item<double>() / ref_norm;
+  e.max = diff.abs().max().item<double>() / rms;
+  return e;
+}
+
+enum class MaskKind { kRandom, kTree, kCausal, kOneHot, kSparse };
+
+const char* MaskName(MaskKind kind) {
+  switch (kind) {
+    case MaskKind::kRandom:
+      return "random";
+    case MaskKind::kTree:
+      return "tree";
+    case MaskKind::kCausal:
+      return "causal";
+    case MaskKind::kOneHot:
+      return "one-hot";
+    case MaskKind::kSparse:
+      return "sparse";
+  }
+  return "?";
+}
+
+// allowed [n, L] on the CPU, every row with at least one true.
+//  - random: each slot with probability 0.6; sparse: 0.03;
+//  - tree: a prefix all true, then token t at slot P + t seeing itself and its
+//    ancestors in a random tree, then a dead tail of up to L / 5 slots (as a
+//    KV bucket past the real length), so whole tiles nobody sees appear;
+//  - causal: token t sees slots [0, L - n + t];
+//  - one-hot: one random slot per token (the output is that V row exactly).
+at::Tensor MakeMask(MaskKind kind, int64_t n, int64_t kv_length, std::mt19937& rng) {
+  at::Tensor allowed = at::zeros({n, kv_length}, at::TensorOptions().dtype(at::kBool));
+  auto a = allowed.accessor<bool, 2>();
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  auto slot = [&](int64_t bound) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(bound)); };
+  switch (kind) {
+    case MaskKind::kRandom:
+    case MaskKind::kSparse: {
+      const double p = kind == MaskKind::kRandom ? 0.6 : 0.03;
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t s = 0; s < kv_length; ++s) a[t][s] = uniform(rng) < p;
+        a[t][slot(kv_length)] = true;
+      }
+      break;
+    }
+    case MaskKind::kTree: {
+      const int64_t pad = std::min(kv_length - n, kv_length / 5);
+      const int64_t prefix = kv_length - n - pad;
+      std::vector<int64_t> parent(n);
+      for (int64_t t = 0; t < n; ++t) {
+        parent[t] = t == 0 ? -1 : slot(t + 1) - 1;  // -1: hangs off the prefix
+        for (int64_t s = 0; s < prefix; ++s) a[t][s] = true;
+        for (int64_t u = t; u >= 0; u = parent[u]) a[t][prefix + u] = true;
+      }
+      break;
+    }
+    case MaskKind::kCausal:
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t s = 0; s <= kv_length - n + t; ++s) a[t][s] = true;
+      }
+      break;
+    case MaskKind::kOneHot:
+      for (int64_t t = 0; t < n; ++t) a[t][slot(kv_length)] = true;
+      break;
+  }
+  return allowed;
+}
+
+// `mask` on `device`: contiguous (row_stride 0) or, as the model passes it, a
+// narrow() view of a [128, row_stride] buffer whose other bytes are random.
+at::Tensor PlaceMask(const at::Tensor& mask, int64_t row_stride, const c10::Device& device) {
+  if (row_stride == 0) return mask.to(device);
+  const int64_t rows = std::max<int64_t>(128, mask.size(0));
+  at::Tensor buffer = at::rand({rows, row_stride}).lt(0.5).to(device);
+  at::Tensor view = buffer.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1));
+  view.copy_(mask);
+  return view;
+}
+
+struct AttentionCase {
+  int64_t kv_heads, group, n, head_dim, kv_length;
+};
+
+// The brief's shapes, then edges: one slot, partial tiles, the largest n, a
+// single tile, many tiles on one head, partial m-tiles, 16 row blocks.
+const std::vector<AttentionCase> kAttentionCases = {
+    {8, 4, 1, 128, 256}, {8, 4, 16, 128, 1024}, {4, 2, 5, 64, 300},  {1, 8, 3, 64, 1152},
+    {2, 1, 1, 128, 1},   {2, 3, 7, 80, 129},    {2, 2, 33, 96, 500}, {2, 4, 128, 128, 512},
+    {1, 1, 1, 64, 4100}, {3, 8, 16, 64, 777},   {1, 5, 10, 128, 200}, {1, 8, 128, 64, 160},
+    {2, 1, 17, 128, 64},
+};
+
+const std::vector<MaskKind> kMaskKinds = {MaskKind::kRandom, MaskKind::kTree, MaskKind::kCausal, MaskKind::kOneHot,
+                                          MaskKind::kSparse};
+
+// Chunkings pinned on CUDA: the kernel's own, one tile per chunk (most
+// chunks), three, and one chunk (no merge pass).
+const std::vector<int64_t> kChunkTiles = {0, 1, 3, int64_t{1} << 20};
+
+struct AttentionInputs {
+  at::Tensor q, k, v, allowed, mask_cpu;
+  int64_t kv_length = 0;
+};
+
+// Inputs of one case: caches with extra slots past kv_length (random values
+// the kernel must not read), the mask contiguous or a strided view.
+AttentionInputs MakeAttentionInputs(const AttentionCase& c, MaskKind kind, int variant, at::ScalarType dtype,
+                                    const c10::Device& device, std::mt19937& rng) {
+  AttentionInputs in;
+  in.kv_length = c.kv_length;
+  const int64_t extra_slots[] = {0, 37, 64};
+  const int64_t slots = c.kv_length + extra_slots[(variant / 3) % 3];
+  in.q = Random({c.kv_heads, c.group * c.n, c.head_dim}, dtype, device);
+  in.k = Random({c.kv_heads, slots, c.head_dim}, dtype, device);
+  in.v = Random({c.kv_heads, slots, c.head_dim}, dtype, device);
+  in.mask_cpu = MakeMask(kind, c.n, c.kv_length, rng);
+  // Contiguous, an odd row stride (byte loads), a stride of a multiple of 4.
+  const int64_t strides[] = {0, c.kv_length + 13, c.kv_length + 64};
+  in.allowed = PlaceMask(in.mask_cpu, strides[variant % 3], device);
+  return in;
+}
+
+std::string CaseName(const AttentionCase& c) {
+  return "kv_heads " + std::to_string(c.kv_heads) + ", group " + std::to_string(c.group) + ", n " +
+         std::to_string(c.n) + ", D " + std::to_string(c.head_dim) + ", L " + std::to_string(c.kv_length);
+}
+
+// One unit of the storage type's rounding: the slack over SDPA's error.
+double UnitRoundoff(at::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? 1.0 / 256 : dtype == at::kHalf ? 1.0 / 2048 : 1e-6;
+}
+
+void CheckDecodeAttention(const c10::Device& device, at::ScalarType dtype) {
+  std::mt19937 rng(1234);
+  const bool kernel_expected = device.is_cuda() && dtype != at::kFloat;
+  const double unit = UnitRoundoff(dtype);
+  AttentionErrors worst_kernel, worst_aten;
+  int variant = 0;
+  for (const AttentionCase& c : kAttentionCases) {
+    if (device.is_cpu() && c.kv_heads * c.group * c.n * c.kv_length * c.head_dim > (int64_t{1} << 24)) continue;
+    AttentionErrors case_kernel, case_aten;
+    for (MaskKind kind : kMaskKinds) {
+      if (c.kv_length < c.n && (kind == MaskKind::kTree || kind == MaskKind::kCausal)) continue;
+      const AttentionInputs in = MakeAttentionInputs(c, kind, variant++, dtype, device, rng);
+      const std::string where = CaseName(c) + ", mask " + MaskName(kind) + ", allowed row stride " +
+                                std::to_string(in.allowed.stride(0)) + ", slots " + std::to_string(in.k.size(1));
+      const at::Tensor aten = RefAttend(in.q, in.k, in.v, in.allowed, in.kv_length);
+      const at::Tensor ref = RefAttentionFloat64(in.q, in.k, in.v, in.mask_cpu, in.kv_length);
+      const AttentionErrors aten_error = AttentionError(aten, ref);
+      case_aten.rel = std::max(case_aten.rel, aten_error.rel);
+      case_aten.max = std::max(case_aten.max, aten_error.max);
+      const at::Tensor got = fused::DecodeAttention(in.q, in.k, in.v, in.allowed, in.kv_length);
+      ASSERT_EQ(got.sizes(), in.q.sizes()) << where;
+      ASSERT_EQ(got.scalar_type(), dtype) << where;
+      ASSERT_TRUE(got.is_contiguous()) << where;
+      if (!kernel_expected) {
+        // The fallback is Attend()'s formula, and that formula is attention.
+        EXPECT_TRUE(at::equal(got, aten)) << where;
+        EXPECT_LT(aten_error.rel, dtype == at::kFloat ? 1e-4 : 2e-2) << where;
+        continue;
+      }
+      // Within SDPA's own error plus one unit of the storage type's rounding.
+      auto check = [&](const at::Tensor& out, const std::string& label) {
+        const AttentionErrors e = AttentionError(out, ref);
+        EXPECT_LE(e.rel, aten_error.rel + unit) << where << ", " << label << " (SDPA: " << aten_error.rel << ")";
+        EXPECT_LE(e.max, 2 * aten_error.max + 2 * unit)
+            << where << ", " << label << " (SDPA: " << aten_error.max << ")";
+        // One visible slot per row: softmax weight 1, the V row exactly (for
+        // the kernel; "auto" may be SDPA where the kernel is not preferred).
+        if (kind == MaskKind::kOneHot && label != "auto") EXPECT_EQ(e.max, 0.0) << where << ", " << label;
+        case_kernel.rel = std::max(case_kernel.rel, e.rel);
+        case_kernel.max = std::max(case_kernel.max, e.max);
+      };
+      check(got, "auto");
+      for (int64_t chunk_tiles : kChunkTiles) {
+        PoisonNextOutput(got);
+        check(fused::DecodeAttentionWithChunks(in.q, in.k, in.v, in.allowed, in.kv_length, chunk_tiles),
+              "chunk_tiles " + std::to_string(chunk_tiles));
+      }
+    }
+    if (kernel_expected) {
+      std::printf("[fused] DecodeAttention %s %s: vs float64 rel/max kernel %.2e/%.2e, SDPA %.2e/%.2e\n",
+                  DTypeName(dtype).c_str(), CaseName(c).c_str(), case_kernel.rel, case_kernel.max, case_aten.rel,
+                  case_aten.max);
+    }
+    worst_kernel.rel = std::max(worst_kernel.rel, case_kernel.rel);
+    worst_kernel.max = std::max(worst_kernel.max, case_kernel.max);
+    worst_aten.rel = std::max(worst_aten.rel, case_aten.rel);
+    worst_aten.max = std::max(worst_aten.max, case_aten.max);
+  }
+  std::printf("[fused] DecodeAttention %s on %s: vs float64 rel/max %s %.2e/%.2e, ATen %.2e/%.2e\n",
+              DTypeName(dtype).c_str(), device.str().c_str(), kernel_expected ? "kernel" : "(fallback)",
+              worst_kernel.rel, worst_kernel.max, worst_aten.rel, worst_aten.max);
+}
+
 // --- CPU: the fallback ----------------------------------------------------------
 
 class FusedOpsCpu : public ::testing::TestWithParam<at::ScalarType> {};
@@ -354,6 +608,7 @@ TEST_P(FusedOpsCpu, AddRmsNorm) { CheckAddRmsNorm(c10::Device(c10::kCPU), GetPar
 TEST_P(FusedOpsCpu, SiluMul) { CheckSiluMul(c10::Device(c10::kCPU), GetParam()); }
 TEST_P(FusedOpsCpu, RopeQkvToCache) { CheckRope(c10::Device(c10::kCPU), GetParam()); }
 TEST_P(FusedOpsCpu, Linear) { CheckLinear(c10::Device(c10::kCPU), GetParam()); }
+TEST_P(FusedOpsCpu, DecodeAttention) { CheckDecodeAttention(c10::Device(c10::kCPU), GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(FusedOps, FusedOpsCpu, ::testing::Values(at::kFloat, at::kBFloat16),
                          [](const ::testing::TestParamInfo<at::ScalarType>& info) { return DTypeName(info.param); });
@@ -419,6 +674,20 @@ TEST(FusedOps, ShapeErrorsThrow) {
   EXPECT_THROW(fused::Linear(x, at::randn({4, 7}), at::Tensor()), c10::Error);         // k differs
   EXPECT_THROW(fused::Linear(x, at::randn({4, 8}), at::randn({5})), c10::Error);       // bias is not [n]
   EXPECT_THROW(fused::Linear(x, at::randn({2, 4, 8}), at::Tensor()), c10::Error);      // weight is not 2-D
+  const at::Tensor q = at::randn({2, 6, 8}), kc = at::randn({2, 10, 8}), vc = at::randn({2, 10, 8});
+  const at::Tensor allowed = at::ones({3, 10}, at::TensorOptions().dtype(at::kBool));
+  EXPECT_NO_THROW(fused::DecodeAttention(q, kc, vc, allowed, 10));
+  EXPECT_THROW(fused::DecodeAttention(q, kc, vc, allowed.to(at::kFloat), 10), c10::Error);  // mask not bool
+  EXPECT_THROW(fused::DecodeAttention(q, kc, vc, at::ones({3, 11}, allowed.options()), 11),
+               c10::Error);  // kv_length past the cache
+  EXPECT_THROW(fused::DecodeAttention(q, kc, vc, allowed.narrow(1, 0, 9), 10), c10::Error);  // mask not [n, L]
+  EXPECT_THROW(fused::DecodeAttention(q, kc, vc, at::ones({4, 10}, allowed.options()), 10),
+               c10::Error);  // 6 rows are not group * 4
+  EXPECT_THROW(fused::DecodeAttention(q, at::randn({2, 10, 4}), at::randn({2, 10, 4}), allowed, 10),
+               c10::Error);  // head_dim differs
+  EXPECT_THROW(fused::DecodeAttention(q, kc, at::randn({2, 9, 8}), allowed.narrow(1, 0, 9), 9),
+               c10::Error);  // k and v differ
+  EXPECT_THROW(fused::DecodeAttention(q, kc, vc.to(at::kDouble), allowed, 10), c10::Error);  // dtypes differ
 }
 
 // --- CUDA: the kernels -----------------------------------------------------------
@@ -450,6 +719,12 @@ TEST_P(FusedOpsCuda, Linear) {
   SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   CheckLinear(c10::Device(c10::kCUDA), GetParam());
+}
+
+TEST_P(FusedOpsCuda, DecodeAttention) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  CheckDecodeAttention(c10::Device(c10::kCUDA), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(FusedOps, FusedOpsCuda, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf),
@@ -548,6 +823,125 @@ TEST(FusedOps, CudaGraphReplayLinear) {
     EXPECT_LT(LinearRelError(y1, RefLinear(x1, w, b)), 1e-2) << "m 1, round " << round;
     EXPECT_LT(LinearRelError(y5, RefLinear(x5, w, at::Tensor())), 1e-2) << "m 5, round " << round;
   }
+}
+
+// Slots no query token sees are never read: NaN there (in K and V, below and
+// past kv_length) leaves the output finite and bit-equal to the output with
+// finite values there, for every chunking. (The ATen path would not pass
+// this: softmax weight 0 times NaN in V is NaN.)
+TEST(FusedOps, DecodeAttentionIgnoresMaskedNaN) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const c10::Device device(c10::kCUDA);
+  std::mt19937 rng(99);
+  for (const AttentionCase& c : {AttentionCase{8, 4, 16, 128, 1024}, AttentionCase{1, 8, 3, 64, 1152},
+                                 AttentionCase{2, 2, 5, 96, 200}}) {
+    for (at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+      const std::string where = CaseName(c) + ", " + DTypeName(dtype);
+      const int64_t slots = c.kv_length + 40;
+      at::Tensor mask = MakeMask(MaskKind::kTree, c.n, c.kv_length, rng);
+      mask.select(1, 5).fill_(false);  // a slot nobody sees inside the visible prefix
+      const at::Tensor allowed = PlaceMask(mask, c.kv_length + 13, device);
+      at::Tensor dead = at::ones({slots}, at::TensorOptions().dtype(at::kBool));
+      dead.narrow(0, 0, c.kv_length).copy_(mask.any(0).logical_not());
+      ASSERT_GT(dead.narrow(0, 0, c.kv_length).sum().item<int64_t>(), 1) << where;
+      const at::Tensor dead_rows = dead.view({1, slots, 1}).to(device);
+      const at::Tensor q = Random({c.kv_heads, c.group * c.n, c.head_dim}, dtype, device);
+      const at::Tensor k = Random({c.kv_heads, slots, c.head_dim}, dtype, device);
+      const at::Tensor v = Random({c.kv_heads, slots, c.head_dim}, dtype, device);
+      const at::Tensor k_nan = k.masked_fill(dead_rows, NAN);
+      const at::Tensor v_nan = v.masked_fill(dead_rows, NAN);
+      for (int64_t chunk_tiles : kChunkTiles) {
+        const at::Tensor clean = fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, chunk_tiles);
+        const at::Tensor dirty = fused::DecodeAttentionWithChunks(q, k_nan, v_nan, allowed, c.kv_length, chunk_tiles);
+        EXPECT_TRUE(at::isfinite(dirty).all().item<bool>()) << where << ", chunk_tiles " << chunk_tiles;
+        EXPECT_TRUE(at::equal(dirty, clean)) << where << ", chunk_tiles " << chunk_tiles;
+      }
+      const at::Tensor dirty = fused::DecodeAttention(q, k_nan, v_nan, allowed, c.kv_length);
+      EXPECT_TRUE(at::isfinite(dirty).all().item<bool>()) << where << ", auto";
+    }
+  }
+}
+
+// DecodeAttention inside a captured CUDA graph (its workspace allocated during
+// capture): replays on new q, caches and mask written in place give what eager
+// calls give on them, bit for bit.
+TEST(FusedOps, CudaGraphReplayDecodeAttention) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const c10::Device device(c10::kCUDA);
+  const at::ScalarType dtype = at::kBFloat16;
+  const AttentionCase c{8, 4, 4, 128, 1024};
+  const int64_t slots = c.kv_length + 128;
+  std::mt19937 rng(7);
+  const at::Tensor q = Random({c.kv_heads, c.group * c.n, c.head_dim}, dtype, device);
+  const at::Tensor k = Random({c.kv_heads, slots, c.head_dim}, dtype, device);
+  const at::Tensor v = Random({c.kv_heads, slots, c.head_dim}, dtype, device);
+  const at::Tensor buffer = at::zeros({128, slots}, at::TensorOptions().dtype(at::kBool).device(device));
+  const at::Tensor allowed = buffer.narrow(0, 0, c.n).narrow(1, 0, c.kv_length);
+  allowed.copy_(MakeMask(MaskKind::kCausal, c.n, c.kv_length, rng));
+  at::Tensor out_auto, out_split, out_whole;
+  auto graph = CudaGraph::Capture(device, nullptr, [&] {
+    out_auto = fused::DecodeAttention(q, k, v, allowed, c.kv_length);
+    out_split = fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 1);
+    out_whole = fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, int64_t{1} << 20);
+  });
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (int round = 0; round < 2; ++round) {
+    for (const at::Tensor& t : {q, k, v}) t.copy_(Random(t.sizes(), dtype, device));
+    const at::Tensor mask = MakeMask(round == 0 ? MaskKind::kTree : MaskKind::kRandom, c.n, c.kv_length, rng);
+    allowed.copy_(mask);
+    (*graph)->Replay();
+    const at::Tensor ref = RefAttentionFloat64(q, k, v, mask, c.kv_length);
+    EXPECT_TRUE(at::equal(out_auto, fused::DecodeAttention(q, k, v, allowed, c.kv_length))) << "round " << round;
+    EXPECT_TRUE(at::equal(out_split, fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 1)))
+        << "round " << round;
+    EXPECT_TRUE(at::equal(out_whole, fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 1 << 20)))
+        << "round " << round;
+    for (const at::Tensor* out : {&out_auto, &out_split, &out_whole}) {
+      EXPECT_LT(AttentionError(*out, ref).rel, 1e-2) << "round " << round;
+    }
+  }
+}
+
+// Inputs the kernel does not take go to Attend()'s formula: same bits.
+TEST(FusedOps, DecodeAttentionFallbackOnCuda) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const c10::Device device(c10::kCUDA);
+  const at::ScalarType bf16 = at::kBFloat16;
+  std::mt19937 rng(3);
+  const int64_t kv_heads = 2, group = 2, n = 3, hd = 64, length = 100, slots = 120;
+  const at::Tensor mask = PlaceMask(MakeMask(MaskKind::kRandom, n, length, rng), 0, device);
+  const at::Tensor q = Random({kv_heads, group * n, hd}, bf16, device);
+  const at::Tensor k = Random({kv_heads, slots, hd}, bf16, device);
+  const at::Tensor v = Random({kv_heads, slots, hd}, bf16, device);
+  struct Case {
+    std::string name;
+    at::Tensor q, k, v, allowed;
+  };
+  const at::Tensor wide_mask = PlaceMask(MakeMask(MaskKind::kRandom, 129, length, rng), 0, device);
+  const at::Tensor column_strided =
+      at::zeros({n, 2 * length}, at::TensorOptions().dtype(at::kBool).device(device)).slice(1, 0, 2 * length, 2);
+  column_strided.copy_(mask);
+  const std::vector<Case> cases = {
+      {"float32", q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), mask},
+      {"head_dim 256", Random({kv_heads, group * n, 256}, bf16, device), Random({kv_heads, slots, 256}, bf16, device),
+       Random({kv_heads, slots, 256}, bf16, device), mask},
+      {"129 tokens", Random({kv_heads, 129, hd}, bf16, device), k, v, wide_mask},
+      {"transposed q", Random({kv_heads, hd, group * n}, bf16, device).transpose(1, 2), k, v, mask},
+      {"misaligned k", q, Misaligned(k), v, mask},
+      {"column-strided allowed", q, k, v, column_strided},
+  };
+  for (const Case& c : cases) {
+    const at::Tensor got = fused::DecodeAttention(c.q, c.k, c.v, c.allowed, length);
+    EXPECT_TRUE(at::equal(got, RefAttend(c.q, c.k, c.v, c.allowed, length))) << c.name;
+    EXPECT_TRUE(got.is_contiguous()) << c.name;
+  }
+  fused::SetCudaKernelsEnabled(false);
+  const at::Tensor got = fused::DecodeAttention(q, k, v, mask, length);
+  fused::SetCudaKernelsEnabled(true);
+  EXPECT_TRUE(at::equal(got, RefAttend(q, k, v, mask, length))) << "kernels disabled";
 }
 
 }  // namespace

@@ -671,9 +671,8 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
     const at::Tensor q = fused::RopeQkvToCache(fused::Linear(h, w.qkv_weight, w.qkv_bias), ctx.cos, ctx.sin,
                                                c.num_attention_heads, c.num_key_value_heads, c.head_dim, write_slots,
                                                k_layer, v_layer);
-    const at::Tensor attn = Attend(q.unsqueeze(0), k_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0),
-                                   v_layer.narrow(1, 0, ctx.kv_length).unsqueeze(0), ctx.mask, group)
-                                .reshape({c.num_key_value_heads, group, n, c.head_dim})
+    const at::Tensor attn = fused::DecodeAttention(q, k_layer, v_layer, ctx.mask.allowed, ctx.kv_length)
+                                .view({c.num_key_value_heads, group, n, c.head_dim})
                                 .permute({2, 0, 1, 3})
                                 .reshape({n, c.num_attention_heads * c.head_dim});
     at::Tensor x1, h2;

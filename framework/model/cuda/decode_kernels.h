@@ -98,6 +98,79 @@ bool GemvSupported(DType dtype, const void* x, const void* weight, int64_t m, in
 int LaunchGemv(DType dtype, const void* x, const void* weight, const void* bias, void* y, int64_t m, int64_t n,
                int64_t k, void* stream, GemvKernel kernel = GemvKernel::kAuto, int warps_per_block = 0);
 
+// --- Decode attention ----------------------------------------------------------
+//
+// softmax(q k^T * head_dim^-0.5, masked) v for the few query rows of a decoding
+// step, grouped-query layout (flash-decoding):
+//   q        [kv_heads, rows, head_dim]; rows = group * tokens, row j * tokens + t
+//            is query token t of query head kv * group + j
+//   k_cache, v_cache  [kv_heads, cache_slots, head_dim]; slots [0, kv_length) attended
+//   allowed  bytes (bool, 0 or 1): allowed[t * mask_stride + s] says whether token t
+//            may see slot s, for t < tokens and s < kv_length (nothing else is read)
+//   out      [kv_heads, rows, head_dim]
+// The KV range is cut into 64-slot tiles and the tiles into chunks; one block
+// takes one chunk of one KV head for up to 64 query rows (16 per warp, the
+// rows of an m16n8k16 MMA): it reads each of its K/V tiles once into shared
+// memory, 16 bytes per copy, and serves every query row of the head from it.
+// Scores and P @ V run on the tensor cores (fp32 accumulators), the softmax in
+// fp32 with a running max (base 2); P is rounded to the storage type for the
+// second product, as flash attention does, and the running sum adds the rounded
+// values, so each output row is an exact convex combination of V rows up to the
+// fp32 accumulation and the one final rounding. With more than one chunk, each
+// block writes (max, sum, acc[head_dim]) in fp32 to the workspace and a second
+// kernel merges the chunks; with one chunk the first kernel writes `out`.
+//
+// Masking selects: a masked score is -inf whatever K holds, and K/V rows of
+// slots that no query token sees are never read (zeros stand in), so NaN or
+// uninitialised cache contents there cannot reach the output. Tiles no token
+// sees cost one pass over their mask bytes. Rows without any visible slot get
+// zeros (callers must not rely on it: ATen gives NaN or a uniform average).
+
+// One call's sizes. mask_stride is in elements (bytes) of `allowed`.
+struct DecodeAttentionShape {
+  int64_t kv_heads = 0;
+  int64_t rows = 0;    // group * tokens
+  int64_t tokens = 0;  // query tokens (rows of allowed)
+  int64_t head_dim = 0;
+  int64_t kv_length = 0;
+  int64_t cache_slots = 0;
+  int64_t mask_stride = 0;
+};
+
+// KV slots per tile; at most this many query tokens (rows of allowed).
+constexpr int64_t kDecodeAttentionTile = 64;
+constexpr int64_t kDecodeAttentionMaxTokens = 128;
+constexpr int64_t kDecodeAttentionMaxRows = 4096;
+
+// Whether LaunchDecodeAttention takes these arguments: bfloat16 or float16;
+// head_dim 64, 80, 96 or 128; 1 <= tokens <= 128 with rows a multiple of
+// tokens and rows <= 4096; 1 <= kv_length <= cache_slots; mask_stride >=
+// kv_length when tokens > 1; q, k_cache and v_cache 16-byte aligned.
+bool DecodeAttentionSupported(DType dtype, const void* q, const void* k_cache, const void* v_cache,
+                              const DecodeAttentionShape& shape);
+
+// How a call splits its KV range: chunk_tiles tiles per chunk, chunks chunks
+// per KV head, and the fp32 workspace the launch needs (0 with one chunk).
+struct DecodeAttentionPlan {
+  int64_t chunk_tiles = 0;
+  int64_t chunks = 0;
+  int64_t workspace_floats = 0;
+};
+
+// The plan for a supported shape. chunk_tiles > 0 pins the tiles per chunk
+// (clamped to the tile count); 0 picks them so that the grid holds a few warps
+// per SM (kv_heads x row blocks x chunks blocks), no more blocks than fit at
+// once, without the partial results outgrowing the K/V bytes they summarise.
+DecodeAttentionPlan PlanDecodeAttention(const DecodeAttentionShape& shape, int64_t chunk_tiles);
+
+// Runs the attention under the contract above with `plan` from
+// PlanDecodeAttention (same shape); `workspace` holds plan.workspace_floats
+// floats (may be null when that is 0). Returns cudaErrorInvalidValue for
+// unsupported arguments.
+int LaunchDecodeAttention(DType dtype, const void* q, const void* k_cache, const void* v_cache, const void* allowed,
+                          void* out, float* workspace, const DecodeAttentionShape& shape,
+                          const DecodeAttentionPlan& plan, void* stream);
+
 }  // namespace decode_kernels
 }  // namespace speclab
 
