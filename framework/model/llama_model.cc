@@ -509,8 +509,9 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
     const at::Tensor distance = positions.unsqueeze(1) - slot_positions.narrow(0, 0, total).unsqueeze(0);
     allowed.logical_and_(distance < config.sliding_window);
   }
-  ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
+  // The fused layers attend through fused::DecodeAttention: no derived masks.
+  ctx.mask = ctx.fused ? AttentionMask{.allowed = allowed} : MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.start = start;
   ctx.kv_length = total;
 
@@ -596,12 +597,13 @@ void LlamaModel::Impl::AllocateStaticInputs() {
 std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticBody(int64_t bucket, int64_t kv_length) {
   ForwardContext ctx;
   std::tie(ctx.cos, ctx.sin) = RopeAngles(static_in.positions.narrow(0, 0, bucket), std::numeric_limits<int64_t>::max());
-  ctx.mask = MakeAttentionMask(static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length), group, UseSdpa(device));
   ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
+  const at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
+  ctx.mask = ctx.fused ? AttentionMask{.allowed = allowed} : MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.write_slots = static_in.write_slots.narrow(0, 0, bucket);
   ctx.kv_length = kv_length;
   at::Tensor hidden = CachedLayers(static_in.tokens.narrow(0, 0, bucket), ctx);
-  at::Tensor logits = at::linear(hidden, lm_head).to(at::kFloat);
+  at::Tensor logits = at::linear(hidden, lm_head);  // in the model's dtype: the copy out converts
   return {logits, hidden};
 }
 
@@ -644,7 +646,8 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
   // The outputs live in the graph's buffers, which the next replay overwrites.
   last_hidden = hidden.narrow(0, 0, n);
   tentative += n;
-  return logits.narrow(0, 0, n).clone();
+  const at::Tensor rows = logits.narrow(0, 0, n);
+  return rows.scalar_type() == at::kFloat ? rows.clone() : rows.to(at::kFloat);
 }
 
 // The decoder over the cache: tokens [n] -> final hidden states [n, hidden].
