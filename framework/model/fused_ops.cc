@@ -238,11 +238,25 @@ bool PreferDecodeAttentionKernel(const dk::DecodeAttentionShape& shape) {
          (shape.rows <= kAttentionKernelMaxRowsLong && shape.kv_length >= kAttentionKernelLongKv);
 }
 
+// Where DecodeAttention() takes the split kernel over the tiled one (among
+// shapes DecodeAttentionSplitSupported accepts: rows <= 16, L <= 8192, sm_90+).
+// H200, bf16, same graph-replay timing (NOTES.md run 3), tiled -> split, us:
+// faster at every point measured, n = 1, 2, 4 (rows 4..16) x L = 256, 1024,
+// 4096, 8192, both models, full and half masks: 8B n = 1 10.19 -> 5.88
+// (L 256), 10.95 -> 7.08 (1024), 13.23 -> 11.04 (4096), 20.11 -> 16.19
+// (8192); 8B n = 4 10.84 -> 8.82, 11.44 -> 9.47, 14.51 -> 13.41, 21.65 ->
+// 18.55; 1B n = 1 7.20 -> 4.81, 8.26 -> 5.56; 1B n = 4 7.58 -> 6.57, 8.58 ->
+// 7.41 (1.08x to 1.73x). So: wherever it applies.
+bool PreferSplitAttentionKernel(const dk::DecodeAttentionShape& shape) {
+  return shape.rows <= dk::kDecodeAttentionSplitMaxRows;
+}
+
 // The decode attention kernel's output, or an undefined tensor where it does
-// not cover the inputs or, unless `pinned`, is not preferred.
+// not cover the inputs or, unless `pinned`, is not preferred. `blocks`: the
+// tiled kernel's chunk_tiles or the split kernel's blocks per KV head.
 at::Tensor DecodeAttentionKernelOrUndefined(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                            const at::Tensor& allowed, int64_t kv_length, int64_t chunk_tiles,
-                                            bool pinned) {
+                                            const at::Tensor& allowed, int64_t kv_length, AttentionKernel kernel,
+                                            int64_t blocks, bool pinned) {
   dk::DType dtype;
   if (!Covered({q, k, v}, &dtype)) return {};
   if (allowed.device() != q.device() || (allowed.size(1) > 1 && allowed.stride(1) != 1)) return {};
@@ -257,7 +271,12 @@ at::Tensor DecodeAttentionKernelOrUndefined(const at::Tensor& q, const at::Tenso
   if (!dk::DecodeAttentionSupported(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), shape)) return {};
   if (!pinned && !PreferDecodeAttentionKernel(shape)) return {};
   const c10::cuda::CUDAGuard guard(q.device());
-  const dk::DecodeAttentionPlan plan = dk::PlanDecodeAttention(shape, chunk_tiles);
+  const bool split = (kernel == AttentionKernel::kSplit ||
+                      (kernel == AttentionKernel::kAuto && PreferSplitAttentionKernel(shape))) &&
+                     dk::DecodeAttentionSplitSupported(shape);
+  const dk::DecodeAttentionPlan plan =
+      split ? dk::PlanDecodeAttentionSplit(shape, kernel == AttentionKernel::kSplit ? blocks : 0)
+            : dk::PlanDecodeAttention(shape, kernel == AttentionKernel::kTiled ? blocks : 0);
   at::Tensor out = at::empty(q.sizes(), q.options());
   // Freed on return but stream-ordered: the caching allocator hands it out
   // again only to work queued after this launch (also during graph capture).
@@ -404,8 +423,8 @@ at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache_layer,
                            const at::Tensor& allowed, int64_t kv_length) {
   CheckAttentionShapes(q, k_cache_layer, v_cache_layer, allowed, kv_length);
 #ifdef SPECLAB_WITH_CUDA
-  at::Tensor out =
-      DecodeAttentionKernelOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length, 0, /*pinned=*/false);
+  at::Tensor out = DecodeAttentionKernelOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length,
+                                                    AttentionKernel::kAuto, 0, /*pinned=*/false);
   if (out.defined()) return out;
 #endif
   return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
@@ -417,10 +436,26 @@ at::Tensor DecodeAttentionWithChunks(const at::Tensor& q, const at::Tensor& k_ca
   CheckAttentionShapes(q, k_cache_layer, v_cache_layer, allowed, kv_length);
 #ifdef SPECLAB_WITH_CUDA
   at::Tensor out = DecodeAttentionKernelOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length,
-                                                    std::max<int64_t>(chunk_tiles, 0), /*pinned=*/true);
+                                                    AttentionKernel::kTiled, std::max<int64_t>(chunk_tiles, 0),
+                                                    /*pinned=*/true);
   if (out.defined()) return out;
 #else
   (void)chunk_tiles;
+#endif
+  return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+}
+
+at::Tensor DecodeAttentionWithKernel(const at::Tensor& q, const at::Tensor& k_cache_layer,
+                                     const at::Tensor& v_cache_layer, const at::Tensor& allowed, int64_t kv_length,
+                                     AttentionKernel kernel, int64_t blocks) {
+  if (kernel == AttentionKernel::kAuto) return DecodeAttention(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+  CheckAttentionShapes(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+#ifdef SPECLAB_WITH_CUDA
+  at::Tensor out = DecodeAttentionKernelOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length, kernel,
+                                                    std::max<int64_t>(blocks, 0), /*pinned=*/true);
+  if (out.defined()) return out;
+#else
+  (void)blocks;
 #endif
   return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
 }

@@ -485,16 +485,27 @@ at::Tensor PlaceMask(const at::Tensor& mask, int64_t row_stride, const c10::Devi
 
 struct AttentionCase {
   int64_t kv_heads, group, n, head_dim, kv_length;
+  bool cuda_only = false;  // nothing new for the CPU fallback
 };
 
 // The brief's shapes, then edges: one slot, partial tiles, the largest n, a
-// single tile, many tiles on one head, partial m-tiles, 16 row blocks.
+// single tile, many tiles on one head, partial m-tiles, 16 row blocks. Then
+// the split kernel's (rows <= 16): every head_dim, 16 rows of 16 tokens, one
+// block of 2 warps, 2..8 steps per warp (odd counts, a partial last step),
+// the longest kv_length it takes.
 const std::vector<AttentionCase> kAttentionCases = {
     {8, 4, 1, 128, 256}, {8, 4, 16, 128, 1024}, {4, 2, 5, 64, 300},  {1, 8, 3, 64, 1152},
     {2, 1, 1, 128, 1},   {2, 3, 7, 80, 129},    {2, 2, 33, 96, 500}, {2, 4, 128, 128, 512},
     {1, 1, 1, 64, 4100}, {3, 8, 16, 64, 777},   {1, 5, 10, 128, 200}, {1, 8, 128, 64, 160},
     {2, 1, 17, 128, 64},
+    {8, 4, 4, 128, 1024, true},   {2, 3, 5, 80, 129, true},    {3, 2, 8, 96, 1000, true},
+    {1, 1, 16, 64, 2000, true},   {1, 4, 1, 128, 17, true},    {2, 4, 2, 128, 4100, true},
+    {2, 4, 4, 128, 8192, true},
 };
+
+// Split-kernel blocks per KV head pinned on CUDA (rows <= 16): its own choice,
+// one block (no cluster), three, eight (the largest cluster).
+const std::vector<int64_t> kSplitBlocks = {0, 1, 3, 8};
 
 const std::vector<MaskKind> kMaskKinds = {MaskKind::kRandom, MaskKind::kTree, MaskKind::kCausal, MaskKind::kOneHot,
                                           MaskKind::kSparse};
@@ -543,7 +554,10 @@ void CheckDecodeAttention(const c10::Device& device, at::ScalarType dtype) {
   AttentionErrors worst_kernel, worst_aten;
   int variant = 0;
   for (const AttentionCase& c : kAttentionCases) {
-    if (device.is_cpu() && c.kv_heads * c.group * c.n * c.kv_length * c.head_dim > (int64_t{1} << 24)) continue;
+    if (device.is_cpu() &&
+        (c.cuda_only || c.kv_heads * c.group * c.n * c.kv_length * c.head_dim > (int64_t{1} << 24))) {
+      continue;
+    }
     AttentionErrors case_kernel, case_aten;
     for (MaskKind kind : kMaskKinds) {
       if (c.kv_length < c.n && (kind == MaskKind::kTree || kind == MaskKind::kCausal)) continue;
@@ -582,6 +596,14 @@ void CheckDecodeAttention(const c10::Device& device, at::ScalarType dtype) {
         PoisonNextOutput(got);
         check(fused::DecodeAttentionWithChunks(in.q, in.k, in.v, in.allowed, in.kv_length, chunk_tiles),
               "chunk_tiles " + std::to_string(chunk_tiles));
+      }
+      if (c.group * c.n <= 16) {
+        for (int64_t blocks : kSplitBlocks) {
+          PoisonNextOutput(got);
+          check(fused::DecodeAttentionWithKernel(in.q, in.k, in.v, in.allowed, in.kv_length,
+                                                 fused::AttentionKernel::kSplit, blocks),
+                "split blocks " + std::to_string(blocks));
+        }
       }
     }
     if (kernel_expected) {
@@ -835,7 +857,8 @@ TEST(FusedOps, DecodeAttentionIgnoresMaskedNaN) {
   const c10::Device device(c10::kCUDA);
   std::mt19937 rng(99);
   for (const AttentionCase& c : {AttentionCase{8, 4, 16, 128, 1024}, AttentionCase{1, 8, 3, 64, 1152},
-                                 AttentionCase{2, 2, 5, 96, 200}}) {
+                                 AttentionCase{2, 2, 5, 96, 200}, AttentionCase{2, 4, 4, 128, 1024},
+                                 AttentionCase{1, 2, 1, 64, 2500}}) {
     for (at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
       const std::string where = CaseName(c) + ", " + DTypeName(dtype);
       const int64_t slots = c.kv_length + 40;
@@ -856,6 +879,14 @@ TEST(FusedOps, DecodeAttentionIgnoresMaskedNaN) {
         const at::Tensor dirty = fused::DecodeAttentionWithChunks(q, k_nan, v_nan, allowed, c.kv_length, chunk_tiles);
         EXPECT_TRUE(at::isfinite(dirty).all().item<bool>()) << where << ", chunk_tiles " << chunk_tiles;
         EXPECT_TRUE(at::equal(dirty, clean)) << where << ", chunk_tiles " << chunk_tiles;
+      }
+      for (int64_t blocks : kSplitBlocks) {
+        const at::Tensor clean = fused::DecodeAttentionWithKernel(q, k, v, allowed, c.kv_length,
+                                                                  fused::AttentionKernel::kSplit, blocks);
+        const at::Tensor dirty = fused::DecodeAttentionWithKernel(q, k_nan, v_nan, allowed, c.kv_length,
+                                                                  fused::AttentionKernel::kSplit, blocks);
+        EXPECT_TRUE(at::isfinite(dirty).all().item<bool>()) << where << ", split blocks " << blocks;
+        EXPECT_TRUE(at::equal(dirty, clean)) << where << ", split blocks " << blocks;
       }
       const at::Tensor dirty = fused::DecodeAttention(q, k_nan, v_nan, allowed, c.kv_length);
       EXPECT_TRUE(at::isfinite(dirty).all().item<bool>()) << where << ", auto";
@@ -880,11 +911,17 @@ TEST(FusedOps, CudaGraphReplayDecodeAttention) {
   const at::Tensor buffer = at::zeros({128, slots}, at::TensorOptions().dtype(at::kBool).device(device));
   const at::Tensor allowed = buffer.narrow(0, 0, c.n).narrow(1, 0, c.kv_length);
   allowed.copy_(MakeMask(MaskKind::kCausal, c.n, c.kv_length, rng));
-  at::Tensor out_auto, out_split, out_whole;
+  at::Tensor out_auto, out_split, out_whole, out_tiled, out_cluster, out_block;
+  const auto split = [&](int64_t blocks) {
+    return fused::DecodeAttentionWithKernel(q, k, v, allowed, c.kv_length, fused::AttentionKernel::kSplit, blocks);
+  };
   auto graph = CudaGraph::Capture(device, nullptr, [&] {
     out_auto = fused::DecodeAttention(q, k, v, allowed, c.kv_length);
     out_split = fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 1);
     out_whole = fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, int64_t{1} << 20);
+    out_tiled = fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 0);
+    out_cluster = split(0);
+    out_block = split(1);
   });
   ASSERT_TRUE(graph.ok()) << graph.status();
   for (int round = 0; round < 2; ++round) {
@@ -898,7 +935,11 @@ TEST(FusedOps, CudaGraphReplayDecodeAttention) {
         << "round " << round;
     EXPECT_TRUE(at::equal(out_whole, fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 1 << 20)))
         << "round " << round;
-    for (const at::Tensor* out : {&out_auto, &out_split, &out_whole}) {
+    EXPECT_TRUE(at::equal(out_tiled, fused::DecodeAttentionWithChunks(q, k, v, allowed, c.kv_length, 0)))
+        << "round " << round;
+    EXPECT_TRUE(at::equal(out_cluster, split(0))) << "round " << round;
+    EXPECT_TRUE(at::equal(out_block, split(1))) << "round " << round;
+    for (const at::Tensor* out : {&out_auto, &out_split, &out_whole, &out_tiled, &out_cluster, &out_block}) {
       EXPECT_LT(AttentionError(*out, ref).rel, 1e-2) << "round " << round;
     }
   }

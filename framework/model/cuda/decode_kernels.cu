@@ -15,6 +15,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -1200,6 +1201,439 @@ int RunDecodeAttentionTyped(const AttnParams& params, const AttnRowSplit& split,
   }
 }
 
+// --- Decode attention, split variant (sm_90+) -----------------------------------
+//
+// Grid: (blocks, kv_heads), the blocks of one KV head forming one thread block
+// cluster. Warp w of block b takes slots [(b * warps + w) * warp_slots, + warp_slots)
+// (warp_slots = 16 * warp_steps) for every query row (rows <= 16: one m16 tile):
+//   1. Q fragments and the mask words of all its slots for every token (one
+//      4-byte word per lane and token), staged in shared memory; the OR over
+//      tokens says which slots anyone sees;
+//   2. cp.async of the K and V rows of seen slots, 16 slots (one step) per
+//      commit group, two steps in flight; unseen slots get zeros, never a load;
+//   3. per step: S = Q K^T (two n8 tiles), mask by select, running max/sum
+//      (base 2), P rounded to T, acc += P V, as in DecodeAttentionKernel;
+//   4. its (max, sum, acc) go to shared memory (acc over its first stage).
+// Then the block's threads merge the warps' partials per (row, column pair);
+// with one block that is the output, else the block partial stays in shared
+// memory, the cluster syncs, and block r merges the blocks' partials (read
+// through distributed shared memory) for items r, r + blocks, ... A second
+// cluster sync keeps every block's shared memory alive until all have read it.
+
+constexpr int kSplitStep = 16;  // slots per warp step
+constexpr int kSplitMaxWarps = 8;
+constexpr int kSplitMaxBlocks = 8;  // portable cluster size
+constexpr int kSplitMaxWarpSteps = 8;
+constexpr int kSplitMaxWarpSlots = kSplitStep * kSplitMaxWarpSteps;  // 128: one mask word per lane
+constexpr int kSplitStages = 2;
+constexpr int kSplitMaxTokens = static_cast<int>(kDecodeAttentionSplitMaxRows);
+constexpr int kSplitMaskPitch = kSplitMaxWarpSlots + 4;  // bytes per staged mask row
+constexpr int kSplitRows = 16;                           // one m16 tile
+static_assert(kSplitMaxBlocks * kSplitMaxWarps * kSplitMaxWarpSlots == kDecodeAttentionSplitMaxLength, "");
+
+struct SplitParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const uint8_t* allowed;
+  void* out;
+  int64_t mask_stride;
+  int64_t kv_length;
+  int64_t cache_slots;
+  int rows;
+  int tokens;
+  int warp_steps;
+  int stages;  // 1 (one step per warp) or kSplitStages
+  float scale_log2;
+  bool mask_words;
+};
+
+// Byte offsets of the dynamic shared memory of one block.
+struct SplitLayout {
+  int stage_bytes;      // K and V of one step, rows padded to head_dim + 8
+  int warp_bytes;       // stages of one warp
+  int mask_warp_bytes;  // staged mask of one warp: tokens rows of kSplitMaskPitch
+  int mask_offset;      // [warps][tokens][kSplitMaskPitch] bytes
+  int live_offset;      // [warps][32] words: OR of the tokens' mask words
+  int warp_ml_offset;   // [warps][16] float2 (max, sum)
+  int block_ml_offset;  // [16] float2
+  int block_acc_offset; // [16][head_dim] float
+  int total;
+};
+
+__host__ __device__ __forceinline__ SplitLayout MakeSplitLayout(int head_dim, int element_bytes, int warps, int stages,
+                                                                int tokens) {
+  SplitLayout l;
+  l.stage_bytes = 2 * kSplitStep * (head_dim + 8) * element_bytes;
+  l.warp_bytes = stages * l.stage_bytes;
+  l.mask_warp_bytes = (tokens * kSplitMaskPitch + 15) / 16 * 16;
+  l.mask_offset = warps * l.warp_bytes;
+  l.live_offset = l.mask_offset + warps * l.mask_warp_bytes;
+  l.warp_ml_offset = l.live_offset + warps * kWarpSize * 4;
+  l.block_ml_offset = l.warp_ml_offset + warps * kSplitRows * 8;
+  l.block_acc_offset = l.block_ml_offset + kSplitRows * 8;
+  l.total = l.block_acc_offset + kSplitRows * head_dim * 4;
+  return l;
+}
+
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWaitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// out[row][col..col + 1] = sum / total rounded to T (zeros when total is 0).
+template <typename T>
+__device__ __forceinline__ void StoreSplitOutput(void* out, int64_t index, float2 sum, float total) {
+  const float x = total > 0.0f ? __fdiv_rn(sum.x, total) : 0.0f;
+  const float y = total > 0.0f ? __fdiv_rn(sum.y, total) : 0.0f;
+  float rx, ry;
+  *reinterpret_cast<uint32_t*>(static_cast<T*>(out) + index) = PackRounded<T>(x, y, &rx, &ry);
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kSplitMaxWarps* kWarpSize) DecodeAttentionSplitKernel(const SplitParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kPitch = kD + 8;  // elements per shared K/V row; floats per partial acc row
+  constexpr int kRowPacks = kD / 8;
+  constexpr int kKSteps = kD / 16;
+  constexpr int kDTiles = kD / 8;
+  constexpr int kStageElems = 2 * kSplitStep * kPitch;
+  constexpr int kLanePacks = kSplitStep * kRowPacks / kWarpSize;  // K (and V) copies per lane and step
+  static_assert(kSplitStep * kRowPacks % kWarpSize == 0, "a step's packs split evenly over a warp");
+  extern __shared__ uint4 split_smem[];
+  uint8_t* const smem = reinterpret_cast<uint8_t*>(split_smem);
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  const int g = lane / 4, t = lane % 4;
+  const SplitLayout layout = MakeSplitLayout(kD, sizeof(T), warps, p.stages, p.tokens);
+  T* const stage0 = reinterpret_cast<T*>(smem + warp * layout.warp_bytes);
+  uint8_t* const mask_s = smem + layout.mask_offset + warp * layout.mask_warp_bytes;
+  uint32_t* const live_s = reinterpret_cast<uint32_t*>(smem + layout.live_offset) + warp * kWarpSize;
+  float2* const warp_ml = reinterpret_cast<float2*>(smem + layout.warp_ml_offset);
+  float2* const block_ml = reinterpret_cast<float2*>(smem + layout.block_ml_offset);
+  float* const block_acc = reinterpret_cast<float*>(smem + layout.block_acc_offset);
+
+  const int64_t head = blockIdx.y;
+  const int warp_slots = p.warp_steps * kSplitStep;
+  const int64_t slot_begin = (static_cast<int64_t>(blockIdx.x) * warps + warp) * warp_slots;
+  // Tile rows past `rows` repeat the last row: valid data, never merged.
+  const int row_lo = min(g, p.rows - 1);
+  const int row_hi = min(g + 8, p.rows - 1);
+
+  // 1. Q as A fragments (as in DecodeAttentionKernel), then the mask words.
+  uint32_t qa[kKSteps][4];
+  {
+    const T* q_head = static_cast<const T*>(p.q) + head * p.rows * kD;
+    const T* lo = q_head + static_cast<int64_t>(row_lo) * kD + 2 * t;
+    const T* hi = q_head + static_cast<int64_t>(row_hi) * kD + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16));
+      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16));
+      qa[kk][2] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16 + 8));
+      qa[kk][3] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16 + 8));
+    }
+  }
+  {
+    // Lane l: the warp's slots 4l..4l+3 (zero past the warp's run or kv_length).
+    const int64_t slot = slot_begin + 4 * lane;
+    const bool in_range = 4 * lane < warp_slots && slot < p.kv_length;
+    uint32_t seen = 0;
+#pragma unroll
+    for (int tok = 0; tok < kSplitMaxTokens; ++tok) {
+      if (tok < p.tokens) {
+        const uint32_t bits =
+            in_range ? LoadMaskWord(p.allowed + tok * p.mask_stride, slot, p.kv_length, p.mask_words) : 0u;
+        *reinterpret_cast<uint32_t*>(mask_s + tok * kSplitMaskPitch + 4 * lane) = bits;
+        seen |= bits;
+      }
+    }
+    live_s[lane] = seen;
+  }
+  __syncwarp();
+
+  // 2. K/V of one step into its stage: seen slots by cp.async, zeros elsewhere.
+  const T* const k_head = static_cast<const T*>(p.k) + head * p.cache_slots * kD;
+  const T* const v_head = static_cast<const T*>(p.v) + head * p.cache_slots * kD;
+  auto issue = [&](int step) {
+    T* const k_dst = stage0 + (step & (p.stages - 1)) * kStageElems;
+    T* const v_dst = k_dst + kSplitStep * kPitch;
+#pragma unroll
+    for (int i = 0; i < kLanePacks; ++i) {
+      const int idx = lane + kWarpSize * i;
+      const int j = idx / kRowPacks, c = idx % kRowPacks;
+      const int local = step * kSplitStep + j;
+      T* const kd = k_dst + j * kPitch + c * 8;
+      T* const vd = v_dst + j * kPitch + c * 8;
+      if ((live_s[local / 4] >> (8 * (local % 4))) & 0xffu) {
+        const int64_t offset = (slot_begin + local) * kD + c * 8;
+        CpAsync16(kd, k_head + offset);
+        CpAsync16(vd, v_head + offset);
+      } else {
+        *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  // One commit group per step, plus empty ones, so that "all but the newest
+  // group" is always the current step.
+  issue(0);
+  CpAsyncCommit();
+  if (p.warp_steps > 1) issue(1);
+  CpAsyncCommit();
+
+  const int mat = lane / 8, mat_row = lane % 8;
+  const int k_lane = ((mat / 2) * 8 + mat_row) * kPitch + (mat % 2) * 8;
+  const int v_lane = ((mat % 2) * 8 + mat_row) * kPitch + (mat / 2) * 8;
+  const uint8_t* const mask_lo = mask_s + (row_lo % p.tokens) * kSplitMaskPitch + 2 * t;
+  const uint8_t* const mask_hi = mask_s + (row_hi % p.tokens) * kSplitMaskPitch + 2 * t;
+
+  float m_lo = kNegInf, m_hi = kNegInf, l_lo = 0.0f, l_hi = 0.0f;
+  float acc[kDTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+
+  for (int step = 0; step < p.warp_steps; ++step) {
+    CpAsyncWaitGroup<1>();
+    __syncwarp();
+    const uint32_t live = live_s[4 * step] | live_s[4 * step + 1] | live_s[4 * step + 2] | live_s[4 * step + 3];
+    if (live != 0) {  // else nobody sees the step: it would change nothing
+      const T* const k_s = stage0 + (step & (p.stages - 1)) * kStageElems;
+      const T* const v_s = k_s + kSplitStep * kPitch;
+      // 3a. Scores: s[nt] holds (g, 8 nt + 2t..+1) in [0..1], (g + 8, ...) in [2..3].
+      float s[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        uint32_t b[4];
+        LdMatrixX4(b, k_s + k_lane + kk * 16);
+        Mma16x8x16<T>(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
+        Mma16x8x16<T>(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
+      }
+      // 3b. Mask (select), scale, row max.
+      float max_lo = kNegInf, max_hi = kNegInf;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint32_t ok_lo = *reinterpret_cast<const uint16_t*>(mask_lo + step * kSplitStep + nt * 8);
+        const uint32_t ok_hi = *reinterpret_cast<const uint16_t*>(mask_hi + step * kSplitStep + nt * 8);
+        s[nt][0] = (ok_lo & 0xffu) ? s[nt][0] * p.scale_log2 : kNegInf;
+        s[nt][1] = (ok_lo >> 8) ? s[nt][1] * p.scale_log2 : kNegInf;
+        s[nt][2] = (ok_hi & 0xffu) ? s[nt][2] * p.scale_log2 : kNegInf;
+        s[nt][3] = (ok_hi >> 8) ? s[nt][3] * p.scale_log2 : kNegInf;
+        max_lo = fmaxf(max_lo, fmaxf(s[nt][0], s[nt][1]));
+        max_hi = fmaxf(max_hi, fmaxf(s[nt][2], s[nt][3]));
+      }
+      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 1));
+      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 2));
+      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 1));
+      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 2));
+      const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
+      const float base_lo = new_lo == kNegInf ? 0.0f : new_lo;
+      const float base_hi = new_hi == kNegInf ? 0.0f : new_hi;
+      const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
+      m_lo = new_lo;
+      m_hi = new_hi;
+      l_lo *= corr_lo;
+      l_hi *= corr_hi;
+#pragma unroll
+      for (int i = 0; i < kDTiles; ++i) {
+        acc[i][0] *= corr_lo;
+        acc[i][1] *= corr_lo;
+        acc[i][2] *= corr_hi;
+        acc[i][3] *= corr_hi;
+      }
+      // 3c. P as the A fragment of one 16-slot k-step: a0/a1 rows g/g+8 of
+      // n-tile 0, a2/a3 of n-tile 1.
+      uint32_t pa[4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float r0, r1, r2, r3;
+        pa[2 * h] = PackRounded<T>(exp2f(s[h][0] - base_lo), exp2f(s[h][1] - base_lo), &r0, &r1);
+        pa[2 * h + 1] = PackRounded<T>(exp2f(s[h][2] - base_hi), exp2f(s[h][3] - base_hi), &r2, &r3);
+        l_lo += r0 + r1;
+        l_hi += r2 + r3;
+      }
+      // 3d. acc += P V.
+#pragma unroll
+      for (int dp = 0; dp < kKSteps; ++dp) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, v_s + v_lane + dp * 16);
+        Mma16x8x16<T>(acc[2 * dp], pa[0], pa[1], pa[2], pa[3], b[0], b[1]);
+        Mma16x8x16<T>(acc[2 * dp + 1], pa[0], pa[1], pa[2], pa[3], b[2], b[3]);
+      }
+    }
+    __syncwarp();  // the warp is done with this stage before it is refilled
+    if (step + kSplitStages < p.warp_steps) issue(step + kSplitStages);
+    CpAsyncCommit();
+  }
+  CpAsyncWaitAll();
+  __syncwarp();
+
+  // 4. The warp's partial: acc over its first stage ([16][kPitch] floats fill
+  // exactly the stage's 2 x 16 x kPitch 16-bit elements), (max, sum) per row.
+  l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
+  l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 2);
+  l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 1);
+  l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 2);
+  {
+    float* const wacc = reinterpret_cast<float*>(stage0);
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      *reinterpret_cast<float2*>(wacc + g * kPitch + i * 8 + 2 * t) = make_float2(acc[i][0], acc[i][1]);
+      *reinterpret_cast<float2*>(wacc + (g + 8) * kPitch + i * 8 + 2 * t) = make_float2(acc[i][2], acc[i][3]);
+    }
+    if (t == 0) {
+      warp_ml[warp * kSplitRows + g] = make_float2(m_lo, l_lo);
+      warp_ml[warp * kSplitRows + g + 8] = make_float2(m_hi, l_hi);
+    }
+  }
+  __syncthreads();
+
+  // 5. Merge the warps: out = sum_w 2^(m_w - M) acc_w / sum_w 2^(m_w - M) l_w,
+  // weight 0 for warps whose row saw nothing (m_w = -inf, acc_w = 0).
+  constexpr int kPairs = kD / 2;
+  const int items = p.rows * kPairs;
+  const bool clustered = gridDim.x > 1;
+  for (int item = threadIdx.x; item < items; item += blockDim.x) {
+    const int row = item / kPairs, col = 2 * (item % kPairs);
+    float max = kNegInf;
+    for (int w = 0; w < warps; ++w) max = fmaxf(max, warp_ml[w * kSplitRows + row].x);
+    float total = 0.0f;
+    float2 sum = make_float2(0.0f, 0.0f);
+    for (int w = 0; w < warps; ++w) {
+      const float2 ml = warp_ml[w * kSplitRows + row];
+      const float weight = ml.x == kNegInf ? 0.0f : exp2f(ml.x - max);
+      const float2 a =
+          *reinterpret_cast<const float2*>(reinterpret_cast<const float*>(smem + w * layout.warp_bytes) +
+                                           row * kPitch + col);
+      total += weight * ml.y;
+      sum.x += weight * a.x;
+      sum.y += weight * a.y;
+    }
+    if (!clustered) {
+      StoreSplitOutput<T>(p.out, (head * p.rows + row) * kD + col, sum, total);
+    } else {
+      *reinterpret_cast<float2*>(block_acc + row * kD + col) = sum;
+      if (col == 0) block_ml[row] = make_float2(max, total);
+    }
+  }
+  if (!clustered) return;
+
+  // 6. Merge the blocks of the cluster (gridDim.x == cluster size).
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int blocks = static_cast<int>(gridDim.x);
+  const int rank = static_cast<int>(cluster.block_rank());
+  for (int item = rank * blockDim.x + threadIdx.x; item < items; item += blocks * blockDim.x) {
+    const int row = item / kPairs, col = 2 * (item % kPairs);
+    float2 ml[kSplitMaxBlocks], a[kSplitMaxBlocks];
+#pragma unroll
+    for (int b = 0; b < kSplitMaxBlocks; ++b) {  // past `blocks`: the last block again, weight 0
+      const unsigned int source = static_cast<unsigned int>(min(b, blocks - 1));
+      ml[b] = cluster.map_shared_rank(block_ml, source)[row];
+      a[b] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(block_acc, source) + row * kD + col);
+    }
+    float max = kNegInf;
+#pragma unroll
+    for (int b = 0; b < kSplitMaxBlocks; ++b) {
+      if (b < blocks) max = fmaxf(max, ml[b].x);
+    }
+    float total = 0.0f;
+    float2 sum = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int b = 0; b < kSplitMaxBlocks; ++b) {
+      const float weight = b < blocks && ml[b].x != kNegInf ? exp2f(ml[b].x - max) : 0.0f;
+      total += weight * ml[b].y;
+      sum.x += weight * a[b].x;
+      sum.y += weight * a[b].y;
+    }
+    StoreSplitOutput<T>(p.out, (head * p.rows + row) * kD + col, sum, total);
+  }
+  cluster.sync();  // no block leaves while another may still read its shared memory
+#else
+  __trap();  // never launched: DecodeAttentionSplitSupported requires sm_90 code
+#endif
+}
+
+// Per device: whether the split kernel may run (sm_90+ device, sm_90+ code).
+bool SplitKernelAvailable() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices] = {};  // 0 unknown, 1 yes, 2 no
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return false;
+  int state = cached[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    int major = 0;
+    cudaFuncAttributes attributes;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                    major >= 9 &&
+                    cudaFuncGetAttributes(&attributes, DecodeAttentionSplitKernel<__nv_bfloat16, 128>) == cudaSuccess &&
+                    attributes.binaryVersion >= 90;
+    if (!ok) (void)cudaGetLastError();
+    state = ok ? 1 : 2;
+    cached[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 1;
+}
+
+template <typename T, int kD>
+int RunDecodeAttentionSplit(const SplitParams& params, int blocks, int warps, int64_t kv_heads, cudaStream_t stream) {
+  void (*kernel)(const SplitParams) = DecodeAttentionSplitKernel<T, kD>;
+  const SplitLayout layout = MakeSplitLayout(kD, sizeof(T), warps, params.stages, params.tokens);
+  if (layout.total > 48 * 1024) {
+    // Once per device: allow the most any launch of this instantiation asks for.
+    constexpr int kMaxDevices = 64;
+    static std::atomic<bool> raised[kMaxDevices] = {};
+    int device = 0;
+    cudaError_t error = cudaGetDevice(&device);
+    if (error != cudaSuccess) return static_cast<int>(error);
+    if (device < 0 || device >= kMaxDevices || !raised[device].load(std::memory_order_relaxed)) {
+      const SplitLayout most = MakeSplitLayout(kD, sizeof(T), kSplitMaxWarps, kSplitStages, kSplitMaxTokens);
+      error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most.total);
+      if (error != cudaSuccess) return static_cast<int>(error);
+      if (device >= 0 && device < kMaxDevices) raised[device].store(true, std::memory_order_relaxed);
+    }
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned int>(blocks), static_cast<unsigned int>(kv_heads), 1);
+  config.blockDim = dim3(static_cast<unsigned int>(warps * kWarpSize), 1, 1);
+  config.dynamicSmemBytes = static_cast<size_t>(layout.total);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned int>(blocks);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = blocks > 1 ? 1 : 0;
+  const cudaError_t error = cudaLaunchKernelEx(&config, kernel, params);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    return static_cast<int>(error);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T>
+int RunDecodeAttentionSplitTyped(const SplitParams& params, int blocks, int warps, int64_t kv_heads, int64_t head_dim,
+                                 cudaStream_t stream) {
+  switch (head_dim) {
+    case 64:
+      return RunDecodeAttentionSplit<T, 64>(params, blocks, warps, kv_heads, stream);
+    case 80:
+      return RunDecodeAttentionSplit<T, 80>(params, blocks, warps, kv_heads, stream);
+    case 96:
+      return RunDecodeAttentionSplit<T, 96>(params, blocks, warps, kv_heads, stream);
+    case 128:
+      return RunDecodeAttentionSplit<T, 128>(params, blocks, warps, kv_heads, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
 
 }  // namespace
 
@@ -1316,12 +1750,83 @@ DecodeAttentionPlan PlanDecodeAttention(const DecodeAttentionShape& shape, int64
   return plan;
 }
 
+bool DecodeAttentionSplitSupported(const DecodeAttentionShape& shape) {
+  return shape.rows >= 1 && shape.rows <= kDecodeAttentionSplitMaxRows && shape.kv_length >= 1 &&
+         shape.kv_length <= kDecodeAttentionSplitMaxLength && SplitKernelAvailable();
+}
+
+DecodeAttentionPlan PlanDecodeAttentionSplit(const DecodeAttentionShape& shape, int64_t blocks_per_head) {
+  if (!DecodeAttentionSplitSupported(shape)) return PlanDecodeAttention(shape, 0);
+  const int64_t steps = (shape.kv_length + kSplitStep - 1) / kSplitStep;
+  // H200 (build-fusedcheck/NOTES.md, run 3): at head_dim 64 and L = 256 one
+  // block of 8 warps x 2 steps per head beat 4 clustered blocks of 4 warps by
+  // 0.2-0.6 us (n = 1, 2, 4: 4.59 / 4.94 / 5.97 us against 4.81 / 5.50 /
+  // 6.57); at head_dim 128 it lost at n = 1, 2 (6.20 / 7.05 against 5.88 /
+  // 6.80) and drew at n = 4; from L = 1024 on, eight blocks won everywhere.
+  if (blocks_per_head == 0 && shape.head_dim <= 64 && steps <= 2 * kSplitMaxWarps) blocks_per_head = 1;
+  int64_t blocks = 0, warps = 0, warp_steps = 0;
+  if (blocks_per_head >= 1 && blocks_per_head <= kSplitMaxBlocks) {
+    const int64_t per_block = (steps + blocks_per_head - 1) / blocks_per_head;
+    warps = std::min<int64_t>(kSplitMaxWarps, per_block);
+    warp_steps = (per_block + warps - 1) / warps;
+  }
+  if (warp_steps < 1 || warp_steps > kSplitMaxWarpSteps) {
+    // One step per warp while 8 blocks of 4 (then 8) warps suffice, then more
+    // steps per warp.
+    if (steps <= kSplitMaxBlocks * 4) {
+      warps = std::min<int64_t>(4, steps);
+      warp_steps = 1;
+    } else if (steps <= kSplitMaxBlocks * kSplitMaxWarps) {
+      warps = (steps + kSplitMaxBlocks - 1) / kSplitMaxBlocks;
+      warp_steps = 1;
+    } else {
+      warps = kSplitMaxWarps;
+      warp_steps = (steps + kSplitMaxBlocks * kSplitMaxWarps - 1) / (kSplitMaxBlocks * kSplitMaxWarps);
+    }
+  }
+  blocks = (steps + warps * warp_steps - 1) / (warps * warp_steps);  // no block without slots
+  DecodeAttentionPlan plan;
+  plan.variant = DecodeAttentionVariant::kSplit;
+  plan.split_blocks = blocks;
+  plan.split_warps = warps;
+  plan.split_warp_steps = warp_steps;
+  return plan;
+}
+
 int LaunchDecodeAttention(DType dtype, const void* q, const void* k_cache, const void* v_cache, const void* allowed,
                           void* out, float* workspace, const DecodeAttentionShape& shape,
                           const DecodeAttentionPlan& plan, void* stream) {
   if (!DecodeAttentionSupported(dtype, q, k_cache, v_cache, shape) || allowed == nullptr || out == nullptr ||
       reinterpret_cast<uintptr_t>(out) % 8 != 0) {
     return cudaErrorInvalidValue;
+  }
+  if (plan.variant == DecodeAttentionVariant::kSplit) {
+    if (!DecodeAttentionSplitSupported(shape) || plan.split_blocks < 1 || plan.split_blocks > kSplitMaxBlocks ||
+        plan.split_warps < 1 || plan.split_warps > kSplitMaxWarps || plan.split_warp_steps < 1 ||
+        plan.split_warp_steps > kSplitMaxWarpSteps ||
+        plan.split_blocks * plan.split_warps * plan.split_warp_steps * kSplitStep < shape.kv_length) {
+      return cudaErrorInvalidValue;
+    }
+    SplitParams params;
+    params.q = q;
+    params.k = k_cache;
+    params.v = v_cache;
+    params.allowed = static_cast<const uint8_t*>(allowed);
+    params.out = out;
+    params.mask_stride = shape.tokens == 1 ? 0 : shape.mask_stride;
+    params.kv_length = shape.kv_length;
+    params.cache_slots = shape.cache_slots;
+    params.rows = static_cast<int>(shape.rows);
+    params.tokens = static_cast<int>(shape.tokens);
+    params.warp_steps = static_cast<int>(plan.split_warp_steps);
+    params.stages = plan.split_warp_steps > 1 ? kSplitStages : 1;
+    params.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(shape.head_dim)));
+    params.mask_words = reinterpret_cast<uintptr_t>(allowed) % 4 == 0 && params.mask_stride % 4 == 0;
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const int blocks = static_cast<int>(plan.split_blocks), warps = static_cast<int>(plan.split_warps);
+    return dtype == DType::kBF16
+               ? RunDecodeAttentionSplitTyped<__nv_bfloat16>(params, blocks, warps, shape.kv_heads, shape.head_dim, s)
+               : RunDecodeAttentionSplitTyped<__half>(params, blocks, warps, shape.kv_heads, shape.head_dim, s);
   }
   const int64_t tiles = (shape.kv_length + kAttnTile - 1) / kAttnTile;
   if (plan.chunk_tiles < 1 || plan.chunk_tiles > tiles || plan.chunks != (tiles + plan.chunk_tiles - 1) / plan.chunk_tiles ||

@@ -149,13 +149,44 @@ constexpr int64_t kDecodeAttentionMaxRows = 4096;
 bool DecodeAttentionSupported(DType dtype, const void* q, const void* k_cache, const void* v_cache,
                               const DecodeAttentionShape& shape);
 
-// How a call splits its KV range: chunk_tiles tiles per chunk, chunks chunks
-// per KV head, and the fp32 workspace the launch needs (0 with one chunk).
+// Which kernel a plan runs.
+//  - kTiled: the kernel described above (64-slot tiles, one chunk of tiles per
+//    block, a merge kernel when there is more than one chunk).
+//  - kSplit: for the few rows of plain decoding (rows <= 16: one m16 MMA
+//    tile) on sm_90+, where kTiled is latency bound (one warp per 64-slot
+//    tile: mask, then loads, then compute, nothing overlapped, then a second
+//    kernel). Every warp of a block takes its own run of 16-slot steps (K/V
+//    copied with cp.async, two steps in flight per warp, the mask of all its
+//    steps read first), the warps of a block merge in shared memory, and the
+//    blocks of one KV head, launched as one thread block cluster (<= 8),
+//    merge through distributed shared memory: one kernel, no workspace. Same
+//    arithmetic per step as kTiled (MMA scores, fp32 softmax with a running
+//    max, P rounded to the storage type for P @ V), same masking guarantees.
+enum class DecodeAttentionVariant : int { kTiled = 0, kSplit = 1 };
+
+// How a call splits its KV range. kTiled: chunk_tiles tiles per chunk, chunks
+// chunks per KV head, and the fp32 workspace the launch needs (0 with one
+// chunk). kSplit: split_blocks blocks per KV head (one cluster) of
+// split_warps warps, each warp split_warp_steps 16-slot steps; no workspace.
 struct DecodeAttentionPlan {
+  DecodeAttentionVariant variant = DecodeAttentionVariant::kTiled;
   int64_t chunk_tiles = 0;
   int64_t chunks = 0;
   int64_t workspace_floats = 0;
+  int64_t split_blocks = 0;
+  int64_t split_warps = 0;
+  int64_t split_warp_steps = 0;
 };
+
+// Limits of kSplit: rows (group * tokens), and kv_length (8 blocks x 8 warps
+// x 8 steps x 16 slots).
+constexpr int64_t kDecodeAttentionSplitMaxRows = 16;
+constexpr int64_t kDecodeAttentionSplitMaxLength = 8192;
+
+// Whether kSplit takes a shape that DecodeAttentionSupported accepts: rows <=
+// kDecodeAttentionSplitMaxRows, kv_length <= kDecodeAttentionSplitMaxLength,
+// and the current device (and the kernel's compiled code) is sm_90 or newer.
+bool DecodeAttentionSplitSupported(const DecodeAttentionShape& shape);
 
 // The plan for a supported shape. chunk_tiles > 0 pins the tiles per chunk
 // (clamped to the tile count); 0 picks them so that the grid holds a few warps
@@ -163,8 +194,17 @@ struct DecodeAttentionPlan {
 // once, without the partial results outgrowing the K/V bytes they summarise.
 DecodeAttentionPlan PlanDecodeAttention(const DecodeAttentionShape& shape, int64_t chunk_tiles);
 
+// The kSplit plan for a shape DecodeAttentionSplitSupported accepts (for any
+// other shape: PlanDecodeAttention(shape, 0)). blocks_per_head in 1..8 pins
+// the blocks per KV head where the steps fit (at most 8 warps of 8 steps per
+// block); 0 (or a pin that does not fit) picks them: one block of up to 8
+// warps x 2 steps for head_dim <= 64 and kv_length <= 256, else one 16-slot
+// step per warp, 4 warps per block, up to 8 blocks, then up to 8 warps, then
+// more steps (timings in build-fusedcheck/NOTES.md, run 3).
+DecodeAttentionPlan PlanDecodeAttentionSplit(const DecodeAttentionShape& shape, int64_t blocks_per_head);
+
 // Runs the attention under the contract above with `plan` from
-// PlanDecodeAttention (same shape); `workspace` holds plan.workspace_floats
+// PlanDecodeAttention or PlanDecodeAttentionSplit (same shape); `workspace` holds plan.workspace_floats
 // floats (may be null when that is 0). Returns cudaErrorInvalidValue for
 // unsupported arguments.
 int LaunchDecodeAttention(DType dtype, const void* q, const void* k_cache, const void* v_cache, const void* allowed,
