@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -20,7 +21,9 @@ using ::testing::HasSubstr;
 class VocabularyMapTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/vocab_map_test";
+    // One folder per test process: ctest runs these tests in parallel.
+    dir_ = ::testing::TempDir() + "/vocab_map_test_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     RemoveTree(dir_);
     target_ = TinyModel(1, /*vocab=*/16);
     // A drafter with 20 tokens: ids 0..15 are a permutation of the target's,
