@@ -829,6 +829,52 @@ __device__ __forceinline__ uint32_t LoadMaskWord(const uint8_t* row, int64_t slo
 
 constexpr float kNegInf = -__builtin_huge_valf();
 
+// The online-softmax step the attention kernels share, over kTiles n-tiles of
+// mma scores `s` (rows g and g + 8 of the fragment): masks by selection, so
+// that NaN scores of masked slots vanish; scales to log2 units; updates the
+// running row maxima m; rescales the sums l and the accumulators by the change
+// of maximum; and returns in base_lo / base_hi what P = exp2(s - base) must
+// subtract. mask_lo / mask_hi: the two rows' mask bytes for these tiles.
+template <int kTiles, int kDTiles>
+__device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kTiles][4], const uint8_t* mask_lo,
+                                                  const uint8_t* mask_hi, float scale_log2, float& m_lo, float& m_hi,
+                                                  float& l_lo, float& l_hi, float (&acc)[kDTiles][4], float& base_lo,
+                                                  float& base_hi) {
+  float max_lo = kNegInf, max_hi = kNegInf;
+#pragma unroll
+  for (int nt = 0; nt < kTiles; ++nt) {
+    const uint32_t ok_lo = *reinterpret_cast<const uint16_t*>(mask_lo + nt * 8);
+    const uint32_t ok_hi = *reinterpret_cast<const uint16_t*>(mask_hi + nt * 8);
+    s[nt][0] = (ok_lo & 0xffu) ? s[nt][0] * scale_log2 : kNegInf;
+    s[nt][1] = (ok_lo >> 8) ? s[nt][1] * scale_log2 : kNegInf;
+    s[nt][2] = (ok_hi & 0xffu) ? s[nt][2] * scale_log2 : kNegInf;
+    s[nt][3] = (ok_hi >> 8) ? s[nt][3] * scale_log2 : kNegInf;
+    max_lo = fmaxf(max_lo, fmaxf(s[nt][0], s[nt][1]));
+    max_hi = fmaxf(max_hi, fmaxf(s[nt][2], s[nt][3]));
+  }
+  max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 1));
+  max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 2));
+  max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 1));
+  max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 2));
+  const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
+  // While a row has seen nothing its max is -inf: subtract 0 instead, so
+  // that exp2(-inf - base) is 0 rather than NaN.
+  base_lo = new_lo == kNegInf ? 0.0f : new_lo;
+  base_hi = new_hi == kNegInf ? 0.0f : new_hi;
+  const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
+  m_lo = new_lo;
+  m_hi = new_hi;
+  l_lo *= corr_lo;
+  l_hi *= corr_hi;
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i) {
+    acc[i][0] *= corr_lo;
+    acc[i][1] *= corr_lo;
+    acc[i][2] *= corr_hi;
+    acc[i][3] *= corr_hi;
+  }
+}
+
 template <typename T, int kD>
 __global__ void __launch_bounds__(kAttnMaxWarps* kWarpSize) DecodeAttentionKernel(const AttnParams p) {
   constexpr int kPitch = kD + 8;  // elements per shared K/V row
@@ -945,40 +991,10 @@ __global__ void __launch_bounds__(kAttnMaxWarps* kWarpSize) DecodeAttentionKerne
           Mma16x8x16<T>(s[2 * np + 1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
         }
       }
-      // 3b. Mask (select, so NaN scores of masked slots vanish), scale, row max.
-      float max_lo = kNegInf, max_hi = kNegInf;
-#pragma unroll
-      for (int nt = 0; nt < kSlotTiles; ++nt) {
-        const uint32_t ok_lo = *reinterpret_cast<const uint16_t*>(mask_lo + nt * 8);
-        const uint32_t ok_hi = *reinterpret_cast<const uint16_t*>(mask_hi + nt * 8);
-        s[nt][0] = (ok_lo & 0xffu) ? s[nt][0] * p.scale_log2 : kNegInf;
-        s[nt][1] = (ok_lo >> 8) ? s[nt][1] * p.scale_log2 : kNegInf;
-        s[nt][2] = (ok_hi & 0xffu) ? s[nt][2] * p.scale_log2 : kNegInf;
-        s[nt][3] = (ok_hi >> 8) ? s[nt][3] * p.scale_log2 : kNegInf;
-        max_lo = fmaxf(max_lo, fmaxf(s[nt][0], s[nt][1]));
-        max_hi = fmaxf(max_hi, fmaxf(s[nt][2], s[nt][3]));
-      }
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 1));
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 2));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 1));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 2));
-      const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
-      // While a row has seen nothing its max is -inf: subtract 0 instead, so
-      // that exp2(-inf - base) is 0 rather than NaN.
-      const float base_lo = new_lo == kNegInf ? 0.0f : new_lo;
-      const float base_hi = new_hi == kNegInf ? 0.0f : new_hi;
-      const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
-      m_lo = new_lo;
-      m_hi = new_hi;
-      l_lo *= corr_lo;
-      l_hi *= corr_hi;
-#pragma unroll
-      for (int i = 0; i < kDTiles; ++i) {
-        acc[i][0] *= corr_lo;
-        acc[i][1] *= corr_lo;
-        acc[i][2] *= corr_hi;
-        acc[i][3] *= corr_hi;
-      }
+      // 3b. Mask, scale, running max and rescaling.
+      float base_lo, base_hi;
+      OnlineSoftmaxStep<kSlotTiles, kDTiles>(s, mask_lo, mask_hi, p.scale_log2, m_lo, m_hi, l_lo, l_hi, acc, base_lo,
+                                             base_hi);
       // 3c. P = exp2(s - max) rounded to T as A fragments of 4 k-steps of 16
       // slots: a0 = rows g of n-tile 2ks, a1 = rows g+8 of it, a2/a3 of 2ks+1.
       uint32_t pa[kSlotTiles / 2][4];
@@ -1413,38 +1429,10 @@ __global__ void __launch_bounds__(kSplitMaxWarps* kWarpSize) DecodeAttentionSpli
         Mma16x8x16<T>(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
         Mma16x8x16<T>(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
       }
-      // 3b. Mask (select), scale, row max.
-      float max_lo = kNegInf, max_hi = kNegInf;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const uint32_t ok_lo = *reinterpret_cast<const uint16_t*>(mask_lo + step * kSplitStep + nt * 8);
-        const uint32_t ok_hi = *reinterpret_cast<const uint16_t*>(mask_hi + step * kSplitStep + nt * 8);
-        s[nt][0] = (ok_lo & 0xffu) ? s[nt][0] * p.scale_log2 : kNegInf;
-        s[nt][1] = (ok_lo >> 8) ? s[nt][1] * p.scale_log2 : kNegInf;
-        s[nt][2] = (ok_hi & 0xffu) ? s[nt][2] * p.scale_log2 : kNegInf;
-        s[nt][3] = (ok_hi >> 8) ? s[nt][3] * p.scale_log2 : kNegInf;
-        max_lo = fmaxf(max_lo, fmaxf(s[nt][0], s[nt][1]));
-        max_hi = fmaxf(max_hi, fmaxf(s[nt][2], s[nt][3]));
-      }
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 1));
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, 2));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 1));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, 2));
-      const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
-      const float base_lo = new_lo == kNegInf ? 0.0f : new_lo;
-      const float base_hi = new_hi == kNegInf ? 0.0f : new_hi;
-      const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
-      m_lo = new_lo;
-      m_hi = new_hi;
-      l_lo *= corr_lo;
-      l_hi *= corr_hi;
-#pragma unroll
-      for (int i = 0; i < kDTiles; ++i) {
-        acc[i][0] *= corr_lo;
-        acc[i][1] *= corr_lo;
-        acc[i][2] *= corr_hi;
-        acc[i][3] *= corr_hi;
-      }
+      // 3b. Mask, scale, running max and rescaling.
+      float base_lo, base_hi;
+      OnlineSoftmaxStep<2, kDTiles>(s, mask_lo + step * kSplitStep, mask_hi + step * kSplitStep, p.scale_log2, m_lo,
+                                    m_hi, l_lo, l_hi, acc, base_lo, base_hi);
       // 3c. P as the A fragment of one 16-slot k-step: a0/a1 rows g/g+8 of
       // n-tile 0, a2/a3 of n-tile 1.
       uint32_t pa[4];
