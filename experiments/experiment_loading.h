@@ -34,7 +34,7 @@ struct Experiment {
   uint64_t seed = 0;
   bool stop_at_eos = true;
   bool add_bos = true;
-  bool verify_on_device = true;  // decoding.verify_on_device
+  bool verify_on_device = true;  // decoding.verify_on_device (default: true on CUDA, false on the CPU)
   std::vector<Method> methods;
   // The optional `measure_acceptance:` mapping, read by RunMeasureAcceptance
   // only; accepted here so that one config serves both commands.

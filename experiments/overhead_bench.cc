@@ -51,9 +51,8 @@ absl::Status SetFlag(OverheadBenchFlags& f, const std::string& name, const std::
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const std::string& config_path, c10::Device device,
+absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const ModelConfig& config, c10::Device device,
                                                         int64_t capacity, uint64_t seed) {
-  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromJsonFile(config_path));
   const at::ScalarType dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat;
   return LlamaModel::CreateRandomOnDevice(config, device, dtype, capacity, seed);
 }
@@ -93,12 +92,13 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   ASSIGN_OR_RETURN(c10::Device device, ParseDevice(flags.device));
   // The engine checks prompt + emitted + max_new_tokens + tree before each step.
   const int64_t capacity = flags.prompt_tokens + 2 * flags.new_tokens + 4 * flags.gamma + 64;
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(flags.target_shape, device, capacity, 1));
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> drafter, RandomModel(flags.drafter_shape, device, capacity, 2));
-  if (drafter->config().vocab_size != target->config().vocab_size)
-    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the drafter shape has ",
-                                                   drafter->config().vocab_size, " tokens, the target ",
-                                                   target->config().vocab_size));
+  ASSIGN_OR_RETURN(ModelConfig target_config, ModelConfig::FromJsonFile(flags.target_shape));
+  ASSIGN_OR_RETURN(ModelConfig drafter_config, ModelConfig::FromJsonFile(flags.drafter_shape));
+  if (drafter_config.vocab_size != target_config.vocab_size)
+    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the drafter shape has ", drafter_config.vocab_size,
+                                                   " tokens, the target ", target_config.vocab_size));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(target_config, device, capacity, 1));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> drafter, RandomModel(drafter_config, device, capacity, 2));
   LanguageModel* drafter_model = drafter.get();
   ASSIGN_OR_RETURN(Method method, ChainMethod(std::move(drafter), flags.gamma));
 

@@ -1,0 +1,65 @@
+#include "experiments/overhead_bench.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "framework/core/file_util.h"
+
+namespace speclab {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kRoot = SPECLAB_SOURCE_DIR;
+
+TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
+  auto flags = ParseOverheadBenchFlags({"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->gamma, 3);
+  EXPECT_EQ(flags->new_tokens, 8);
+  EXPECT_EQ(flags->device, "cpu");
+  EXPECT_EQ(flags->out_dir, "o");
+  EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gama", "3"}).status().message()),
+              HasSubstr("unknown flag '--gama' (expected --target-shape"));
+  EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gamma", "x"}).status().message()),
+              HasSubstr("--gamma expects a positive integer, got 'x'"));
+  EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--prompts"}).status().message()), HasSubstr("needs a value"));
+}
+
+TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
+  const std::string out = ::testing::TempDir() + "/overhead_bench_" + std::to_string(::getpid());
+  OverheadBenchFlags flags;
+  flags.target_shape = kRoot + "/models/speclab-target/config.json";
+  flags.drafter_shape = kRoot + "/models/speclab-drafter/config.json";
+  flags.gamma = 2;
+  flags.new_tokens = 4;
+  flags.prompt_tokens = 8;
+  flags.prompts = 1;
+  flags.device = "cpu";
+  flags.out_dir = out;
+  ASSERT_TRUE(RunOverheadBench(flags).ok());
+  std::stringstream report;
+  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
+  EXPECT_THAT(report.str(), HasSubstr("| autoregressive | 0 |"));
+  EXPECT_THAT(report.str(), HasSubstr("| chain_g2 | 1 |"));
+  EXPECT_THAT(report.str(), HasSubstr("overhead us/step"));
+  RemoveTree(out);
+}
+
+TEST(OverheadBenchTest, MismatchedVocabulariesAreAnError) {
+  OverheadBenchFlags flags;
+  flags.target_shape = kRoot + "/models/speclab-target/config.json";
+  flags.drafter_shape = kRoot + "/configs/shapes/llama-3.2-1b.json";  // 128256 tokens vs 8000
+  flags.device = "cpu";
+  flags.new_tokens = 2;
+  // Checked from the configs, before anything is allocated.
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("the drafter shape has 128256 tokens"));
+}
+
+}  // namespace
+}  // namespace speclab
