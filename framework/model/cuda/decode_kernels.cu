@@ -829,6 +829,23 @@ __device__ __forceinline__ uint32_t LoadMaskWord(const uint8_t* row, int64_t slo
 
 constexpr float kNegInf = -__builtin_huge_valf();
 
+// The q rows of one 16-row m-tile as mma A fragments, one per 16-wide k-step
+// (row-major 16 x 16): a0 (g, 2t..), a1 (g+8, 2t..), a2 (g, 2t+8..),
+// a3 (g+8, 2t+8..), where rows g and g + 8 are row_lo and row_hi.
+template <typename T, int kD, int kKSteps>
+__device__ __forceinline__ void LoadQFragments(const T* q_head, int row_lo, int row_hi, int t,
+                                               uint32_t (&qa)[kKSteps][4]) {
+  const T* lo = q_head + static_cast<int64_t>(row_lo) * kD + 2 * t;
+  const T* hi = q_head + static_cast<int64_t>(row_hi) * kD + 2 * t;
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) {
+    qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16));
+    qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16));
+    qa[kk][2] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16 + 8));
+    qa[kk][3] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16 + 8));
+  }
+}
+
 // The online-softmax step the attention kernels share, over kTiles n-tiles of
 // mma scores `s` (rows g and g + 8 of the fragment): masks by selection, so
 // that NaN scores of masked slots vanish; scales to log2 units; updates the
@@ -900,21 +917,9 @@ __global__ void __launch_bounds__(kAttnMaxWarps* kWarpSize) DecodeAttentionKerne
   const int row_lo = min(m_tile * 16 + g, p.rows - 1);
   const int row_hi = min(m_tile * 16 + g + 8, p.rows - 1);
 
-  // Q as A fragments (row-major 16 x 16 per k-step): a0 (g, 2t..), a1 (g+8, 2t..),
-  // a2 (g, 2t+8..), a3 (g+8, 2t+8..).
+  // Q as A fragments.
   uint32_t qa[kKSteps][4];
-  {
-    const T* q_head = static_cast<const T*>(p.q) + head * p.rows * kD;
-    const T* lo = q_head + static_cast<int64_t>(row_lo) * kD + 2 * t;
-    const T* hi = q_head + static_cast<int64_t>(row_hi) * kD + 2 * t;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16));
-      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16));
-      qa[kk][2] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16 + 8));
-      qa[kk][3] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16 + 8));
-    }
-  }
+  LoadQFragments<T, kD, kKSteps>(static_cast<const T*>(p.q) + head * p.rows * kD, row_lo, row_hi, t, qa);
   const uint8_t* const mask_lo = mask_s + (row_lo % p.tokens) * kAttnMaskPitch + 2 * t;
   const uint8_t* const mask_hi = mask_s + (row_hi % p.tokens) * kAttnMaskPitch + 2 * t;
 
@@ -1338,20 +1343,9 @@ __global__ void __launch_bounds__(kSplitMaxWarps* kWarpSize) DecodeAttentionSpli
   const int row_lo = min(g, p.rows - 1);
   const int row_hi = min(g + 8, p.rows - 1);
 
-  // 1. Q as A fragments (as in DecodeAttentionKernel), then the mask words.
+  // 1. Q as A fragments, then the mask words.
   uint32_t qa[kKSteps][4];
-  {
-    const T* q_head = static_cast<const T*>(p.q) + head * p.rows * kD;
-    const T* lo = q_head + static_cast<int64_t>(row_lo) * kD + 2 * t;
-    const T* hi = q_head + static_cast<int64_t>(row_hi) * kD + 2 * t;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      qa[kk][0] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16));
-      qa[kk][1] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16));
-      qa[kk][2] = __ldg(reinterpret_cast<const unsigned int*>(lo + kk * 16 + 8));
-      qa[kk][3] = __ldg(reinterpret_cast<const unsigned int*>(hi + kk * 16 + 8));
-    }
-  }
+  LoadQFragments<T, kD, kKSteps>(static_cast<const T*>(p.q) + head * p.rows * kD, row_lo, row_hi, t, qa);
   {
     // Lane l: the warp's slots 4l..4l+3 (zero past the warp's run or kv_length).
     const int64_t slot = slot_begin + 4 * lane;
