@@ -97,7 +97,7 @@ if has bench; then
     log "bench: transformers (autoregressive and assisted generation)"
     PYTHONUNBUFFERED=1 timeout 420 python3 scripts/hf_bench.py --target models/speclab-target --drafter models/speclab-drafter \
       --prompts "$OUT/e2e/prompts.jsonl" --max-new-tokens 128 --temperatures 0,1 --assistant-tokens 5 \
-      --eos 2 --out "$OUT/hf_bench.json" > "$OUT/hf_bench.md" 2> "$OUT/hf_bench.log" || { log "HF BENCH FAILED"; tail -n 20 "$OUT/hf_bench.log"; }
+      --out "$OUT/hf_bench.json" > "$OUT/hf_bench.md" 2> "$OUT/hf_bench.log" || { log "HF BENCH FAILED"; tail -n 20 "$OUT/hf_bench.log"; }
     grep -E "all" "$OUT/hf_bench.md" || true
     snapshot
   fi

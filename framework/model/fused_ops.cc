@@ -97,28 +97,19 @@ void CheckAttentionShapes(const at::Tensor& q, const at::Tensor& k, const at::Te
               " rows are not group * n for the n = ", n, " rows of allowed");
 }
 
-// llama_model.cc's Attend() on the grouped layout: SDPA with the mask repeated
-// per query head of a group on CUDA (PyTorch 2), else matmul-softmax in fp32
-// with a finite fill.
+// GroupedAttentionAten on the decode layout: SDPA with the mask repeated per
+// query head of a group on CUDA (PyTorch 2), else the fp32 matmul-softmax.
 at::Tensor DecodeAttentionAten(const at::Tensor& q, const at::Tensor& k_cache_layer, const at::Tensor& v_cache_layer,
                                const at::Tensor& allowed, int64_t kv_length) {
-  const int64_t n = allowed.size(0);
-  const int64_t group = q.size(1) / n;
-  const at::Tensor q4 = q.unsqueeze(0);
-  const at::Tensor k = k_cache_layer.narrow(1, 0, kv_length).unsqueeze(0);
-  const at::Tensor v = v_cache_layer.narrow(1, 0, kv_length).unsqueeze(0);
+  const int64_t group = q.size(1) / allowed.size(0);
+  at::Tensor grouped;
 #if TORCH_VERSION_MAJOR >= 2
-  if (q.is_cuda()) {
-    const at::Tensor grouped = group > 1 ? allowed.repeat({group, 1}) : allowed;
-    return at::scaled_dot_product_attention(q4, k, v, grouped)[0].contiguous();
-  }
+  if (q.is_cuda()) grouped = group > 1 ? allowed.repeat({group, 1}) : allowed;
 #endif
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  const at::Tensor scores = at::matmul(q4, k.transpose(-2, -1)).to(at::kFloat) * scale;
-  const at::Tensor masked = scores.view({1, q.size(0), group, n, kv_length})
-                                .masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest())
-                                .view(scores.sizes());
-  return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v)[0].contiguous();
+  return GroupedAttentionAten(q.unsqueeze(0), k_cache_layer.narrow(1, 0, kv_length).unsqueeze(0),
+                              v_cache_layer.narrow(1, 0, kv_length).unsqueeze(0), allowed, grouped, at::Tensor(),
+                              group)[0]
+      .contiguous();
 }
 
 #ifdef SPECLAB_WITH_CUDA
@@ -458,6 +449,27 @@ at::Tensor DecodeAttentionWithKernel(const at::Tensor& q, const at::Tensor& k_ca
   (void)blocks;
 #endif
   return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+}
+
+at::Tensor GroupedAttentionAten(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& allowed, const at::Tensor& grouped, const at::Tensor& blocked,
+                                int64_t group) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (grouped.defined()) return at::scaled_dot_product_attention(q, k, v, grouped);
+#endif
+  const int64_t n = allowed.size(0);
+  const int64_t s = k.size(-2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat) * scale;
+  const std::vector<int64_t> full = scores.sizes().vec();
+  std::vector<int64_t> by_group(full.begin(), full.end() - 2);
+  by_group.insert(by_group.end(), {group, n, s});
+  // A finite fill keeps rows without any visible key NaN-free.
+  const at::Tensor masked = scores.view(by_group)
+                                .masked_fill(blocked.defined() ? blocked : allowed.logical_not(),
+                                             std::numeric_limits<float>::lowest())
+                                .view(full);
+  return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v);
 }
 
 }  // namespace fused

@@ -95,6 +95,18 @@ enum class LinearKernel { kAuto, kTensorCore, kSimt };
 at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             LinearKernel kernel, int warps_per_block);
 
+// Grouped-query attention in ATen, any batch: the formula DecodeAttention's
+// kernel stands in for, and the one the model's unfused (training) path uses.
+//   q [B, kv_heads, group * n, D] (row j * n + t: token t of head kv * group + j),
+//   k, v [B, kv_heads, S, D], allowed [n, S] bool (token t may see slot s).
+// `grouped` (allowed repeated per query head of a group) selects SDPA
+// (PyTorch 2); otherwise the fp32 matmul-softmax with a finite fill, with
+// `blocked` = !allowed when the caller has it at hand. Callers running many
+// layers over one mask pass these precomputed.
+at::Tensor GroupedAttentionAten(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& allowed, const at::Tensor& grouped, const at::Tensor& blocked,
+                                int64_t group);
+
 // Grouped-query attention of a decoding step over one layer's KV cache:
 //   q              [kv_heads, group * n, D], the layout RopeQkvToCache returns
 //                  (row j * n + t: query token t of head kv * group + j)

@@ -127,27 +127,6 @@ bool UseSdpa(const c10::Device& device) {
 #endif
 }
 
-// Grouped-query attention without repeating K/V: the `group` query heads that
-// share a KV head are stacked along the query axis.
-//   q: [B, kv_heads, group * n, head_dim]; k, v: [B, kv_heads, S, head_dim].
-at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
-                  int64_t group) {
-#if TORCH_VERSION_MAJOR >= 2
-  if (mask.grouped.defined()) return at::scaled_dot_product_attention(q, k, v, mask.grouped);
-#endif
-  const int64_t n = mask.allowed.size(0);
-  const int64_t s = k.size(-2);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat) * scale;
-  const std::vector<int64_t> full = scores.sizes().vec();
-  std::vector<int64_t> by_group(full.begin(), full.end() - 2);
-  by_group.insert(by_group.end(), {group, n, s});
-  // A finite fill keeps rows without any visible key NaN-free.
-  const at::Tensor masked =
-      scores.view(by_group).masked_fill(mask.blocked, std::numeric_limits<float>::lowest()).view(full);
-  return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v);
-}
-
 struct ForwardContext {
   at::Tensor cos, sin;  // [n, head_dim]
   AttentionMask mask;
@@ -444,7 +423,10 @@ at::Tensor LlamaModel::Impl::Layer(int64_t index, const at::Tensor& x, const For
   // [B, n, heads, hd] -> [B, kv_heads, group * n, hd], heads ordered kv_head * group + j as in HF repeat_kv.
   const at::Tensor q_grouped =
       q.reshape({batch, n, kv_heads, group, hd}).permute({0, 2, 3, 1, 4}).reshape({batch, kv_heads, group * n, hd});
-  const at::Tensor attn = Attend(q_grouped, k, v, ctx.mask, group)
+  // Grouped-query attention without repeating K/V: the query heads that share
+  // a KV head are stacked along the query axis.
+  const at::Tensor attn = fused::GroupedAttentionAten(q_grouped, k, v, ctx.mask.allowed, ctx.mask.grouped,
+                                                      ctx.mask.blocked, group)
                               .reshape({batch, kv_heads, group, n, hd})
                               .permute({0, 3, 1, 2, 4})
                               .reshape({batch, n, heads * hd});

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "framework/sampling.h"
 
 namespace speclab::verifiers {
 namespace {
@@ -33,10 +32,6 @@ absl::Status CheckDeviceChain(const DeviceChainProblem& problem, const std::stri
 at::Tensor LeadingAccepted(const at::Tensor& accepted) {
   if (accepted.numel() == 0) return at::zeros({}, accepted.options().dtype(at::kLong));
   return accepted.to(at::kLong).cumprod(0).sum();
-}
-
-at::Tensor SampleEachRow(const at::Tensor& weights, at::Generator& generator) {
-  return SampleRows(weights, generator);
 }
 
 at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_stop) {

@@ -19,10 +19,6 @@ absl::Status CheckDeviceChain(const DeviceChainProblem& problem, const std::stri
 // The number of leading true entries of `accepted` [m] bool, as a 0-d int64.
 at::Tensor LeadingAccepted(const at::Tensor& accepted);
 
-// One token from each row of `weights` [m, vocab] (non-negative, not
-// necessarily normalised), [m] int64.
-at::Tensor SampleEachRow(const at::Tensor& weights, at::Generator& generator);
-
 // {accepted, extra[accepted]} as int64 [2]: the rule's answer.
 at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_stop);
 

@@ -9,6 +9,7 @@
 #include "algorithms/verifiers/common/chain_on_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_verifier.h"
+#include "framework/sampling.h"
 
 namespace speclab {
 namespace {
@@ -18,7 +19,7 @@ class PointMassOnDevice final : public DeviceChainVerifier {
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "point_mass", /*needs_draft=*/false));
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);  // y ~ one-hot p is its argmax
-    const at::Tensor y = verifiers::SampleEachRow(problem.target_probs, generator);
+    const at::Tensor y = SampleRows(problem.target_probs, generator);
     const int64_t drafts = y.size(0) - 1;
     const at::Tensor accepted = verifiers::LeadingAccepted(problem.tokens.narrow(0, 1, drafts) == y.narrow(0, 0, drafts));
     return verifiers::ChainAnswer(accepted, y);

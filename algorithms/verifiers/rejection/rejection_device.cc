@@ -11,6 +11,7 @@
 #include "algorithms/verifiers/common/chain_on_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_verifier.h"
+#include "framework/sampling.h"
 
 namespace speclab {
 namespace {
@@ -34,7 +35,7 @@ class RejectionOnDevice final : public DeviceChainVerifier {
     // A residual without mass belongs to a draft that cannot be rejected
     // (p <= q everywhere means p == q): any row with mass will do.
     stops = at::where(stops.sum(1, /*keepdim=*/true) > 0, stops, p);
-    return verifiers::ChainAnswer(accepted, verifiers::SampleEachRow(stops, generator));
+    return verifiers::ChainAnswer(accepted, SampleRows(stops, generator));
   }
 };
 
