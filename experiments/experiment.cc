@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "experiments/device_trace.h"
 #include "experiments/experiment_loading.h"
 #include "experiments/forward_costs.h"
 #include "experiments/prompt_set.h"
@@ -128,6 +129,31 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
   return absl::OkStatus();
 }
 
+// One untimed generation of the baseline and of each method per temperature,
+// on the first prompt, each under the profiler.
+absl::Status TraceMethods(Experiment& e, const std::vector<int32_t>& prompt, DecodeOptions options,
+                          const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InternalError(absl::StrCat(dir, ": cannot create: ", error.message()));
+  const bool cuda = e.target->device().is_cuda();
+  for (double temperature : e.temperatures) {
+    options.sampling.temperature = temperature;
+    auto path = [&](const std::string& method) {
+      return (std::filesystem::path(dir) / absl::StrFormat("%s_T%g.json", method, temperature)).string();
+    };
+    RETURN_IF_ERROR(TraceToFile(path(kBaseline), cuda, [&] {
+      return Traced(path(kBaseline), GenerateAutoregressive(*e.target, prompt, options));
+    }));
+    for (Method& m : e.methods)
+      RETURN_IF_ERROR(TraceToFile(path(m.name), cuda, [&] {
+        return Traced(path(m.name), GenerateSpeculative(*e.target, m, prompt, options));
+      }));
+  }
+  std::cerr << "speclab: wrote traces to " << dir << "\n";
+  return absl::OkStatus();
+}
+
 // Forwards up to this many tokens (trees, drafter levels) run as CUDA graphs.
 constexpr int64_t kMaxPreparedTokens = 128;
 
@@ -188,6 +214,7 @@ absl::Status RunExperiment(const RunFlags& flags) {
   if (captures() > prepared_captures)
     std::cerr << "speclab: warning: " << captures() - prepared_captures
               << " CUDA graphs were captured during timed decoding (their cost is in the timings)\n";
+  if (!flags.trace_dir.empty()) RETURN_IF_ERROR(TraceMethods(e, encoded.front(), options, flags.trace_dir));
   std::cerr << "speclab: measuring forward costs for the predicted speedups\n";
   RETURN_IF_ERROR(PredictRunTimes(e, encoded, records));
   const std::vector<SummaryRow> rows = Summarize(records, kBaseline);

@@ -1,6 +1,6 @@
 // speclab: the command-line entry point.
 //
-//   speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]
+//   speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR] [--trace DIR]
 //   speclab list [--format=tsv]
 //   speclab audit [--format=tsv] [--seed N]
 //   speclab train TRAIN.yaml [--set key.path=value ...]
@@ -27,7 +27,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR]\n"
+    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR] [--trace DIR]\n"
     "  speclab list [--format=tsv]\n"
     "  speclab audit [--format=tsv] [--seed N]\n"
     "  speclab train TRAIN.yaml [--set key.path=value ...]\n"
@@ -35,7 +35,8 @@ constexpr char kUsage[] =
     "  speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] [--prompt-tokens P]\n"
     "                       [--repeats R] [--device auto|cpu|cuda|cuda:N] [--no-graphs] [--eager-too]\n"
     "  speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] [--gamma G]\n"
-    "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n";
+    "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n"
+    "                         [--trace DIR]\n";
 
 int Fail(const absl::Status& status) {
   std::cerr << "speclab: " << status.message() << "\n";
@@ -47,17 +48,21 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
-// Parses "FILE [--set k=v]... [--out DIR]" for run and train.
+// Parses "FILE [--set k=v]... [--out DIR] [--trace DIR]" for run, train and
+// measure-acceptance (--out and --trace only where allowed).
 bool ParseConfigArgs(const std::vector<std::string>& args, speclab::RunFlags& flags, bool allow_out,
-                     std::string& problem) {
+                     bool allow_trace, std::string& problem) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if ((a == "--set" || (a == "--out" && allow_out)) && i + 1 < args.size()) {
-      (a == "--set" ? flags.overrides.push_back(args[++i]) : void(flags.out_dir = args[++i]));
+    if ((a == "--set" || (a == "--out" && allow_out) || (a == "--trace" && allow_trace)) && i + 1 < args.size()) {
+      std::string& value = a == "--out" ? flags.out_dir : a == "--trace" ? flags.trace_dir : flags.overrides.emplace_back();
+      value = args[++i];
     } else if (absl::StartsWith(a, "--set=")) {
       flags.overrides.push_back(a.substr(6));
     } else if (allow_out && absl::StartsWith(a, "--out=")) {
       flags.out_dir = a.substr(6);
+    } else if (allow_trace && absl::StartsWith(a, "--trace=")) {
+      flags.trace_dir = a.substr(8);
     } else if (!absl::StartsWith(a, "--") && flags.config_path.empty()) {
       flags.config_path = a;
     } else {
@@ -110,7 +115,7 @@ int main(int argc, char** argv) {
   if (command == "run" || command == "train" || command == "measure-acceptance") {
     speclab::RunFlags flags;
     std::string problem;
-    if (!ParseConfigArgs(args, flags, command != "train", problem)) return Usage(problem);
+    if (!ParseConfigArgs(args, flags, command != "train", command == "run", problem)) return Usage(problem);
     absl::Status status;
     if (command == "run") {
       status = speclab::RunExperiment(flags);

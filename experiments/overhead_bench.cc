@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "drafters/model/model_drafter.h"
+#include "experiments/device_trace.h"
 #include "experiments/forward_costs.h"
 #include "experiments/model_loading.h"
 #include "framework/core/options.h"
@@ -43,11 +44,12 @@ absl::Status SetFlag(OverheadBenchFlags& f, const std::string& name, const std::
   else if (name == "--prompts") return as_int(f.prompts);
   else if (name == "--device") f.device = value;
   else if (name == "--out") f.out_dir = value;
+  else if (name == "--trace") f.trace_dir = value;
   else
     return absl::InvalidArgumentError(absl::StrCat(
         "bench-overhead: unknown flag '", name,
         "' (expected --target-shape, --drafter-shape, --gamma, --new-tokens, --prompt-tokens, --prompts, --device, "
-        "--out)"));
+        "--out, --trace)"));
   return absl::OkStatus();
 }
 
@@ -138,6 +140,22 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     }
     rows.push_back(base);
     rows.push_back(spec);
+  }
+
+  if (!flags.trace_dir.empty()) {
+    std::filesystem::create_directories(flags.trace_dir);
+    for (double t : {0.0, 1.0}) {
+      options.sampling.temperature = t;
+      auto path = [&](const std::string& name) {
+        return (std::filesystem::path(flags.trace_dir) / absl::StrFormat("%s_T%g.json", name, t)).string();
+      };
+      RETURN_IF_ERROR(TraceToFile(path("autoregressive"), device.is_cuda(), [&] {
+        return Traced(path("autoregressive"), GenerateAutoregressive(*target, prompts[0], options));
+      }));
+      RETURN_IF_ERROR(TraceToFile(path(method.name), device.is_cuda(), [&] {
+        return Traced(path(method.name), GenerateSpeculative(*target, method, prompts[0], options));
+      }));
+    }
   }
 
   // Price the forwards at costs measured on the same models.

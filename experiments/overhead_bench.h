@@ -30,6 +30,7 @@ struct OverheadBenchFlags {
   int prompts = 3;
   std::string device = "auto";
   std::string out_dir;  // "": print only
+  std::string trace_dir;  // non-empty: untimed Kineto traces of one generation each (device_trace.h)
 };
 
 // Parses the arguments after "bench-overhead"; unknown flags are errors.

@@ -18,12 +18,14 @@ using ::testing::HasSubstr;
 const std::string kRoot = SPECLAB_SOURCE_DIR;
 
 TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
-  auto flags = ParseOverheadBenchFlags({"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o"});
+  auto flags = ParseOverheadBenchFlags(
+      {"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o", "--trace", "t"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->gamma, 3);
   EXPECT_EQ(flags->new_tokens, 8);
   EXPECT_EQ(flags->device, "cpu");
   EXPECT_EQ(flags->out_dir, "o");
+  EXPECT_EQ(flags->trace_dir, "t");
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gama", "3"}).status().message()),
               HasSubstr("unknown flag '--gama' (expected --target-shape"));
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gamma", "x"}).status().message()),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, tests and benchmarks speclab on a CUDA machine against PyTorch's
 # LibTorch 2.x, in one call. Usage:
-#   scripts/gpu_run.sh [STAGE ...]     stages: build test train parity bench pack (default: build test bench)
+#   scripts/gpu_run.sh [STAGE ...]     stages: build test train parity bench trace pack (default: build test bench)
 # Environment:
 #   OUT           folder for results (default out/gpu); logs and tables land there
 #   ABSL_DEBS     folder with Debian's libabsl-dev and libabsl20220623 .debs
@@ -103,6 +103,30 @@ if has bench; then
   fi
   "$BUILD/speclab_bench" --benchmark_filter=ModelForward --benchmark_min_time=0.2 > "$OUT/micro_bench.txt" 2>&1 || true
   SPECLAB_BENCH_DEVICE=cuda "$BUILD/speclab_bench" --benchmark_filter=ModelForward --benchmark_min_time=0.2 >> "$OUT/micro_bench.txt" 2>&1 || true
+fi
+if has trace; then
+  # Kineto traces of one generation per method, summarised: device idle gaps,
+  # the host work inside them, and the device's non-forward kernels.
+  log "trace: bench-overhead (random 8B target, 1B drafter)"
+  TRACES=/tmp/speclab-traces
+  rm -rf "$TRACES"
+  timeout 240 "$BUILD/speclab" bench-overhead --trace "$TRACES/overhead" --out "$OUT/overhead" > "$OUT/trace_overhead.log" 2>&1 \
+    || { log "TRACE OVERHEAD FAILED"; tail -n 20 "$OUT/trace_overhead.log"; }
+  cat "$OUT/overhead/overhead_bench.md" 2>/dev/null || true
+  log "trace: shipped pair end to end"
+  timeout 300 "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --set prompts.per_task=2 \
+    --trace "$TRACES/e2e" > "$OUT/trace_e2e.md" 2> "$OUT/trace_e2e.log" || { log "TRACE E2E FAILED"; tail -n 20 "$OUT/trace_e2e.log"; }
+  grep -A12 "task \`all\`" "$OUT/trace_e2e.md" || true
+  for dir in overhead e2e; do
+    log=$OUT/trace_$dir.log
+    for trace in "$TRACES/$dir"/*.json; do
+      [ -f "$trace" ] || continue
+      steps=$(grep -F "traced $trace:" "$log" | sed -E 's/.*: ([0-9]+) steps.*/\1/' | head -1)
+      python3 scripts/trace_summary.py "$trace" --steps "${steps:-0}" --top 10
+    done > "$OUT/trace_summary_$dir.md" 2>&1 || true
+  done
+  grep -E "^## |per step" "$OUT/trace_summary_overhead.md" "$OUT/trace_summary_e2e.md" | head -80 || true
+  snapshot
 fi
 if has pack; then
   # The device returns at most 8 files of 16 MiB: one tar in 15 MiB parts.
