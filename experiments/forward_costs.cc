@@ -39,7 +39,7 @@ std::vector<int64_t> Range(int64_t from, int64_t n) {
 }
 
 absl::StatusOr<std::map<int64_t, double>> Measure(LanguageModel& model, const std::set<int64_t>& token_counts,
-                                                  int64_t context, int repeats) {
+                                                  int64_t context, int repeats, bool synchronize_each) {
   c10::InferenceMode inference;
   const c10::Device device = model.device();
   const int64_t vocab = model.config().vocab_size;
@@ -63,6 +63,7 @@ absl::StatusOr<std::map<int64_t, double>> Measure(LanguageModel& model, const st
       for (int i = 0; i < times; ++i) {
         RETURN_IF_ERROR(model.Forward(tokens, positions, mask).status());
         RETURN_IF_ERROR(model.Truncate(context));
+        if (synchronize_each) Synchronize(device);
       }
       return absl::OkStatus();
     };
@@ -81,9 +82,9 @@ absl::StatusOr<std::map<int64_t, double>> Measure(LanguageModel& model, const st
 
 absl::StatusOr<std::map<int64_t, double>> MeasureForwardCosts(LanguageModel& model,
                                                               const std::set<int64_t>& token_counts,
-                                                              int64_t context, int repeats) {
+                                                              int64_t context, int repeats, bool synchronize_each) {
   try {
-    return Measure(model, token_counts, context, std::max(repeats, 1));
+    return Measure(model, token_counts, context, std::max(repeats, 1), synchronize_each);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("measuring forward costs: ", e.what()));
   }

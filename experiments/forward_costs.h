@@ -22,11 +22,15 @@ namespace speclab {
 // Seconds per Forward() of n tokens (a causal chain) on top of a committed
 // prefix of `context` tokens, for each n in `token_counts`: the mean of
 // `repeats` forwards queued back to back after a warm-up, so that on a GPU the
-// host's launch work overlaps the device's as in decoding. Leaves the model's
-// cache empty.
+// host's launch work overlaps the device's as in decoding. With
+// `synchronize_each`, the host instead waits for every forward before
+// launching the next: the difference is the launch and synchronisation
+// latency a step pays when its next forward depends on a host decision.
+// Leaves the model's cache empty.
 absl::StatusOr<std::map<int64_t, double>> MeasureForwardCosts(LanguageModel& model,
                                                               const std::set<int64_t>& token_counts,
-                                                              int64_t context, int repeats);
+                                                              int64_t context, int repeats,
+                                                              bool synchronize_each = false);
 
 // Sum over token counts of count * cost; counts without a cost are an error.
 absl::StatusOr<double> PredictSeconds(const std::map<int64_t, int64_t>& counts,

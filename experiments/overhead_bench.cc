@@ -168,6 +168,10 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   const int64_t context = flags.prompt_tokens + flags.new_tokens / 2;
   ASSIGN_OR_RETURN(auto target_costs, MeasureForwardCosts(*target, target_counts, context, 10));
   ASSIGN_OR_RETURN(auto draft_costs, MeasureForwardCosts(*drafter_model, draft_counts, context, 10));
+  // The same forwards, each waited for: what a forward costs when the host
+  // must see its result before launching the next.
+  ASSIGN_OR_RETURN(auto target_waited, MeasureForwardCosts(*target, {1}, context, 10, /*synchronize_each=*/true));
+  ASSIGN_OR_RETURN(auto draft_waited, MeasureForwardCosts(*drafter_model, {1}, context, 10, true));
   for (size_t i = 0; i < base_runs.size(); ++i) {
     const size_t row = 2 * (i / prompts.size());
     ASSIGN_OR_RETURN(double base_seconds, PredictSeconds(base_runs[i].target_forwards, target_costs));
@@ -185,6 +189,11 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   if (target_costs.count(flags.gamma + 1)) absl::StrAppendFormat(&report, ", target n=%d %.3f", flags.gamma + 1,
                                                                  1e3 * target_costs[flags.gamma + 1]);
   if (draft_costs.count(1)) absl::StrAppendFormat(&report, ", drafter n=1 %.3f", 1e3 * draft_costs[1]);
+  absl::StrAppendFormat(&report,
+                        "\n\nLaunch and synchronisation latency (n=1, a synchronisation after each forward, minus "
+                        "back to back): target %.1f us, drafter %.1f us",
+                        1e6 * (target_waited[1] - target_costs[1]),
+                        1e6 * (draft_waited[1] - (draft_costs.count(1) ? draft_costs[1] : draft_waited[1])));
   report +=
       "\n\n| method | temperature | tokens/s | steps | tau | measured ms | predicted ms | overhead us/step |\n"
       "|---|---|---|---|---|---|---|---|\n";

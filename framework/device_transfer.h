@@ -9,7 +9,10 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <c10/core/Event.h>
+
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace speclab {
@@ -18,6 +21,21 @@ namespace speclab {
 at::Tensor LongsToDevice(const std::vector<int64_t>& values, c10::Device device);
 // bool [rows, cols] on `device` from row-major 0/1 bytes.
 at::Tensor MaskToDevice(const std::vector<uint8_t>& mask, int64_t rows, int64_t cols, c10::Device device);
+
+// A device-to-host read collected later: Start() queues the copy behind the
+// work already queued on the tensor's device and returns at once; Wait()
+// blocks until the copy is done, not until later work is (as .item() or
+// .to(kCPU) would). On the CPU there is nothing to wait for.
+class AsyncRead {
+ public:
+  static AsyncRead Start(const at::Tensor& tensor);
+  // The host copy; valid until this AsyncRead is destroyed.
+  const at::Tensor& Wait();
+
+ private:
+  at::Tensor host_;
+  std::optional<c10::Event> copied_;
+};
 
 }  // namespace speclab
 

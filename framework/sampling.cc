@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "framework/model/fused_ops.h"
 
 namespace speclab {
 
@@ -18,7 +19,8 @@ absl::Status SamplingParams::Validate() const {
 at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params) {
   at::Tensor x = logits.to(at::kFloat);
   if (params.greedy()) {
-    return at::zeros_like(x).scatter_(-1, x.argmax(-1, /*keepdim=*/true), 1.0);
+    const at::Tensor best = x.dim() == 2 ? fused::ArgmaxRows(x).unsqueeze(-1) : x.argmax(-1, /*keepdim=*/true);
+    return at::zeros_like(x).scatter_(-1, best, 1.0);
   }
   x = x / params.temperature;
   const int64_t vocab = x.size(-1);
@@ -35,18 +37,21 @@ at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params)
     at::Tensor drop = at::zeros_like(drop_sorted).scatter_(-1, order, drop_sorted);
     x = x.masked_fill(drop, -std::numeric_limits<float>::infinity());
   }
-  return x.softmax(-1);
+  return x.dim() == 2 ? fused::SoftmaxRows(x) : x.softmax(-1);
 }
+
+at::Tensor GreedyTokens(const at::Tensor& scores) { return fused::ArgmaxRows(scores.to(at::kFloat)); }
 
 at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator) {
   // The exponential race: argmax_i w_i / E_i with E_i ~ Exp(1) i.i.d. picks i
   // with probability w_i / sum(w). It is what at::multinomial does for one
   // draw, minus multinomial's validity checks, which read the tensor back to
   // the host (two synchronisations per call). E is kept off 0 so that a zero
-  // weight gives 0, never 0/0.
-  at::Tensor race = at::empty_like(probs).exponential_(1.0, generator);
-  race.clamp_min_(std::numeric_limits<float>::min());
-  return at::div(probs, race).argmax(-1);
+  // weight gives 0, never 0/0; ArgmaxRows divides and reduces in one pass.
+  const at::Tensor rows = probs.dim() == 2 ? probs : probs.reshape({-1, probs.size(-1)});
+  const at::Tensor race = at::empty_like(rows).exponential_(1.0, generator);
+  const at::Tensor tokens = fused::ArgmaxRows(rows, race);
+  return probs.dim() == 2 ? tokens : tokens.reshape(probs.sizes().slice(0, probs.dim() - 1));
 }
 
 at::Generator MakeGenerator(c10::Device device, uint64_t seed) {

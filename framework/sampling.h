@@ -27,6 +27,12 @@ struct SamplingParams {
 // Processed distributions for logits [n, V] (any float dtype): float32 [n, V] rows summing to 1.
 at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params);
 
+// The largest entry's index in each row of scores [n, V] (logits or
+// probabilities, float32), the first on ties: int64 [n]. What temperature 0
+// picks; on CUDA a chunked kernel (fused::ArgmaxRows) rather than ATen's one
+// block per row.
+at::Tensor GreedyTokens(const at::Tensor& scores);
+
 // One token per row of probs [n, V], drawn with `generator`: int64 [n].
 at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator);
 

@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/random_source.h"
@@ -74,7 +75,7 @@ HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs,
                               bool want_rows, bool greedy) {
   const int64_t n = tokens.size(0), vocab = probs.size(1);
   // Token ids are exact in float32 (< 2^24), so one packed float buffer carries everything.
-  std::vector<at::Tensor> parts{tokens.to(probs.device(), at::kFloat), probs.argmax(-1).to(at::kFloat)};
+  std::vector<at::Tensor> parts{tokens.to(probs.device(), at::kFloat), GreedyTokens(probs).to(at::kFloat)};
   const bool rows = want_rows && !greedy;
   const bool draft_rows = rows && draft_probs.defined();
   if (rows) parts.push_back(probs.reshape({-1}));
@@ -163,18 +164,36 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
   auto decode_start = Mark(device, true);
   out.prefill_seconds = Seconds(start, decode_start);
   ResetForwardCounts(target, nullptr);
+  // The host reads each token one step late: the next forward is queued
+  // (from the token still on the device) before the last token is read, so
+  // the device never waits for the host's bookkeeping and launches. The one
+  // forward past the end, when generation stops at EOS, is rolled back below.
   at::Tensor token = LongsToDevice({prompt.back()}, device);
+  std::optional<AsyncRead> unread;  // the newest sampled token
+  int queued = 0;
   bool done = false;
   while (!done) {
     auto step_start = Clock::now();
-    const int64_t position = target.committed_length();
-    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, at::full({1}, position, token.options()), at::Tensor()));
-    token = options.sampling.greedy() ? logits.argmax(-1) : SampleRows(Probabilities(logits, options.sampling), generator);
-    const int32_t host_token = static_cast<int32_t>(token.item<int64_t>());
-    RETURN_IF_ERROR(target.Commit({0}));
-    done = Emit({host_token}, options, out);
-    out.steps.push_back({.verify_seconds = Seconds(step_start, Clock::now())});
+    std::optional<AsyncRead> next;
+    if (queued < options.max_new_tokens) {
+      const int64_t position = target.committed_length();
+      ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(token, at::full({1}, position, token.options()), at::Tensor()));
+      RETURN_IF_ERROR(target.Commit({0}));
+      token = options.sampling.greedy() ? GreedyTokens(logits) : SampleRows(Probabilities(logits, options.sampling), generator);
+      next = AsyncRead::Start(token);
+      ++queued;
+    }
+    if (!unread && !next) break;  // nothing queued, nothing to read: a zero budget
+    if (unread) {
+      done = Emit({static_cast<int32_t>(unread->Wait().data_ptr<int64_t>()[0])}, options, out);
+      out.steps.push_back({.verify_seconds = Seconds(step_start, Clock::now())});
+    }
+    unread = std::move(next);
   }
+  // Keep the cache as if no forward had run ahead: the prompt and every
+  // emitted token but the last.
+  const int64_t fed = static_cast<int64_t>(prompt.size() + out.tokens.size()) - 1;
+  if (target.committed_length() > fed) RETURN_IF_ERROR(target.Truncate(fed));
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
   CollectForwardCounts(target, nullptr, out);
   return out;

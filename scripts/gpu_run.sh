@@ -113,8 +113,9 @@ if has trace; then
   timeout 240 "$BUILD/speclab" bench-overhead --trace "$TRACES/overhead" --out "$OUT/overhead" > "$OUT/trace_overhead.log" 2>&1 \
     || { log "TRACE OVERHEAD FAILED"; tail -n 20 "$OUT/trace_overhead.log"; }
   cat "$OUT/overhead/overhead_bench.md" 2>/dev/null || true
-  log "trace: shipped pair end to end"
-  timeout 300 "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --set prompts.per_task=2 \
+  log "trace: shipped pair end to end, structured prompts"
+  timeout 300 "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml \
+    --set 'prompts.files=[data/prompts/structured.jsonl]' --set prompts.per_task=8 \
     --trace "$TRACES/e2e" > "$OUT/trace_e2e.md" 2> "$OUT/trace_e2e.log" || { log "TRACE E2E FAILED"; tail -n 20 "$OUT/trace_e2e.log"; }
   grep -A12 "task \`all\`" "$OUT/trace_e2e.md" || true
   for dir in overhead e2e; do

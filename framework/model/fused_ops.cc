@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "framework/model/cuda/decode_kernels.h"
+#include "framework/model/cuda/row_kernels.h"
 #endif
 
 namespace speclab {
@@ -470,6 +472,61 @@ at::Tensor GroupedAttentionAten(const at::Tensor& q, const at::Tensor& k, const 
                                              std::numeric_limits<float>::lowest())
                                 .view(full);
   return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v);
+}
+
+namespace {
+
+// Rows and columns of a [rows, cols] float32 tensor the row kernels cover.
+bool RowKernelsCover(const at::Tensor& x) {
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType dtype;
+  return x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= 65535 && x.size(1) >= 1 && Covered({x}, &dtype) &&
+         dtype == dk::DType::kF32;
+#else
+  (void)x;
+  return false;
+#endif
+}
+
+}  // namespace
+
+at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
+  TORCH_CHECK(x.dim() == 2, "ArgmaxRows: x must be [rows, cols], got ", x.sizes());
+  TORCH_CHECK(!divisor.defined() || divisor.sizes() == x.sizes(), "ArgmaxRows: divisor ", divisor.sizes(),
+              " does not match x ", x.sizes());
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(x) && (!divisor.defined() || (RowKernelsCover(divisor) && divisor.device() == x.device()))) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    const int64_t rows = x.size(0), cols = x.size(1);
+    at::Tensor out = at::empty({rows}, x.options().dtype(at::kLong));
+    at::Tensor workspace = at::empty({rows * row_kernels::RowChunks(cols)}, x.options().dtype(at::kLong));
+    CheckLaunch(row_kernels::LaunchArgmaxRows(x.data_ptr<float>(),
+                                              divisor.defined() ? divisor.data_ptr<float>() : nullptr,
+                                              out.data_ptr<int64_t>(),
+                                              reinterpret_cast<uint64_t*>(workspace.data_ptr<int64_t>()), rows, cols,
+                                              CurrentStream(x)),
+                "ArgmaxRows");
+    return out;
+  }
+#endif
+  return divisor.defined() ? at::div(x, divisor.clamp_min(FLT_MIN)).argmax(-1) : x.argmax(-1);
+}
+
+at::Tensor SoftmaxRows(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2, "SoftmaxRows: x must be [rows, cols], got ", x.sizes());
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(x)) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    const int64_t rows = x.size(0), cols = x.size(1);
+    at::Tensor out = at::empty_like(x);
+    at::Tensor workspace = at::empty({2 * rows * row_kernels::RowChunks(cols)}, x.options());
+    CheckLaunch(row_kernels::LaunchSoftmaxRows(x.data_ptr<float>(), out.data_ptr<float>(),
+                                               workspace.data_ptr<float>(), rows, cols, CurrentStream(x)),
+                "SoftmaxRows");
+    return out;
+  }
+#endif
+  return x.softmax(-1);
 }
 
 }  // namespace fused

@@ -175,6 +175,26 @@ at::Tensor DecodeAttentionWithKernel(const at::Tensor& q, const at::Tensor& k_ca
                                      const at::Tensor& v_cache_layer, const at::Tensor& allowed, int64_t kv_length,
                                      AttentionKernel kernel, int64_t blocks);
 
+// --- Vocabulary-wide rows -------------------------------------------------
+//
+// Decoding reduces a few rows of logits or probabilities over the whole
+// vocabulary. ATen gives each row one thread block (a 128k-token row: ~28 us
+// for argmax, ~34 us for softmax on an H200); on CUDA these cut each row into
+// 2048-element chunks over many blocks (cuda/row_kernels.h). Kernel coverage:
+// float32, contiguous, one CUDA device, at most 65535 rows; anything else,
+// and every CPU tensor, takes the ATen formula given.
+
+// The index of the largest entry of each row of x [rows, cols]: int64 [rows].
+// With `divisor` ([rows, cols], defined), the largest x / max(divisor,
+// FLT_MIN) (the exponential race of SampleRows). Ties go to the first index,
+// NaN beats every number. ATen: at::argmax(x or at::div(x,
+// divisor.clamp_min(FLT_MIN)), -1).
+at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tensor());
+
+// at::softmax(x, -1) for x [rows, cols] float32; on CUDA the chunked kernel,
+// whose fp32 sum runs in another order (results agree to a few ulps).
+at::Tensor SoftmaxRows(const at::Tensor& x);
+
 }  // namespace fused
 }  // namespace speclab
 

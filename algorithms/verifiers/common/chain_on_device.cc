@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "framework/sampling.h"
 
 namespace speclab::verifiers {
 namespace {
@@ -39,7 +40,7 @@ at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_s
 }
 
 at::Tensor GreedyChainAnswer(const DeviceChainProblem& problem) {
-  const at::Tensor best = problem.target_probs.argmax(1);
+  const at::Tensor best = GreedyTokens(problem.target_probs);
   const int64_t drafts = best.size(0) - 1;
   return ChainAnswer(LeadingAccepted(problem.tokens.narrow(0, 1, drafts) == best.narrow(0, 0, drafts)), best);
 }

@@ -1,0 +1,160 @@
+// Chunked argmax and softmax for a few wide rows; see row_kernels.h.
+#include "framework/model/cuda/row_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+namespace speclab {
+namespace row_kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpSize = 32;
+static_assert(kRowChunk % kThreads == 0, "a chunk is a whole number of block-wide passes");
+
+// An argmax candidate as one orderable 64-bit key: the value's bits mapped so
+// that unsigned order is numeric order (every NaN above +inf), then the
+// complemented index, so that the larger key is the larger value and, among
+// equal values, the smaller index.
+__device__ __forceinline__ uint64_t ArgmaxKey(float v, uint32_t index) {
+  uint32_t bits = __float_as_uint(v);
+  bits = isnan(v) ? 0xFFFFFFFFu : (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (static_cast<uint64_t>(bits) << 32) | (0xFFFFFFFFu - index);
+}
+
+__device__ __forceinline__ uint64_t MaxKey(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+// The block's largest key (valid in every thread).
+__device__ uint64_t BlockMaxKey(uint64_t key) {
+  __shared__ uint64_t warp_keys[kThreads / kWarpSize];
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) key = MaxKey(key, __shfl_xor_sync(0xFFFFFFFFu, key, offset));
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (lane == 0) warp_keys[warp] = key;
+  __syncthreads();
+  key = lane < kThreads / kWarpSize ? warp_keys[lane] : 0;
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) key = MaxKey(key, __shfl_xor_sync(0xFFFFFFFFu, key, offset));
+  __syncthreads();  // warp_keys may be reused by a later call
+  return key;
+}
+
+// Grid (chunks, rows): each block writes its chunk's largest key.
+__global__ void ArgmaxChunks(const float* __restrict__ x, const float* __restrict__ divisor,
+                             uint64_t* __restrict__ keys, int64_t cols) {
+  const int64_t row = blockIdx.y, chunk = blockIdx.x;
+  const int64_t begin = chunk * kRowChunk;
+  const int64_t end = min(begin + kRowChunk, cols);
+  const float* xr = x + row * cols;
+  const float* dr = divisor == nullptr ? nullptr : divisor + row * cols;
+  uint64_t key = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const float v = dr == nullptr ? xr[i] : xr[i] / fmaxf(dr[i], FLT_MIN);
+    key = MaxKey(key, ArgmaxKey(v, static_cast<uint32_t>(i)));
+  }
+  key = BlockMaxKey(key);
+  if (threadIdx.x == 0) keys[row * gridDim.x + chunk] = key;
+}
+
+// One block per row: the largest of the row's chunk keys, as an index.
+__global__ void ArgmaxMerge(const uint64_t* __restrict__ keys, int64_t* __restrict__ out, int64_t chunks) {
+  const int64_t row = blockIdx.x;
+  uint64_t key = 0;
+  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) key = MaxKey(key, keys[row * chunks + c]);
+  key = BlockMaxKey(key);
+  if (threadIdx.x == 0) out[row] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
+}
+
+// The block's max and its sum of exp(v - max), from each thread's (max, sum).
+__device__ float2 BlockMaxSum(float m, float s) {
+  __shared__ float2 warp_parts[kThreads / kWarpSize];
+  auto merge = [](float m1, float s1, float m2, float s2) {
+    const float m = fmaxf(m1, m2);
+    if (m == -INFINITY) return make_float2(m, 0.0f);
+    return make_float2(m, s1 * expf(m1 - m) + s2 * expf(m2 - m));
+  };
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const float m2 = __shfl_xor_sync(0xFFFFFFFFu, m, offset), s2 = __shfl_xor_sync(0xFFFFFFFFu, s, offset);
+    const float2 r = merge(m, s, m2, s2);
+    m = r.x;
+    s = r.y;
+  }
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (lane == 0) warp_parts[warp] = make_float2(m, s);
+  __syncthreads();
+  const float2 part = lane < kThreads / kWarpSize ? warp_parts[lane] : make_float2(-INFINITY, 0.0f);
+  m = part.x;
+  s = part.y;
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const float m2 = __shfl_xor_sync(0xFFFFFFFFu, m, offset), s2 = __shfl_xor_sync(0xFFFFFFFFu, s, offset);
+    const float2 r = merge(m, s, m2, s2);
+    m = r.x;
+    s = r.y;
+  }
+  __syncthreads();
+  return make_float2(m, s);
+}
+
+// Grid (chunks, rows): each block writes its chunk's (max, sum of exp(x - max)).
+__global__ void SoftmaxChunks(const float* __restrict__ x, float2* __restrict__ parts, int64_t cols) {
+  const int64_t row = blockIdx.y, chunk = blockIdx.x;
+  const int64_t begin = chunk * kRowChunk;
+  const int64_t end = min(begin + kRowChunk, cols);
+  const float* xr = x + row * cols;
+  float m = -INFINITY;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) m = fmaxf(m, xr[i]);
+  float s = 0.0f;
+  if (m != -INFINITY)
+    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += expf(xr[i] - m);
+  const float2 r = BlockMaxSum(m, s);
+  if (threadIdx.x == 0) parts[row * gridDim.x + chunk] = r;
+}
+
+// Grid (chunks, rows): each block merges its row's chunk results (a few dozen
+// values, merged again by every block rather than by one more launch), then
+// writes its chunk.
+__global__ void SoftmaxNormalize(const float* x, const float2* __restrict__ parts, float* out, int64_t cols) {
+  const int64_t row = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
+    const float2 p = parts[row * chunks + c];
+    const float mm = fmaxf(m, p.x);
+    s = mm == -INFINITY ? 0.0f : s * expf(m - mm) + p.y * expf(p.x - mm);
+    m = mm;
+  }
+  const float2 total = BlockMaxSum(m, s);
+  const int64_t begin = chunk * kRowChunk;
+  const int64_t end = min(begin + kRowChunk, cols);
+  const float* xr = x + row * cols;
+  float* outr = out + row * cols;
+  // A row of only -inf: exp(-inf - -inf) = NaN, as at::softmax gives.
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) outr[i] = expf(xr[i] - total.x) / total.y;
+}
+
+}  // namespace
+
+int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
+                     int64_t cols, void* stream) {
+  if (rows < 1 || cols < 1 || cols >= (int64_t{1} << 32) || rows > 65535) return cudaErrorInvalidValue;
+  const int64_t chunks = RowChunks(cols);
+  auto s = static_cast<cudaStream_t>(stream);
+  ArgmaxChunks<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kThreads, 0, s>>>(
+      x, divisor, workspace, cols);
+  ArgmaxMerge<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(workspace, out, chunks);
+  return cudaGetLastError();
+}
+
+int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, void* stream) {
+  if (rows < 1 || cols < 1 || rows > 65535) return cudaErrorInvalidValue;
+  const int64_t chunks = RowChunks(cols);
+  auto s = static_cast<cudaStream_t>(stream);
+  auto* parts = reinterpret_cast<float2*>(workspace);
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
+  SoftmaxChunks<<<grid, kThreads, 0, s>>>(x, parts, cols);
+  SoftmaxNormalize<<<grid, kThreads, 0, s>>>(x, parts, out, cols);
+  return cudaGetLastError();
+}
+
+}  // namespace row_kernels
+}  // namespace speclab

@@ -1,0 +1,49 @@
+// CUDA kernels for a few very wide float32 rows: argmax and softmax over a
+// vocabulary.
+//
+// Decoding reduces [rows, vocab] logits and probabilities with rows = 1..16
+// and vocab up to ~256k. ATen's reductions give each row one thread block,
+// so a 128k-token row takes ~28 us (argmax) and ~34 us (softmax) on an H200
+// while the device's other 131 SMs idle. These cut each row into chunks of
+// kRowChunk elements, one block per (row, chunk), then combine the chunks'
+// partial results in a second, tiny kernel: a few microseconds per call.
+//
+// Like decode_kernels.h, this header knows nothing of torch or CUDA:
+// framework/model/fused_ops.h wraps it for at::Tensor. Pointers are device
+// pointers to contiguous data; `stream` is a cudaStream_t; launches are
+// asynchronous, allocate nothing, never synchronise (graph-capturable) and
+// return a cudaError_t (0 == cudaSuccess).
+#ifndef SPECLAB_FRAMEWORK_MODEL_CUDA_ROW_KERNELS_H_
+#define SPECLAB_FRAMEWORK_MODEL_CUDA_ROW_KERNELS_H_
+
+#include <cstdint>
+
+namespace speclab {
+namespace row_kernels {
+
+// Elements of a row that one block reduces.
+constexpr int64_t kRowChunk = 2048;
+
+// Chunks per row of `cols` elements (the workspace sizes below count them).
+inline int64_t RowChunks(int64_t cols) { return (cols + kRowChunk - 1) / kRowChunk; }
+
+// out[r] = the first index of the largest x[r][i] / max(divisor[r][i], FLT_MIN)
+// (divisor == nullptr: of the largest x[r][i]). NaN counts as larger than
+// every number, as in at::argmax. x, divisor [rows, cols] float32;
+// out [rows] int64; workspace: rows * RowChunks(cols) uint64 values.
+// 1 <= cols < 2^32.
+int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
+                     int64_t cols, void* stream);
+
+// out[r][i] = exp(x[r][i] - M_r) / S_r with M_r the row's maximum and S_r its
+// sum of exp(x - M_r), computed per chunk and merged (the fp32 sum runs in
+// another order than ATen's: results agree with at::softmax to a few ulps).
+// -inf entries give 0; a row of only -inf gives NaN, as at::softmax.
+// x, out [rows, cols] float32 (out may be x); workspace: 2 * rows *
+// RowChunks(cols) floats.
+int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, void* stream);
+
+}  // namespace row_kernels
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_MODEL_CUDA_ROW_KERNELS_H_

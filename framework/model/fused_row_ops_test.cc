@@ -1,0 +1,132 @@
+// fused::ArgmaxRows and fused::SoftmaxRows: the ATen formula on the CPU, the
+// chunked kernels (cuda/row_kernels.h) on CUDA, checked against ATen on the
+// CPU: bit for bit for argmax (ties, NaN, -inf, the divisor form), to float64
+// within a few ulps for softmax.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "framework/model/cuda_graph.h"
+#include "framework/model/fused_ops.h"
+
+namespace speclab {
+namespace {
+
+bool CudaRequested() {
+  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
+  return device != nullptr && std::string(device) == "cuda";
+}
+
+#define SKIP_UNLESS_CUDA()                                                                 \
+  do {                                                                                     \
+    if (!CudaRequested()) GTEST_SKIP() << "CUDA checks run with SPECLAB_TEST_DEVICE=cuda"; \
+    if (!at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";            \
+  } while (0)
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Rows that probe the argmax's edge cases, whatever the width: random
+// values; the row maximum repeated in later chunks (the first must win); a
+// NaN after the maximum (NaN wins); -inf everywhere but one entry; all -inf.
+at::Tensor HardRows(int64_t rows, int64_t cols, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  at::Tensor x = at::randn({rows, cols}, gen, at::TensorOptions().dtype(at::kFloat));
+  for (int64_t r = 0; r < rows; ++r) {
+    at::Tensor row = x[r];
+    switch (r % 5) {
+      case 1:
+        row.fill_(0.5f);
+        if (cols > 3) row[cols / 3] = 2.0f, row[cols - 1] = 2.0f;
+        break;
+      case 2:
+        row[cols / 2] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case 3:
+        row.fill_(-kInf);
+        row[cols - 1] = -3.0f;
+        break;
+      case 4:
+        row.fill_(-kInf);
+        break;
+      default:
+        break;
+    }
+  }
+  return x;
+}
+
+TEST(FusedRowOps, CpuIsTheAtenFormula) {
+  const at::Tensor x = HardRows(5, 300, 1);
+  const at::Tensor d = at::rand({5, 300}).mul_(2);
+  d[0][7] = 0.0f;  // clamped to FLT_MIN
+  EXPECT_TRUE(at::equal(fused::ArgmaxRows(x), x.argmax(-1)));
+  EXPECT_TRUE(at::equal(fused::ArgmaxRows(x, d), at::div(x, d.clamp_min(FLT_MIN)).argmax(-1)));
+  const at::Tensor finite = at::randn({3, 300});
+  EXPECT_TRUE(at::equal(fused::SoftmaxRows(finite), finite.softmax(-1)));
+  EXPECT_THROW(fused::ArgmaxRows(at::zeros({4})), c10::Error);
+  EXPECT_THROW(fused::ArgmaxRows(x, at::zeros({5, 3})), c10::Error);
+  EXPECT_THROW(fused::SoftmaxRows(at::zeros({2, 3, 4})), c10::Error);
+}
+
+TEST(FusedRowOps, CudaArgmaxMatchesAtenOnTheCpu) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  for (int64_t cols : {1, 7, 2048, 2049, 8000, 128256}) {
+    for (int64_t rows : {1, 5, 16}) {
+      const at::Tensor x = HardRows(rows, cols, static_cast<uint64_t>(cols * 31 + rows));
+      const at::Tensor d = at::rand({rows, cols}).mul_(2);
+      d[0][0] = 0.0f;
+      const std::string where = "rows " + std::to_string(rows) + ", cols " + std::to_string(cols);
+      EXPECT_TRUE(at::equal(fused::ArgmaxRows(x.cuda()).cpu(), x.argmax(-1))) << where;
+      EXPECT_TRUE(at::equal(fused::ArgmaxRows(x.cuda(), d.cuda()).cpu(), at::div(x, d.clamp_min(FLT_MIN)).argmax(-1)))
+          << where << " (divisor)";
+    }
+  }
+}
+
+TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  for (int64_t cols : {1, 7, 2048, 2049, 8000, 128256}) {
+    for (int64_t rows : {1, 5, 16}) {
+      const std::string where = "rows " + std::to_string(rows) + ", cols " + std::to_string(cols);
+      at::Tensor x = at::randn({rows, cols}).mul_(4);
+      if (cols > 2) x[0][1] = -kInf;  // a top-k-masked entry
+      const at::Tensor got = fused::SoftmaxRows(x.cuda()).cpu();
+      const at::Tensor want = x.to(at::kDouble).softmax(-1);
+      const double rel = ((got.to(at::kDouble) - want).abs() / want.clamp_min(1e-30)).max().item<double>();
+      EXPECT_LT(rel, 1e-5) << where;
+      if (cols > 2) EXPECT_EQ(got[0][1].item<float>(), 0.0f) << where;
+    }
+  }
+  const at::Tensor all_masked = at::full({2, 5000}, -kInf);
+  EXPECT_TRUE(fused::SoftmaxRows(all_masked.cuda()).isnan().all().item<bool>());
+}
+
+TEST(FusedRowOps, CudaGraphReplay) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const c10::Device device(c10::kCUDA);
+  at::Tensor x = at::zeros({3, 128256}, at::TensorOptions().device(device));
+  at::Tensor best, probs;
+  auto graph = CudaGraph::Capture(device, nullptr, [&] {
+    best = fused::ArgmaxRows(x);
+    probs = fused::SoftmaxRows(x);
+  });
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (uint64_t round = 0; round < 2; ++round) {
+    const at::Tensor host = HardRows(3, 128256, 100 + round);
+    x.copy_(host);
+    (*graph)->Replay();
+    EXPECT_TRUE(at::equal(best.cpu(), host.argmax(-1))) << "round " << round;
+    EXPECT_TRUE(at::allclose(probs.cpu()[0], host[0].softmax(-1), 1e-5, 1e-9)) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace speclab
