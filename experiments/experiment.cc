@@ -174,9 +174,12 @@ absl::Status RunExperiment(const RunFlags& flags) {
   RETURN_IF_ERROR(e.target->PrepareForDecoding(kMaxPreparedTokens));
   for (Method& m : e.methods)
     for (LanguageModel* model : m.drafter->models()) RETURN_IF_ERROR(model->PrepareForDecoding(kMaxPreparedTokens));
-  {
+  // At every temperature: drafters capture their chain graphs per sampling
+  // setting (LanguageModel::ForwardChain).
+  for (double temperature : e.temperatures) {
     DecodeOptions warm = options;
     warm.max_new_tokens = 8;
+    warm.sampling.temperature = temperature;
     RETURN_IF_ERROR(GenerateAutoregressive(*e.target, encoded.front(), warm).status());
     for (Method& m : e.methods) RETURN_IF_ERROR(GenerateSpeculative(*e.target, m, encoded.front(), warm).status());
   }

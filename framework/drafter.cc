@@ -7,6 +7,10 @@ absl::StatusOr<at::Tensor> Drafter::NextTokenLogits(const TokenTree&, absl::Span
   return absl::FailedPreconditionError("this drafter gives tokens only, not next-token logits");
 }
 
+absl::StatusOr<ChainResult> Drafter::DraftChain(int, const ChainPick&) {
+  return absl::UnimplementedError("this drafter drafts token by token");
+}
+
 absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int, int) {
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }

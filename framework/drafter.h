@@ -48,6 +48,16 @@ class Drafter {
   virtual absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                                      const at::Tensor& node_tokens = at::Tensor());
 
+  // kDistributions, optional: drafts a chain of `length` tokens after the
+  // root (the context's last token) without the host in between: token i + 1
+  // = pick(logits after token i), as LanguageModel::ForwardChain. Called
+  // right after BeginStep; the chain's nodes 0..length-1 then count as listed
+  // to NextTokenLogits (for EndStep), node i at depth i. Returns tokens
+  // [length + 1] (root first) and pick's rows [length, vocab].
+  // Unimplemented where the drafter has no such path (the default): tree
+  // builders then draft token by token.
+  virtual absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick);
+
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);
 

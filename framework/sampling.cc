@@ -49,10 +49,11 @@ at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator) {
   // the host (two synchronisations per call). E is kept off 0 so that a zero
   // weight gives 0, never 0/0; ArgmaxRows divides and reduces in one pass.
   const at::Tensor rows = probs.dim() == 2 ? probs : probs.reshape({-1, probs.size(-1)});
-  const at::Tensor race = at::empty_like(rows).exponential_(1.0, generator);
-  const at::Tensor tokens = fused::ArgmaxRows(rows, race);
+  const at::Tensor tokens = RaceRows(rows, at::empty_like(rows).exponential_(1.0, generator));
   return probs.dim() == 2 ? tokens : tokens.reshape(probs.sizes().slice(0, probs.dim() - 1));
 }
+
+at::Tensor RaceRows(const at::Tensor& probs, const at::Tensor& noise) { return fused::ArgmaxRows(probs, noise); }
 
 at::Generator MakeGenerator(c10::Device device, uint64_t seed) {
   at::Generator generator = at::globalContext().defaultGenerator(device).clone();

@@ -36,6 +36,11 @@ at::Tensor GreedyTokens(const at::Tensor& scores);
 // One token per row of probs [n, V], drawn with `generator`: int64 [n].
 at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator);
 
+// SampleRows with the noise given: argmax_i probs[r][i] / noise[r][i] with
+// noise [n, V] of i.i.d. Exp(1) values (drawn ahead, e.g. for a whole draft
+// chain at once).
+at::Tensor RaceRows(const at::Tensor& probs, const at::Tensor& noise);
+
 // A generator for `device`, seeded: the same seed gives the same draws.
 at::Generator MakeGenerator(c10::Device device, uint64_t seed);
 

@@ -173,6 +173,32 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   return ToTargetLogits(at::stack(rows));
 }
 
+absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick& pick) {
+  if (vocab_map_) return absl::UnimplementedError("a drafter with a vocabulary map drafts token by token");
+  if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChain: length must be >= 1, got ", length));
+  if (!node_slot_.empty() || pending_slots_ > 0)
+    return absl::FailedPreconditionError("DraftChain must come right after BeginStep");
+  const c10::Device device = model_->device();
+  const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
+  const int64_t pending = static_cast<int64_t>(pending_.size());
+  if (pending > 0) {
+    // Context the cache lacks (the last draft of a fully accepted step): one
+    // causal chain forward before the drafted chain.
+    std::vector<int64_t> tokens(pending_.begin(), pending_.end()), positions(pending);
+    for (int64_t i = 0; i < pending; ++i) positions[i] = root_position - pending + i;
+    RETURN_IF_ERROR(
+        model_->Forward(LongsToDevice(tokens, device), LongsToDevice(positions, device), at::Tensor()).status());
+    pending_slots_ = pending;
+  }
+  const int64_t first_slot = model_->tentative_length();
+  ASSIGN_OR_RETURN(ChainResult chain,
+                   model_->ForwardChain(LongsToDevice({context_.back()}, device), root_position, length, pick));
+  node_slot_.assign(length + 1, -1);
+  node_logits_.assign(length + 1, at::Tensor());
+  for (int i = 0; i < length; ++i) node_slot_[i] = first_slot + i;
+  return chain;
+}
+
 absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) {
   // Keep the fed pending context and the fed prefix of the accepted path.
   std::vector<int64_t> keep;

@@ -33,6 +33,10 @@ class ModelDrafter final : public Drafter {
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override;
+  // The model's ForwardChain (one CUDA graph for a LlamaModel on CUDA), after
+  // one plain forward of any pending context; Unimplemented with a
+  // vocabulary map (picks read target-vocabulary logits).
+  absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick) override;
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override;
   std::vector<LanguageModel*> models() override { return {model_.get()}; }
 

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "framework/core/file_util.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
@@ -15,6 +17,7 @@ namespace speclab {
 namespace {
 
 using ::speclab::testing::MethodFromYaml;
+using ::speclab::testing::ModelDrafterMethod;
 using ::speclab::testing::TinyModel;
 using ::testing::HasSubstr;
 
@@ -44,6 +47,71 @@ class VocabularyMapTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<LlamaModel> target_;
 };
+
+// A drafter without DraftChain: the chain builder drafts token by token.
+class TokenByToken final : public Drafter {
+ public:
+  explicit TokenByToken(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
+  DrafterKind kind() const override { return inner_->kind(); }
+  absl::Status Reset(absl::Span<const int32_t> prompt) override { return inner_->Reset(prompt); }
+  absl::Status BeginStep(absl::Span<const int32_t> context) override { return inner_->BeginStep(context); }
+  absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
+                                             const at::Tensor& node_tokens) override {
+    return inner_->NextTokenLogits(tree, nodes, node_tokens);
+  }
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override {
+    return inner_->EndStep(tree, accepted_path);
+  }
+  std::vector<LanguageModel*> models() override { return inner_->models(); }
+
+ private:
+  std::unique_ptr<Drafter> inner_;
+};
+
+TEST(ModelDrafterTest, DraftChainDraftsWhatTokenByTokenDraftingDoes) {
+  // Three ways to draft the same chains: token by token, ForwardChain's
+  // default (one Forward() per token) and its chain body (eager on the CPU;
+  // the CUDA graph's code). At temperature 0 all must draft, accept and emit
+  // the same tokens, through fully accepted steps (pending context) too; at
+  // temperature 1 the two chain paths draw the same noise.
+  auto target = TinyModel(1);
+  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
+  for (auto [drafter_seed, temperature] : {std::pair{1, 0.0}, {2, 0.0}, {2, 1.0}}) {
+    SCOPED_TRACE(absl::StrCat("drafter ", drafter_seed, ", temperature ", temperature));
+    DecodeOptions options{.sampling = {.temperature = temperature}, .max_new_tokens = 40, .seed = 3,
+                          .time_phases = false};
+    std::vector<Generation> runs;
+    for (int way = 0; way < 3; ++way) {
+      // Seed 1 is the target itself with another logit scale: the same argmax,
+      // every draft accepted at temperature 0, so every step leaves context pending.
+      std::unique_ptr<LlamaModel> drafter = TinyModel(drafter_seed, 16, 2, drafter_seed == 1 ? 20 : 30);
+      drafter->EnableCudaGraphs(way == 2);
+      Method method = ModelDrafterMethod(std::move(drafter), "{type: chain}", "{type: rejection}", 4);
+      if (way == 0) method.drafter = std::make_unique<TokenByToken>(std::move(method.drafter));
+      auto out = GenerateSpeculative(*target, method, prompt, options);
+      ASSERT_TRUE(out.ok()) << out.status();
+      runs.push_back(*std::move(out));
+    }
+    int fully_accepted = 0, partly_accepted = 0;
+    for (const StepStats& s : runs[1].steps) (s.accepted == 4 ? fully_accepted : partly_accepted) += 1;
+    if (drafter_seed == 1) {
+      EXPECT_EQ(partly_accepted, 0);
+      EXPECT_GT(fully_accepted, 0) << "no step left pending context";
+    } else {
+      EXPECT_GT(partly_accepted, 0);
+    }
+    if (temperature == 0) {
+      for (int way : {1, 2}) {
+        EXPECT_EQ(runs[way].tokens, runs[0].tokens) << "way " << way;
+        ASSERT_EQ(runs[way].steps.size(), runs[0].steps.size()) << "way " << way;
+        for (size_t i = 0; i < runs[0].steps.size(); ++i)
+          EXPECT_EQ(runs[way].steps[i].accepted, runs[0].steps[i].accepted) << "way " << way << " step " << i;
+      }
+    } else {
+      EXPECT_EQ(runs[2].tokens, runs[1].tokens);
+    }
+  }
+}
 
 TEST_F(VocabularyMapTest, MappedDrafterIsExactAtTemperatureZero) {
   const std::vector<int32_t> prompt = {1, 5, 3, 7, 2};

@@ -240,8 +240,15 @@ bool PreferDecodeAttentionKernel(const dk::DecodeAttentionShape& shape) {
 // (8192); 8B n = 4 10.84 -> 8.82, 11.44 -> 9.47, 14.51 -> 13.41, 21.65 ->
 // 18.55; 1B n = 1 7.20 -> 4.81, 8.26 -> 5.56; 1B n = 4 7.58 -> 6.57, 8.58 ->
 // 7.41 (1.08x to 1.73x). So: wherever it applies.
+// SPECLAB_SPLIT_ATTENTION=0 keeps to the tiled kernel, to A/B the two inside
+// whole decoding runs (the split kernel's thread block clusters are the one
+// cluster launch in a forward's graph).
 bool PreferSplitAttentionKernel(const dk::DecodeAttentionShape& shape) {
-  return shape.rows <= dk::kDecodeAttentionSplitMaxRows;
+  static const bool allowed = [] {
+    const char* env = std::getenv("SPECLAB_SPLIT_ATTENTION");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return allowed && shape.rows <= dk::kDecodeAttentionSplitMaxRows;
 }
 
 // The decode attention kernel's output, or an undefined tensor where it does

@@ -163,7 +163,8 @@ at::Tensor DecodeAttentionWithChunks(const at::Tensor& q, const at::Tensor& k_ca
 //  - kSplit: rows = group * n <= 16 and kv_length <= 8192 on sm_90+: every
 //    warp takes its own 16-slot steps, blocks of one KV head form a thread
 //    block cluster and merge through distributed shared memory, one launch;
-//  - kAuto: DecodeAttention()'s own choice (ATen path included).
+//  - kAuto: DecodeAttention()'s own choice (ATen path included); the
+//    environment variable SPECLAB_SPLIT_ATTENTION=0 takes kSplit out of it.
 enum class AttentionKernel { kAuto, kTiled, kSplit };
 
 // DecodeAttention() with the kernel pinned, for tests and benchmarks. kTiled:

@@ -8,11 +8,15 @@
 #ifndef SPECLAB_FRAMEWORK_MODEL_LANGUAGE_MODEL_H_
 #define SPECLAB_FRAMEWORK_MODEL_LANGUAGE_MODEL_H_
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +24,27 @@
 #include "framework/model/model_config.h"
 
 namespace speclab {
+
+// How ForwardChain() chooses each next token on the device from the logits
+// of the token before it.
+struct ChainPick {
+  // Names `pick`: picks with equal keys must be the same function (a model
+  // may capture pick's work into a CUDA graph and cache it under this key).
+  std::string key;
+  // (logits [1, vocab] float32, noise [1, vocab] float32 or undefined) ->
+  // (token [1] int64, row [1, vocab] float32 or undefined: what the caller
+  // wants kept, e.g. the distribution the token was drawn from). Device work
+  // only, depending on nothing but its arguments: no host reads, no RNG.
+  std::function<std::pair<at::Tensor, at::Tensor>(const at::Tensor& logits, const at::Tensor& noise)> pick;
+  // Non-null: before the chain runs, the model draws noise [steps, vocab] of
+  // i.i.d. Exp(1) values from it, and step i's pick gets row i.
+  at::Generator* noise_generator = nullptr;
+};
+
+struct ChainResult {
+  at::Tensor tokens;  // [steps + 1] int64: the first token, then each pick
+  at::Tensor rows;    // [steps, vocab] float32: each pick's row (undefined when pick gives none)
+};
 
 class LanguageModel {
  public:
@@ -43,6 +68,16 @@ class LanguageModel {
   // shape mismatches and when the cache would exceed capacity().
   virtual absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions,
                                              const at::Tensor& mask) = 0;
+
+  // A chain of `steps` one-token forwards whose tokens the device chooses:
+  // token 0 is `first` ([1] int64 on device()) at `position`, token i + 1 is
+  // pick's choice from token i's logits, at position + i + 1. The last choice
+  // is returned but not fed. Appends `steps` tentative slots and counts as
+  // `steps` forwards of one token, exactly as the Forward() calls it stands
+  // for. This default makes those calls; a model may run the whole chain
+  // without the host in between (LlamaModel on CUDA: one CUDA graph).
+  virtual absl::StatusOr<ChainResult> ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
+                                                   const ChainPick& pick);
 
   // The final hidden states (after the last norm) of the last Forward(): [n, hidden].
   virtual at::Tensor last_hidden_states() const = 0;

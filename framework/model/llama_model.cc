@@ -13,7 +13,10 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -155,6 +158,9 @@ int64_t TokenBucket(int64_t n) {
   return bucket;
 }
 
+// Longest chain ForwardChain runs as one graph.
+constexpr int64_t kMaxChainSteps = 32;
+
 int64_t KvBucket(int64_t slots, int64_t cache_slots) {
   return std::min(std::max(TokenBucket(slots), kMinKvBucket), cache_slots);
 }
@@ -196,6 +202,18 @@ struct LlamaModel::Impl {
     at::Tensor logits, hidden;  // outputs, [bucket, vocab] and [bucket, hidden]
   };
   std::map<std::pair<int64_t, int64_t>, CapturedForward> graphs;  // by (token bucket, KV length)
+  // Chains of device-picked tokens (ForwardChain): the first token and each
+  // pick, the cache slot of the first token and its position.
+  struct ChainInputs {
+    at::Tensor tokens;           // [kMaxChainSteps + 1] int64
+    at::Tensor start, position;  // [1] int64
+  } chain_in;
+  struct CapturedChain {
+    std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
+    at::Tensor noise;                  // [steps, vocab] float32, refilled before each run; undefined without noise
+    at::Tensor rows, hidden;           // outputs: [steps, vocab] (or undefined), [1, hidden]
+  };
+  std::map<std::tuple<int64_t, int64_t, std::string>, CapturedChain> chain_graphs;  // by (steps, KV length, key)
   std::vector<const void*> captured_weights;  // the weight addresses the graphs read
   int64_t captures = 0;
 
@@ -216,6 +234,15 @@ struct LlamaModel::Impl {
   absl::StatusOr<at::Tensor> ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
                                            const at::Tensor& mask);
   std::pair<at::Tensor, at::Tensor> StaticBody(int64_t bucket, int64_t kv_length);
+  std::pair<at::Tensor, at::Tensor> StaticForwardBody(const at::Tensor& tokens, const at::Tensor& positions,
+                                                      const at::Tensor& write_slots, const at::Tensor& allowed,
+                                                      int64_t kv_length);
+  void ChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
+  absl::Status CheckWeightsUnmoved();
+  const CudaGraph* PoolOwner() const;
+  absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t kv_length, const ChainPick& pick);
+  absl::StatusOr<ChainResult> ForwardChainStatic(const at::Tensor& first, int64_t position, int64_t steps,
+                                                 const ChainPick& pick);
   absl::StatusOr<CapturedForward*> Graph(int64_t bucket, int64_t kv_length);
   absl::Status PrepareForDecoding(int64_t max_tokens);
   void AllocateStaticInputs();
@@ -518,18 +545,31 @@ std::vector<const void*> LlamaModel::Impl::WeightAddresses() const {
 
 // The graph of a shape, captured on first use (capture also runs the work once,
 // on whatever the static inputs hold).
-absl::StatusOr<LlamaModel::Impl::CapturedForward*> LlamaModel::Impl::Graph(int64_t bucket, int64_t kv_length) {
+absl::Status LlamaModel::Impl::CheckWeightsUnmoved() {
   std::vector<const void*> weights = WeightAddresses();
   if (weights != captured_weights) {
     graphs.clear();
+    chain_graphs.clear();
     captured_weights = std::move(weights);
   }
+  return absl::OkStatus();
+}
+
+// Every graph of the model allocates from one memory pool.
+const CudaGraph* LlamaModel::Impl::PoolOwner() const {
+  if (!graphs.empty()) return graphs.begin()->second.graph.get();
+  for (const auto& [key, chain] : chain_graphs)
+    if (chain.graph) return chain.graph.get();
+  return nullptr;
+}
+
+absl::StatusOr<LlamaModel::Impl::CapturedForward*> LlamaModel::Impl::Graph(int64_t bucket, int64_t kv_length) {
+  RETURN_IF_ERROR(CheckWeightsUnmoved());
   const auto key = std::make_pair(bucket, kv_length);
   auto it = graphs.find(key);
   if (it == graphs.end()) {
     CapturedForward captured;
-    const CudaGraph* pool_owner = graphs.empty() ? nullptr : graphs.begin()->second.graph.get();
-    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, pool_owner, [&] {
+    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] {
                        std::tie(captured.logits, captured.hidden) = StaticBody(bucket, kv_length);
                      }));
     it = graphs.emplace(key, std::move(captured)).first;
@@ -572,21 +612,111 @@ void LlamaModel::Impl::AllocateStaticInputs() {
   static_in.write_slots = at::zeros({kMaxTokenBucket}, longs);
   static_in.allowed = at::zeros({kMaxTokenBucket, cache_slots}, longs.dtype(at::kBool));
   static_in.columns = at::arange(cache_slots, longs);
+  chain_in.tokens = at::zeros({kMaxChainSteps + 1}, longs);
+  chain_in.start = at::zeros({1}, longs);
+  chain_in.position = at::zeros({1}, longs);
 }
 
 // The forward over the static inputs' first `bucket` rows, attending to KV
 // slots [0, kv_length): the work a CUDA graph captures.
 std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticBody(int64_t bucket, int64_t kv_length) {
+  return StaticForwardBody(static_in.tokens.narrow(0, 0, bucket), static_in.positions.narrow(0, 0, bucket),
+                           static_in.write_slots.narrow(0, 0, bucket),
+                           static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length), kv_length);
+}
+
+// One forward with every input on the device (graph-capturable): tokens,
+// positions and write_slots [n], allowed [n, kv_length] bool.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticForwardBody(const at::Tensor& tokens,
+                                                                      const at::Tensor& positions,
+                                                                      const at::Tensor& write_slots,
+                                                                      const at::Tensor& allowed, int64_t kv_length) {
   ForwardContext ctx;
-  std::tie(ctx.cos, ctx.sin) = RopeAngles(static_in.positions.narrow(0, 0, bucket), std::numeric_limits<int64_t>::max());
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, std::numeric_limits<int64_t>::max());
   ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
-  const at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
   ctx.mask = ctx.fused ? AttentionMask{.allowed = allowed} : MakeAttentionMask(allowed, group, UseSdpa(device));
-  ctx.write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  ctx.write_slots = write_slots;
   ctx.kv_length = kv_length;
-  at::Tensor hidden = CachedLayers(static_in.tokens.narrow(0, 0, bucket), ctx);
+  at::Tensor hidden = CachedLayers(tokens, ctx);
   at::Tensor logits = at::linear(hidden, lm_head);  // in the model's dtype: the copy out converts
   return {logits, hidden};
+}
+
+// The chain of ForwardChain over chain_in: step i feeds tokens[i] at slot
+// start + i and position position + i, attending to every slot up to its own,
+// and writes pick's token to tokens[i + 1].
+void LlamaModel::Impl::ChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, CapturedChain& chain) {
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
+  std::vector<at::Tensor> rows;
+  for (int64_t i = 0; i < steps; ++i) {
+    const at::Tensor write_slot = chain_in.start + i;
+    auto [logits, hidden] = StaticForwardBody(chain_in.tokens.narrow(0, i, 1), chain_in.position + i, write_slot,
+                                              at::le(columns, write_slot.unsqueeze(1)), kv_length);
+    auto [token, row] = pick.pick(logits.to(at::kFloat), chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
+    chain_in.tokens.narrow(0, i + 1, 1).copy_(token.view({1}));
+    if (row.defined()) rows.push_back(row);
+    chain.hidden = hidden;
+  }
+  chain.rows = rows.empty() ? at::Tensor() : at::cat(rows);
+}
+
+// The chain for (steps, kv_length, pick.key). On CUDA its first use captures
+// the chain for every KV length bucket, each run once on the spare slots past
+// the capacity (the cache's contents stay as they were).
+absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t kv_length,
+                                                                        const ChainPick& pick) {
+  if (device.is_cuda()) RETURN_IF_ERROR(CheckWeightsUnmoved());
+  auto key = std::make_tuple(steps, kv_length, pick.key);
+  if (auto it = chain_graphs.find(key); it != chain_graphs.end()) return &it->second;
+  auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
+    CapturedChain chain;
+    if (pick.noise_generator != nullptr)
+      chain.noise = at::ones({steps, config.vocab_size}, at::TensorOptions().device(device).dtype(at::kFloat));
+    if (!device.is_cuda()) return chain;
+    chain_in.start.fill_(capacity);
+    chain_in.position.fill_(0);
+    chain_in.tokens.zero_();
+    ASSIGN_OR_RETURN(chain.graph, CudaGraph::Capture(device, PoolOwner(), [&] { ChainBody(steps, length, pick, chain); }));
+    ++captures;
+    return chain;
+  };
+  if (!device.is_cuda()) {
+    ASSIGN_OR_RETURN(CapturedChain chain, make(kv_length));
+    return &chain_graphs.emplace(key, std::move(chain)).first->second;
+  }
+  for (int64_t length = KvBucket(1, cache_slots);; length = KvBucket(2 * length, cache_slots)) {
+    if (length >= steps && !chain_graphs.count({steps, length, pick.key})) {
+      ASSIGN_OR_RETURN(CapturedChain chain, make(length));
+      chain_graphs.emplace(std::make_tuple(steps, length, pick.key), std::move(chain));
+    }
+    if (length == cache_slots) break;
+  }
+  auto it = chain_graphs.find(key);
+  if (it == chain_graphs.end())
+    return absl::InternalError(absl::StrCat("LlamaModel: no chain graph for KV length ", kv_length));
+  return &it->second;
+}
+
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainStatic(const at::Tensor& first, int64_t position,
+                                                                 int64_t steps, const ChainPick& pick) {
+  const int64_t start = committed + tentative;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, KvBucket(start + steps, cache_slots), pick));
+  chain_in.start.fill_(start);
+  chain_in.position.fill_(position);
+  chain_in.tokens.narrow(0, 0, 1).copy_(first, /*non_blocking=*/true);
+  if (chain->noise.defined()) chain->noise.exponential_(1.0, *pick.noise_generator);
+  if (chain->graph) {
+    chain->graph->Replay();
+  } else {
+    ChainBody(steps, KvBucket(start + steps, cache_slots), pick, *chain);
+  }
+  tentative += steps;
+  last_hidden = chain->hidden;
+  // The outputs live in the graph's buffers, which the next run overwrites.
+  ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, steps + 1).clone()};
+  if (chain->rows.defined()) result.rows = chain->rows.clone();
+  return result;
 }
 
 // Fills the static inputs (a few small copies), then replays the graph of this
@@ -919,6 +1049,29 @@ absl::StatusOr<at::Tensor> LlamaModel::Forward(const at::Tensor& tokens, const a
       Guarded("LlamaModel::Forward", [&] { return impl_->Forward(tokens, positions, mask); });
   if (logits.ok()) CountForward(tokens.size(0));
   return logits;
+}
+
+absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
+                                                     const ChainPick& pick) {
+  Impl& m = *impl_;
+  const bool chain = m.static_shapes && m.config.sliding_window == 0 && steps >= 1 && steps <= kMaxChainSteps;
+  if (!chain) return LanguageModel::ForwardChain(first, position, steps, pick);
+  if (!first.defined() || first.dim() != 1 || first.size(0) != 1 || first.scalar_type() != at::kLong ||
+      first.device() != m.device)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardChain: the first token must be int64 [1] on ",
+                                                   m.device.str()));
+  if (position < 0) return absl::InvalidArgumentError("LlamaModel::ForwardChain: negative position");
+  if (m.committed + m.tentative + steps > m.capacity)
+    return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::ForwardChain: ", steps, " more tokens exceed the KV "
+                                                     "capacity ", m.capacity, " (", m.committed + m.tentative,
+                                                     " slots in use)"));
+  absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChain", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardChainStatic(first, position, steps, pick);
+  });
+  if (result.ok())
+    for (int64_t i = 0; i < steps; ++i) CountForward(1);
+  return result;
 }
 
 absl::Status LlamaModel::Commit(absl::Span<const int64_t> tentative_slots) {

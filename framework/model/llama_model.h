@@ -52,6 +52,16 @@ class LlamaModel final : public LanguageModel {
   absl::Status Commit(absl::Span<const int64_t> tentative_slots) override;
   absl::Status Truncate(int64_t length) override;
   absl::Status PrepareForDecoding(int64_t max_tokens) override;
+  // With static shapes (on CUDA, by default) the whole chain is one CUDA
+  // graph: per step the one-token forward, pick, and the next step's inputs
+  // computed on the device; the host fills three scalars, draws the noise and
+  // launches once. The first call for a (steps, pick.key) captures that chain
+  // for every KV length bucket, so later calls do not capture. Otherwise (CPU,
+  // sliding window, more than 32 steps) the plain Forward() calls; on the CPU
+  // with static shapes enabled the same chain body runs eagerly (tests compare
+  // the two).
+  absl::StatusOr<ChainResult> ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
+                                           const ChainPick& pick) override;
 
   // Static-shape forwards: token counts up to 128 are padded to a power of
   // two and attention covers the KV cache up to a multiple of 256 slots, so

@@ -18,6 +18,7 @@
 #include "framework/core/token_tree.h"
 #include "framework/model/model_config.h"
 #include "framework/model/safetensors.h"
+#include "framework/sampling.h"
 
 namespace speclab {
 namespace {
@@ -382,6 +383,77 @@ TEST(LlamaModelTest, StaticShapeForwardEqualsPlainForward) {
     ASSERT_TRUE(plain->Truncate(240).ok());
     ASSERT_TRUE(padded->Truncate(240).ok());
     both([](LlamaModel& m) { return FeedChain(m, {1, 2, 3}); });
+  }
+}
+
+// Greedy, or the exponential race on softmax(logits) with the chain's noise.
+ChainPick TestPick(bool greedy, at::Generator* generator) {
+  if (greedy)
+    return {.key = "test greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
+              return std::make_pair(GreedyTokens(logits), at::Tensor());
+            }};
+  return {.key = "test sample", .pick = [](const at::Tensor& logits, const at::Tensor& noise) {
+            const at::Tensor q = logits.softmax(-1);
+            return std::make_pair(RaceRows(q, noise), q);
+          },
+          .noise_generator = generator};
+}
+
+TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
+  // The chain body (a CUDA graph on CUDA, eager on the CPU with static
+  // shapes) against LanguageModel's default (one Forward() per step), after
+  // a tentative slot, across a 256-slot KV bucket boundary; then the caches
+  // must agree for a forward on top of a commit.
+  for (const Variant& variant : Variants()) {
+    for (bool greedy : {true, false}) {
+      SCOPED_TRACE(variant.name + (greedy ? " greedy" : " sampled"));
+      auto plain = MakeModel(variant.config, 320);
+      auto chained = MakeModel(variant.config, 320);
+      plain->EnableCudaGraphs(false);
+      chained->EnableCudaGraphs(true);
+      ChainResult results[2];
+      LlamaModel* models[2] = {plain.get(), chained.get()};
+      for (int m = 0; m < 2; ++m) {
+        LlamaModel& model = *models[m];
+        FeedChain(model, RandomTokens(250, 64, 1));
+        ASSERT_TRUE(model.Commit(Iota(250)).ok());
+        FeedChain(model, {9});  // a tentative slot the chain sees
+        model.ResetForwardCounts();
+        at::Generator generator = MakeGenerator(Dev(), 5);
+        auto chain = model.ForwardChain(Longs({4}), 251, 8, TestPick(greedy, &generator));
+        ASSERT_TRUE(chain.ok()) << chain.status();
+        results[m] = *chain;
+        EXPECT_EQ(model.tentative_length(), 9);
+        EXPECT_EQ(model.forward_counts(), (std::map<int64_t, int64_t>{{1, 8}}));
+      }
+      ASSERT_EQ(results[1].tokens.sizes(), (std::vector<int64_t>{9}));
+      EXPECT_TRUE(at::equal(results[0].tokens.cpu(), results[1].tokens.cpu()))
+          << results[0].tokens << results[1].tokens;
+      EXPECT_EQ(results[0].rows.defined(), !greedy);
+      if (!greedy) EXPECT_LT(RelError(results[1].rows, results[0].rows), kTol);
+      for (LlamaModel* model : models) ASSERT_TRUE(model->Commit({0, 1, 2, 3}).ok());
+      const at::Tensor a = FeedChain(*plain, {7, 8}), b = FeedChain(*chained, {7, 8});
+      EXPECT_LT(RelError(b, a), kTol);
+    }
+  }
+}
+
+TEST(LlamaModelTest, ForwardChainErrors) {
+  auto model = MakeModel(SmallConfig(), 16);
+  model->EnableCudaGraphs(true);
+  const ChainPick pick = TestPick(true, nullptr);
+  EXPECT_FALSE(model->ForwardChain(Longs({1, 2}), 0, 2, pick).ok());
+  EXPECT_FALSE(model->ForwardChain(Longs({1}), 0, 0, pick).ok());
+  auto full = model->ForwardChain(Longs({1}), 0, 17, pick);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  const ChainPick broken{.key = "broken", .pick = [](const at::Tensor& logits, const at::Tensor&) {
+                           return std::make_pair(logits.view({-1, 3}).argmax(-1), at::Tensor());  // 64 % 3 != 0
+                         }};
+  for (bool padded : {false, true}) {
+    model->EnableCudaGraphs(padded);
+    auto result = model->ForwardChain(Longs({1}), 0, 2, broken);
+    EXPECT_FALSE(result.ok()) << "padded " << padded;
+    ASSERT_TRUE(model->Truncate(0).ok());
   }
 }
 

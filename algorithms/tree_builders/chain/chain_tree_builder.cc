@@ -3,9 +3,16 @@
 // With a distribution drafter every token is drawn from the drafter's
 // processed distribution q (argmax at temperature 0) on the device, and the
 // next drafter forward consumes it there: drafting never waits for the host
-// unless the length policy reads each token's probability.
+// unless the length policy reads each token's probability. Drafters with a
+// device chain (Drafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
+// graph) draft the whole chain in one call when the policy fixes the length
+// up front.
 #include <ATen/ATen.h>
 
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/tree_builder.h"
@@ -45,10 +52,49 @@ class ChainTreeBuilder final : public TreeBuilder {
     return out;
   }
 
-  static absl::StatusOr<DraftTree> BuildBySampling(Drafter& drafter, const BuildRequest& request) {
+  // q and the draw for one chain step: q = the processed distribution, the
+  // token its argmax (temperature 0) or its exponential race with the noise.
+  static ChainPick Pick(const BuildRequest& request) {
+    const SamplingParams sampling = request.sampling;
+    if (sampling.greedy()) {
+      // q is the one-hot of the argmax: exactly the law of an argmax draft.
+      return {.key = "chain greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
+                at::Tensor token = GreedyTokens(logits);
+                return std::make_pair(token, at::zeros_like(logits).scatter_(1, token.unsqueeze(1), 1.0));
+              }};
+    }
+    return {.key = absl::StrCat("chain sample T=", sampling.temperature, " k=", sampling.top_k, " p=", sampling.top_p),
+            .pick = [sampling](const at::Tensor& logits, const at::Tensor& noise) {
+              at::Tensor q = Probabilities(logits, sampling);
+              return std::make_pair(RaceRows(q, noise), q);
+            },
+            .noise_generator = request.generator};
+  }
+
+  // The chain from Drafter::DraftChain, or nullopt where the drafter has none.
+  static absl::StatusOr<std::optional<DraftTree>> BuildOnDevice(Drafter& drafter, const BuildRequest& request,
+                                                                int length) {
+    absl::StatusOr<ChainResult> chain = drafter.DraftChain(length, Pick(request));
+    if (chain.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+    if (!chain.ok()) return chain.status();
     DraftTree out;
     out.tree = TokenTree(request.root_token);
+    for (int node = 0; node < length; ++node) out.tree.AddNode(node, /*token=*/-1);
+    out.tokens = chain->tokens;
+    // The root was not drafted: its row is 0.
+    out.draft_probs = at::cat({at::zeros_like(chain->rows.narrow(0, 0, 1)), chain->rows});
+    out.sampling = DraftSampling::kIndependent;
+    return out;
+  }
+
+  static absl::StatusOr<DraftTree> BuildBySampling(Drafter& drafter, const BuildRequest& request) {
     const int max_length = request.policy->MaxDraftLength();
+    if (!request.policy->wants_progress() && max_length >= 1) {
+      ASSIGN_OR_RETURN(std::optional<DraftTree> chain, BuildOnDevice(drafter, request, max_length));
+      if (chain) return *std::move(chain);
+    }
+    DraftTree out;
+    out.tree = TokenTree(request.root_token);
     std::vector<at::Tensor> tokens{LongsToDevice({request.root_token}, request.device)};
     std::vector<at::Tensor> rows;
     int node = 0;
