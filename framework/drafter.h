@@ -31,7 +31,9 @@ class Drafter {
   virtual ~Drafter() = default;
   virtual DrafterKind kind() const = 0;
 
-  // Starts a generation: `prompt` is the whole prompt (the root is its last token).
+  // Starts a generation: `prompt` is the whole prompt (the root is its last
+  // token). Drafters with a cache prefill it here: the engine times Reset()
+  // with the target's prefill, not as drafting.
   virtual absl::Status Reset(absl::Span<const int32_t> prompt) = 0;
 
   // Starts a step. `context` is every committed token, ending with the root of

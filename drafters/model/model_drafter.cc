@@ -46,6 +46,21 @@ at::Tensor ModelDrafter::ToTargetLogits(const at::Tensor& draft_logits) const {
 absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
   RETURN_IF_ERROR(model_->Truncate(0));
   cached_.clear();
+  // Prefill now, as the engine prefills the target: the prompt but its last
+  // token (the first root). Left to the first step, this forward would be
+  // timed as drafting (and a new prompt length can cost milliseconds of
+  // attention-kernel planning on CUDA).
+  const int64_t n = static_cast<int64_t>(prompt.size()) - 1;
+  if (n <= 0) return absl::OkStatus();
+  std::vector<int64_t> tokens(n), positions(n);
+  for (int64_t i = 0; i < n; ++i) {
+    tokens[i] = ToDraftToken(prompt[i]);
+    positions[i] = i;
+  }
+  const c10::Device device = model_->device();
+  RETURN_IF_ERROR(model_->Forward(LongsToDevice(tokens, device), LongsToDevice(positions, device), at::Tensor()).status());
+  RETURN_IF_ERROR(model_->Commit(positions));
+  cached_.assign(prompt.begin(), prompt.end() - 1);
   return absl::OkStatus();
 }
 
@@ -192,7 +207,9 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
   }
   const int64_t first_slot = model_->tentative_length();
   ASSIGN_OR_RETURN(ChainResult chain,
-                   model_->ForwardChain(LongsToDevice({context_.back()}, device), root_position, length, pick));
+                   model_->ForwardChain(at::full({1}, ToDraftToken(context_.back()),
+                                                 at::TensorOptions().dtype(at::kLong).device(device)),
+                                        root_position, length, pick));
   node_slot_.assign(length + 1, -1);
   node_logits_.assign(length + 1, at::Tensor());
   for (int i = 0; i < length; ++i) node_slot_[i] = first_slot + i;
