@@ -118,12 +118,12 @@ TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
   EXPECT_GT(control.statistic, control.critical);
 }
 
-// Every lossless chain rule: token-wise rejection and the point-mass rule,
-// each on the host and on the device, and block verification (host only).
+// Every lossless chain rule: token-wise rejection, the point-mass rule and
+// block verification, each on the host and on the device.
 INSTANTIATE_TEST_SUITE_P(Verifiers, ChainLawTest,
                          ::testing::Values(std::make_tuple("rejection", false), std::make_tuple("rejection", true),
                                            std::make_tuple("point_mass", false), std::make_tuple("point_mass", true),
-                                           std::make_tuple("block", false)),
+                                           std::make_tuple("block", false), std::make_tuple("block", true)),
                          [](const ::testing::TestParamInfo<ChainLawTest::ParamType>& info) {
                            return std::get<0>(info.param) + (std::get<1>(info.param) ? "_device" : "_host");
                          });
