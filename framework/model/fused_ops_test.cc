@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "framework/model/cuda_graph.h"
+#include "tests/support/cuda_tests.h"
 
 namespace speclab {
 namespace {
@@ -83,15 +84,9 @@ RopeOutputs RefRopeQkvToCache(const at::Tensor& qkv, const at::Tensor& cos, cons
 
 // --- Helpers -----------------------------------------------------------------
 
-bool CudaRequested() {
-  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
-  return device != nullptr && std::string(device) == "cuda";
-}
-
-#define SKIP_UNLESS_CUDA()                                                                       \
-  do {                                                                                           \
-    if (!CudaRequested()) GTEST_SKIP() << "CUDA checks run with SPECLAB_TEST_DEVICE=cuda";       \
-    if (!at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";                  \
+#define SKIP_UNLESS_CUDA()                                                                               \
+  do {                                                                                                   \
+    SPECLAB_SKIP_UNLESS_CUDA();                                                                          \
     ASSERT_TRUE(fused::HasCudaKernels()) << "LibTorch has CUDA but speclab was built without kernels"; \
   } while (0)
 

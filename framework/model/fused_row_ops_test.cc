@@ -7,26 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cfloat>
-#include <cstdlib>
 #include <limits>
 #include <string>
 
 #include "framework/model/cuda_graph.h"
 #include "framework/model/fused_ops.h"
+#include "tests/support/cuda_tests.h"
 
 namespace speclab {
 namespace {
-
-bool CudaRequested() {
-  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
-  return device != nullptr && std::string(device) == "cuda";
-}
-
-#define SKIP_UNLESS_CUDA()                                                                 \
-  do {                                                                                     \
-    if (!CudaRequested()) GTEST_SKIP() << "CUDA checks run with SPECLAB_TEST_DEVICE=cuda"; \
-    if (!at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";            \
-  } while (0)
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -74,7 +63,7 @@ TEST(FusedRowOps, CpuIsTheAtenFormula) {
 }
 
 TEST(FusedRowOps, CudaArgmaxMatchesAtenOnTheCpu) {
-  SKIP_UNLESS_CUDA();
+  SPECLAB_SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   for (int64_t cols : {1, 7, 2048, 2049, 8000, 128256}) {
     for (int64_t rows : {1, 5, 16}) {
@@ -90,7 +79,7 @@ TEST(FusedRowOps, CudaArgmaxMatchesAtenOnTheCpu) {
 }
 
 TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
-  SKIP_UNLESS_CUDA();
+  SPECLAB_SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   for (int64_t cols : {1, 7, 2048, 2049, 8000, 128256}) {
     for (int64_t rows : {1, 5, 16}) {
@@ -109,7 +98,7 @@ TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
 }
 
 TEST(FusedRowOps, CudaGraphReplay) {
-  SKIP_UNLESS_CUDA();
+  SPECLAB_SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   const c10::Device device(c10::kCUDA);
   at::Tensor x = at::zeros({3, 128256}, at::TensorOptions().device(device));

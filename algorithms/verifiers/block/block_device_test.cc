@@ -15,21 +15,14 @@ namespace {
 
 using enumeration::DeviceChainAdapter;
 
-std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed, bool flag_greedy = true) {
-  auto host = MakeVerifier("block");
-  auto rule = DeviceChainAdapter::Create("block", host->traits(), seed, flag_greedy);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return rule.ok() ? *std::move(rule) : nullptr;
-}
-
 TEST(BlockDeviceTest, SampledLawMatchesTarget) {
   for (const Instance& instance : {MakeInstance({1}, 5, DraftMode::kIndependent, 3),
                                    MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5),
                                    MakeInstance({1, 1, 1}, 3, DraftMode::kWithoutReplacement, 7),
                                    MakeInstance({1, 1, 1, 1}, 4, DraftMode::kIndependent, 9)}) {
-    auto rule = Rule(11);
-    ASSERT_NE(rule, nullptr);
-    auto sampled = enumeration::SampleAgainstTarget(*rule, instance, 20000, 13);
+    auto rule = DeviceChainAdapter::ForRule("block", 11);
+    ASSERT_TRUE(rule.ok()) << rule.status();
+    auto sampled = enumeration::SampleAgainstTarget(**rule, instance, 20000, 13);
     ASSERT_TRUE(sampled.ok()) << sampled.status();
     EXPECT_LT(sampled->tv, sampled->bound) << instance.Describe();
   }
@@ -40,9 +33,9 @@ TEST(BlockDeviceTest, MatchesGreedyAtTemperatureZero) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kIndependent, 5 + depth);
     instance.target.one_hot = instance.draft.one_hot = true;
     for (bool flag_greedy : {true, false}) {  // the fast path, and the general rule on one-hot rows
-      auto rule = Rule(3, flag_greedy);
-      ASSERT_NE(rule, nullptr);
-      EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+      auto rule = DeviceChainAdapter::ForRule("block", 3, flag_greedy);
+      ASSERT_TRUE(rule.ok()) << rule.status();
+      EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0);
     }
   }
 }

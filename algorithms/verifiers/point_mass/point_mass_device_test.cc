@@ -13,19 +13,12 @@ namespace {
 
 using enumeration::DeviceChainAdapter;
 
-std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed, bool flag_greedy = true) {
-  auto host = MakeVerifier("point_mass");
-  auto rule = DeviceChainAdapter::Create("point_mass", host->traits(), seed, flag_greedy);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return rule.ok() ? *std::move(rule) : nullptr;
-}
-
 TEST(PointMassDeviceTest, SampledLawMatchesTarget) {
   for (const Instance& instance : {MakeInstance({1, 1}, 4, DraftMode::kTopK, 5),
                                    MakeInstance({1, 1, 1}, 3, DraftMode::kIndependent, 7)}) {
-    auto rule = Rule(17);
-    ASSERT_NE(rule, nullptr);
-    auto sampled = enumeration::SampleAgainstTarget(*rule, instance, 20000, 19);
+    auto rule = DeviceChainAdapter::ForRule("point_mass", 17);
+    ASSERT_TRUE(rule.ok()) << rule.status();
+    auto sampled = enumeration::SampleAgainstTarget(**rule, instance, 20000, 19);
     ASSERT_TRUE(sampled.ok()) << sampled.status();
     EXPECT_LT(sampled->tv, sampled->bound) << instance.Describe();
   }
@@ -36,9 +29,9 @@ TEST(PointMassDeviceTest, MatchesGreedyAtTemperatureZero) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kTopK, 5 + depth);
     instance.target.one_hot = true;
     for (bool flag_greedy : {true, false}) {
-      auto rule = Rule(3, flag_greedy);
-      ASSERT_NE(rule, nullptr);
-      EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+      auto rule = DeviceChainAdapter::ForRule("point_mass", 3, flag_greedy);
+      ASSERT_TRUE(rule.ok()) << rule.status();
+      EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0);
     }
   }
 }

@@ -13,29 +13,22 @@ namespace {
 
 using enumeration::DeviceChainAdapter;
 
-std::unique_ptr<DeviceChainAdapter> Rule(uint64_t seed, bool shift_draft_rows = false, bool flag_greedy = true) {
-  auto host = MakeVerifier("rejection");
-  auto rule = DeviceChainAdapter::Create("rejection", host->traits(), seed, flag_greedy, shift_draft_rows);
-  EXPECT_TRUE(rule.ok()) << rule.status();
-  return rule.ok() ? *std::move(rule) : nullptr;
-}
-
 TEST(RejectionDeviceTest, SampledLawMatchesTarget) {
   for (const Instance& instance : {MakeInstance({1}, 5, DraftMode::kIndependent, 3),
                                    MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5),
                                    MakeInstance({1, 1, 1}, 3, DraftMode::kWithoutReplacement, 7)}) {
-    auto rule = Rule(11);
-    ASSERT_NE(rule, nullptr);
-    auto sampled = enumeration::SampleAgainstTarget(*rule, instance, 20000, 13);
+    auto rule = DeviceChainAdapter::ForRule("rejection", 11);
+    ASSERT_TRUE(rule.ok()) << rule.status();
+    auto sampled = enumeration::SampleAgainstTarget(**rule, instance, 20000, 13);
     ASSERT_TRUE(sampled.ok()) << sampled.status();
     EXPECT_LT(sampled->tv, sampled->bound) << instance.Describe();
   }
 }
 
 TEST(RejectionDeviceTest, WrongDraftRowsAreCaught) {
-  auto rule = Rule(11, /*shift_draft_rows=*/true);
-  ASSERT_NE(rule, nullptr);
-  auto sampled = enumeration::SampleAgainstTarget(*rule, MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5), 20000, 13);
+  auto rule = DeviceChainAdapter::ForRule("rejection", 11, /*flag_greedy=*/true, /*shift_draft_rows=*/true);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto sampled = enumeration::SampleAgainstTarget(**rule, MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5), 20000, 13);
   ASSERT_TRUE(sampled.ok()) << sampled.status();
   EXPECT_GT(sampled->tv, sampled->bound);
 }
@@ -45,9 +38,9 @@ TEST(RejectionDeviceTest, MatchesGreedyAtTemperatureZero) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kIndependent, 5 + depth);
     instance.target.one_hot = instance.draft.one_hot = true;
     for (bool flag_greedy : {true, false}) {  // the fast path, and the general rule on one-hot rows
-      auto rule = Rule(3, /*shift_draft_rows=*/false, flag_greedy);
-      ASSERT_NE(rule, nullptr);
-      EXPECT_GT(ExpectGreedyAtTemperatureZero(*rule, instance), 0);
+      auto rule = DeviceChainAdapter::ForRule("rejection", 3, flag_greedy, /*shift_draft_rows=*/false);
+      ASSERT_TRUE(rule.ok()) << rule.status();
+      EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0);
     }
   }
 }

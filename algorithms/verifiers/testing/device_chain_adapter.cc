@@ -4,7 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "absl/strings/str_cat.h"
+#include "framework/core/options.h"
 #include "framework/core/status_macros.h"
+#include "framework/core/verifier_registry.h"
 
 namespace speclab::enumeration {
 namespace {
@@ -36,6 +38,14 @@ absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> DeviceChainAdapter::Create(c
   ASSIGN_OR_RETURN(auto rule, entry->create(options));
   return std::unique_ptr<DeviceChainAdapter>(
       new DeviceChainAdapter(std::move(rule), traits, seed, flag_greedy, shift_draft_rows));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> DeviceChainAdapter::ForRule(const std::string& name,
+                                                                                uint64_t seed, bool flag_greedy,
+                                                                                bool shift_draft_rows) {
+  ASSIGN_OR_RETURN(Options spec, Options::FromString(absl::StrCat("{type: ", name, "}"), "device_chain_adapter"));
+  ASSIGN_OR_RETURN(std::unique_ptr<Verifier> host, VerifierRegistry::Create(spec, "verifier"));
+  return Create(name, host->traits(), seed, flag_greedy, shift_draft_rows);
 }
 
 absl::StatusOr<Verdict> DeviceChainAdapter::Verify(const VerificationProblem& problem, RandomSource&) const {

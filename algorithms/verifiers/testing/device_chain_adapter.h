@@ -29,6 +29,11 @@ class DeviceChainAdapter final : public Verifier {
                                                                     uint64_t seed, bool flag_greedy = true,
                                                                     bool shift_draft_rows = false);
 
+  // Create() with the traits of the host rule registered under `name`.
+  static absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> ForRule(const std::string& name, uint64_t seed,
+                                                                     bool flag_greedy = true,
+                                                                     bool shift_draft_rows = false);
+
   VerifierTraits traits() const override { return traits_; }
   absl::StatusOr<Verdict> Verify(const VerificationProblem& problem, RandomSource& random) const override;
 
