@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <map>
 
@@ -144,6 +146,23 @@ TEST(SpeculativeDecodingTest, IncompatibleCombinationsAreRefusedAtLoad) {
   auto misspelt = MethodFromYaml("{name: bad, drafter: {type: model, pth: x}, verifier: {type: greedy}}", target.get());
   EXPECT_THAT(misspelt.status().message(), HasSubstr("key 'drafter.path': missing required key"));
   EXPECT_THAT(misspelt.status().message(), HasSubstr("unknown key 'drafter.pth' (expected one of: path, type)"));
+}
+
+TEST(SpeculativeDecodingTest, AutoregressiveRunAheadLeavesTheCacheAsIfNone) {
+  // The loop queues each forward before reading the last token back; where
+  // generation stops (EOS or the budget) the cache must hold exactly the
+  // prompt and every emitted token but the last, and stopping at EOS must
+  // give the same tokens as the budget cut at that point.
+  auto target = TinyModel(1);
+  const std::vector<int32_t> free_run = Greedy(*target, 12);
+  EXPECT_EQ(target->committed_length(), static_cast<int64_t>(kPrompt.size() + free_run.size()) - 1);
+  DecodeOptions at_eos = Options(0, 12, 0);
+  at_eos.eos_token = free_run[5];
+  auto stopped = GenerateAutoregressive(*target, kPrompt, at_eos);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  const auto first_eos = std::find(free_run.begin(), free_run.end(), at_eos.eos_token);
+  EXPECT_EQ(stopped->tokens, std::vector<int32_t>(free_run.begin(), first_eos + 1));
+  EXPECT_EQ(target->committed_length(), static_cast<int64_t>(kPrompt.size() + stopped->tokens.size()) - 1);
 }
 
 TEST(SpeculativeDecodingTest, CapacityIsReportedNotCrashed) {

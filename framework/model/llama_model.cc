@@ -238,7 +238,7 @@ struct LlamaModel::Impl {
                                                       const at::Tensor& write_slots, const at::Tensor& allowed,
                                                       int64_t kv_length);
   void ChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
-  absl::Status CheckWeightsUnmoved();
+  void DropGraphsIfWeightsMoved();
   const CudaGraph* PoolOwner() const;
   absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t kv_length, const ChainPick& pick);
   absl::StatusOr<ChainResult> ForwardChainStatic(const at::Tensor& first, int64_t position, int64_t steps,
@@ -543,16 +543,14 @@ std::vector<const void*> LlamaModel::Impl::WeightAddresses() const {
   return out;
 }
 
-// The graph of a shape, captured on first use (capture also runs the work once,
-// on whatever the static inputs hold).
-absl::Status LlamaModel::Impl::CheckWeightsUnmoved() {
+// Graphs captured before a parameter was re-pointed would read stale weights.
+void LlamaModel::Impl::DropGraphsIfWeightsMoved() {
   std::vector<const void*> weights = WeightAddresses();
   if (weights != captured_weights) {
     graphs.clear();
     chain_graphs.clear();
     captured_weights = std::move(weights);
   }
-  return absl::OkStatus();
 }
 
 // Every graph of the model allocates from one memory pool.
@@ -563,8 +561,10 @@ const CudaGraph* LlamaModel::Impl::PoolOwner() const {
   return nullptr;
 }
 
+// The graph of a shape, captured on first use (capture also runs the work once,
+// on whatever the static inputs hold).
 absl::StatusOr<LlamaModel::Impl::CapturedForward*> LlamaModel::Impl::Graph(int64_t bucket, int64_t kv_length) {
-  RETURN_IF_ERROR(CheckWeightsUnmoved());
+  DropGraphsIfWeightsMoved();
   const auto key = std::make_pair(bucket, kv_length);
   auto it = graphs.find(key);
   if (it == graphs.end()) {
@@ -665,7 +665,7 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t kv_length, const ChainPi
 // the capacity (the cache's contents stay as they were).
 absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t kv_length,
                                                                         const ChainPick& pick) {
-  if (device.is_cuda()) RETURN_IF_ERROR(CheckWeightsUnmoved());
+  if (device.is_cuda()) DropGraphsIfWeightsMoved();
   auto key = std::make_tuple(steps, kv_length, pick.key);
   if (auto it = chain_graphs.find(key); it != chain_graphs.end()) return &it->second;
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
