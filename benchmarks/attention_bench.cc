@@ -13,29 +13,23 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/cuda.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "benchmarks/graph_bench.h"
 #include "framework/model/cuda_graph.h"
 #include "framework/model/fused_ops.h"
 
 namespace speclab {
 namespace {
 
-bool AttentionBenchOnCuda() {
-  const char* name = std::getenv("SPECLAB_BENCH_DEVICE");
-  return name != nullptr && std::string(name) == "cuda";
-}
-
 constexpr int64_t kBenchLayers = 32;
 constexpr int64_t kBenchSlots = 8192 + 128;
 
 // state.range(0) = n query tokens, state.range(1) = L.
 void BM_DecodeAttention(benchmark::State& state, bool fused, int64_t head_dim) {
-  if (!AttentionBenchOnCuda() || !CudaGraph::Supported()) {
+  if (!BenchDevice().is_cuda() || !CudaGraph::Supported()) {
     state.SkipWithError("CUDA only: set SPECLAB_BENCH_DEVICE=cuda on a CUDA build");
     return;
   }
@@ -56,22 +50,13 @@ void BM_DecodeAttention(benchmark::State& state, bool fused, int64_t head_dim) {
   const at::Tensor cols = at::arange(length, options.dtype(at::kLong));
   allowed.copy_(cols.unsqueeze(0).le((at::arange(n, cols.options()) + (length - n)).unsqueeze(1)));
   fused::SetCudaKernelsEnabled(fused);
-  auto graph = CudaGraph::Capture(device, nullptr, [&] {
+  const bool timed = TimeGraphReplays(state, device, [&] {
     for (int64_t i = 0; i < kBenchLayers; ++i) {
       benchmark::DoNotOptimize(fused::DecodeAttention(q, k[i], v[i], allowed, length));
     }
   });
   fused::SetCudaKernelsEnabled(true);
-  if (!graph.ok()) {
-    state.SkipWithError(std::string(graph.status().message()).c_str());
-    return;
-  }
-  (*graph)->Replay();
-  torch::cuda::synchronize();
-  for (auto _ : state) {
-    (*graph)->Replay();
-    torch::cuda::synchronize();
-  }
+  if (!timed) return;
   state.counters["us/call"] =
       benchmark::Counter(static_cast<double>(kBenchLayers) * 1e-6,
                          benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);

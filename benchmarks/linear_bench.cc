@@ -12,26 +12,20 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/cuda.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "benchmarks/graph_bench.h"
 #include "framework/model/cuda_graph.h"
 #include "framework/model/fused_ops.h"
 
 namespace speclab {
 namespace {
 
-bool BenchOnCuda() {
-  const char* name = std::getenv("SPECLAB_BENCH_DEVICE");
-  return name != nullptr && std::string(name) == "cuda";
-}
-
 void BM_Linear(benchmark::State& state, bool fused, int64_t n, int64_t k) {
-  if (!BenchOnCuda() || !CudaGraph::Supported()) {
+  if (!BenchDevice().is_cuda() || !CudaGraph::Supported()) {
     state.SkipWithError("CUDA only: set SPECLAB_BENCH_DEVICE=cuda on a CUDA build");
     return;
   }
@@ -47,21 +41,13 @@ void BM_Linear(benchmark::State& state, bool fused, int64_t n, int64_t k) {
   std::vector<at::Tensor> weights;
   for (int64_t i = 0; i < buffers; ++i) weights.push_back(at::randn({n, k}, options));
   const at::Tensor x = at::randn({m, k}, options);
-  auto graph = CudaGraph::Capture(device, nullptr, [&] {
+  if (!TimeGraphReplays(state, device, [&] {
     for (int64_t i = 0; i < calls; ++i) {
       const at::Tensor& w = weights[i % buffers];
       benchmark::DoNotOptimize(fused ? fused::Linear(x, w, at::Tensor()) : at::linear(x, w));
     }
-  });
-  if (!graph.ok()) {
-    state.SkipWithError(std::string(graph.status().message()).c_str());
+  })) {
     return;
-  }
-  (*graph)->Replay();
-  torch::cuda::synchronize();
-  for (auto _ : state) {
-    (*graph)->Replay();
-    torch::cuda::synchronize();
   }
   // Weight bytes per second (printed with SI prefixes: 3.0T = 3.0 TB/s) and
   // microseconds per call.

@@ -11,15 +11,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "benchmarks/graph_bench.h"
 #include "framework/model/llama_model.h"
 
 namespace speclab {
 namespace {
-
-c10::Device BenchDevice() {
-  const char* name = std::getenv("SPECLAB_BENCH_DEVICE");
-  return name != nullptr && std::string(name) == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-}
 
 void BM_ModelForward(benchmark::State& state, const std::string& dir) {
   const c10::Device device = BenchDevice();
