@@ -8,7 +8,6 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "benchmarks/graph_bench.h"
