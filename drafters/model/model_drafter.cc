@@ -43,6 +43,17 @@ at::Tensor ModelDrafter::ToTargetLogits(const at::Tensor& draft_logits) const {
   return out.index_copy_(1, draft_to_target_device_, draft_logits.index_select(1, mapped_draft_ids_device_));
 }
 
+absl::Status ModelDrafter::FeedContext(absl::Span<const int32_t> tokens, int64_t first_position) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  std::vector<int64_t> ids(n), positions(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ids[i] = ToDraftToken(tokens[i]);
+    positions[i] = first_position + i;
+  }
+  const c10::Device device = model_->device();
+  return model_->Forward(LongsToDevice(ids, device), LongsToDevice(positions, device), at::Tensor()).status();
+}
+
 absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
   RETURN_IF_ERROR(model_->Truncate(0));
   cached_.clear();
@@ -52,14 +63,10 @@ absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
   // attention-kernel planning on CUDA).
   const int64_t n = static_cast<int64_t>(prompt.size()) - 1;
   if (n <= 0) return absl::OkStatus();
-  std::vector<int64_t> tokens(n), positions(n);
-  for (int64_t i = 0; i < n; ++i) {
-    tokens[i] = ToDraftToken(prompt[i]);
-    positions[i] = i;
-  }
-  const c10::Device device = model_->device();
-  RETURN_IF_ERROR(model_->Forward(LongsToDevice(tokens, device), LongsToDevice(positions, device), at::Tensor()).status());
-  RETURN_IF_ERROR(model_->Commit(positions));
+  RETURN_IF_ERROR(FeedContext(prompt.first(n), 0));
+  std::vector<int64_t> slots(n);
+  for (int64_t i = 0; i < n; ++i) slots[i] = i;
+  RETURN_IF_ERROR(model_->Commit(slots));
   cached_.assign(prompt.begin(), prompt.end() - 1);
   return absl::OkStatus();
 }
@@ -199,10 +206,7 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
   if (pending > 0) {
     // Context the cache lacks (the last draft of a fully accepted step): one
     // causal chain forward before the drafted chain.
-    std::vector<int64_t> tokens(pending_.begin(), pending_.end()), positions(pending);
-    for (int64_t i = 0; i < pending; ++i) positions[i] = root_position - pending + i;
-    RETURN_IF_ERROR(
-        model_->Forward(LongsToDevice(tokens, device), LongsToDevice(positions, device), at::Tensor()).status());
+    RETURN_IF_ERROR(FeedContext(pending_, root_position - pending));
     pending_slots_ = pending;
   }
   const int64_t first_slot = model_->tentative_length();

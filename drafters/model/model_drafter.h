@@ -46,6 +46,8 @@ class ModelDrafter final : public Drafter {
   // Target token ids -> the ids the drafter is fed, and drafter logits -> target-vocabulary logits.
   int64_t ToDraftToken(int64_t target_token) const;
   at::Tensor ToTargetLogits(const at::Tensor& draft_logits) const;
+  // Feeds committed-context tokens as a causal chain of tentative slots.
+  absl::Status FeedContext(absl::Span<const int32_t> tokens, int64_t first_position);
 
   std::unique_ptr<LanguageModel> model_;
   std::optional<VocabularyMap> vocab_map_;
