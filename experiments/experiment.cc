@@ -168,7 +168,7 @@ absl::Status RunExperiment(const RunFlags& flags) {
   ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> encoded, EncodePrompts(e));
   DecodeOptions options{.sampling = e.sampling, .max_new_tokens = e.max_new_tokens,
                         .eos_token = e.stop_at_eos ? e.tokenizer->eos_id() : -1, .seed = e.seed,
-                        .verify_on_device = e.verify_on_device};
+                        .verify_on_device = e.verify_on_device, .pipeline = e.pipeline};
   // One-time work first (CUDA graphs for every forward shape), then a warm-up
   // (allocator, kernels, caches), so that no measured run pays for either.
   RETURN_IF_ERROR(e.target->PrepareForDecoding(kMaxPreparedTokens));

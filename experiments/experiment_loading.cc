@@ -57,6 +57,8 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   // On the CPU the host rules are faster than the device forms' many small
   // tensor ops, and there is no transfer to save: default to them there.
   ASSIGN_OR_RETURN(e.verify_on_device, decoding.GetBool("verify_on_device", e.target->device().is_cuda()));
+  // Pipelining hides host work under queued device work; the CPU queues nothing.
+  ASSIGN_OR_RETURN(e.pipeline, decoding.GetBool("pipeline", e.target->device().is_cuda()));
   RETURN_IF_ERROR(decoding.CheckAllUsed());
   for (double t : e.temperatures) {
     SamplingParams check = e.sampling;

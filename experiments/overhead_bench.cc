@@ -6,6 +6,7 @@
 #include <iostream>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -15,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "drafters/model/model_drafter.h"
 #include "experiments/device_trace.h"
 #include "experiments/forward_costs.h"
@@ -119,49 +121,67 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     for (double t : {0.0, 1.0}) {
       warm.sampling.temperature = t;
       RETURN_IF_ERROR(GenerateAutoregressive(*target, prompts[0], warm).status());
-      RETURN_IF_ERROR(GenerateSpeculative(*target, method, prompts[0], warm).status());
+      for (bool pipeline : {false, true}) {  // their drafter chains are different graphs
+        warm.pipeline = pipeline;
+        RETURN_IF_ERROR(GenerateSpeculative(*target, method, prompts[0], warm).status());
+      }
     }
   }
+  // Autoregressive decoding, and the chain step by step and pipelined
+  // (DecodeOptions::pipeline).
+  struct Runner {
+    std::string name;
+    std::function<absl::StatusOr<Generation>(const std::vector<int32_t>&, DecodeOptions)> run;
+  };
+  const std::vector<Runner> runners = {
+      {"autoregressive", [&](const std::vector<int32_t>& p, DecodeOptions o) { return GenerateAutoregressive(*target, p, o); }},
+      {method.name + ", step by step",
+       [&](const std::vector<int32_t>& p, DecodeOptions o) {
+         o.pipeline = false;
+         return GenerateSpeculative(*target, method, p, o);
+       }},
+      {method.name + ", pipelined",
+       [&](const std::vector<int32_t>& p, DecodeOptions o) {
+         o.pipeline = true;
+         return GenerateSpeculative(*target, method, p, o);
+       }},
+  };
   std::vector<Row> rows;
-  std::vector<Generation> base_runs, spec_runs;
+  std::vector<std::vector<Generation>> runs;  // per row, per prompt
   for (double t : {0.0, 1.0}) {
     options.sampling.temperature = t;
-    Row base{.method = "autoregressive", .temperature = t}, spec{.method = method.name, .temperature = t};
-    for (const auto& prompt : prompts) {
-      ASSIGN_OR_RETURN(Generation a, GenerateAutoregressive(*target, prompt, options));
-      ASSIGN_OR_RETURN(Generation s, GenerateSpeculative(*target, method, prompt, options));
-      for (auto [row, g] : {std::pair<Row*, Generation*>{&base, &a}, {&spec, &s}}) {
-        row->tokens += static_cast<long>(g->tokens.size());
-        row->steps += static_cast<long>(g->steps.size());
-        row->seconds += g->decode_seconds;
+    for (const Runner& runner : runners) {
+      Row row{.method = runner.name, .temperature = t};
+      std::vector<Generation> generations;
+      for (const auto& prompt : prompts) {
+        ASSIGN_OR_RETURN(Generation g, runner.run(prompt, options));
+        row.tokens += static_cast<long>(g.tokens.size());
+        row.steps += static_cast<long>(g.steps.size());
+        row.seconds += g.decode_seconds;
+        generations.push_back(std::move(g));
       }
-      base_runs.push_back(std::move(a));
-      spec_runs.push_back(std::move(s));
+      rows.push_back(row);
+      runs.push_back(std::move(generations));
     }
-    rows.push_back(base);
-    rows.push_back(spec);
   }
 
   if (!flags.trace_dir.empty()) {
     std::filesystem::create_directories(flags.trace_dir);
     for (double t : {0.0, 1.0}) {
       options.sampling.temperature = t;
-      auto path = [&](const std::string& name) {
-        return (std::filesystem::path(flags.trace_dir) / absl::StrFormat("%s_T%g.json", name, t)).string();
-      };
-      RETURN_IF_ERROR(TraceToFile(path("autoregressive"), device.is_cuda(), [&] {
-        return Traced(path("autoregressive"), GenerateAutoregressive(*target, prompts[0], options));
-      }));
-      RETURN_IF_ERROR(TraceToFile(path(method.name), device.is_cuda(), [&] {
-        return Traced(path(method.name), GenerateSpeculative(*target, method, prompts[0], options));
-      }));
+      for (const Runner& runner : runners) {
+        const std::string path = (std::filesystem::path(flags.trace_dir) /
+                                  absl::StrFormat("%s_T%g.json", absl::StrReplaceAll(runner.name, {{", ", "_"}, {" ", "_"}}), t))
+                                     .string();
+        RETURN_IF_ERROR(TraceToFile(path, device.is_cuda(), [&] { return Traced(path, runner.run(prompts[0], options)); }));
+      }
     }
   }
 
   // Price the forwards at costs measured on the same models.
   std::set<int64_t> target_counts, draft_counts;
-  for (const auto* runs : {&base_runs, &spec_runs})
-    for (const Generation& g : *runs) {
+  for (const auto& generations : runs)
+    for (const Generation& g : generations) {
       for (const auto& [n, c] : g.target_forwards) target_counts.insert(n);
       for (const auto& [n, c] : g.draft_forwards) draft_counts.insert(n);
     }
@@ -172,13 +192,12 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   // must see its result before launching the next.
   ASSIGN_OR_RETURN(auto target_waited, MeasureForwardCosts(*target, {1}, context, 10, /*synchronize_each=*/true));
   ASSIGN_OR_RETURN(auto draft_waited, MeasureForwardCosts(*drafter_model, {1}, context, 10, true));
-  for (size_t i = 0; i < base_runs.size(); ++i) {
-    const size_t row = 2 * (i / prompts.size());
-    ASSIGN_OR_RETURN(double base_seconds, PredictSeconds(base_runs[i].target_forwards, target_costs));
-    ASSIGN_OR_RETURN(double spec_target, PredictSeconds(spec_runs[i].target_forwards, target_costs));
-    ASSIGN_OR_RETURN(double spec_draft, PredictSeconds(spec_runs[i].draft_forwards, draft_costs));
-    rows[row].predicted += base_seconds;
-    rows[row + 1].predicted += spec_target + spec_draft;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (const Generation& g : runs[r]) {
+      ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(g.target_forwards, target_costs));
+      ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(g.draft_forwards, draft_costs));
+      rows[r].predicted += target_seconds + draft_seconds;
+    }
   }
 
   std::string report = absl::StrFormat(

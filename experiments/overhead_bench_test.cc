@@ -48,7 +48,8 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   std::stringstream report;
   report << std::ifstream(out + "/overhead_bench.md").rdbuf();
   EXPECT_THAT(report.str(), HasSubstr("| autoregressive | 0 |"));
-  EXPECT_THAT(report.str(), HasSubstr("| chain_g2 | 1 |"));
+  EXPECT_THAT(report.str(), HasSubstr("| chain_g2, step by step | 1 |"));
+  EXPECT_THAT(report.str(), HasSubstr("| chain_g2, pipelined | 1 |"));
   EXPECT_THAT(report.str(), HasSubstr("overhead us/step"));
   RemoveTree(out);
 }

@@ -11,6 +11,10 @@ absl::StatusOr<ChainResult> Drafter::DraftChain(int, const ChainPick&) {
   return absl::UnimplementedError("this drafter drafts token by token");
 }
 
+absl::StatusOr<ChainResult> Drafter::DraftChainAt(const DeviceRoot&, int, const ChainPick&) {
+  return absl::UnimplementedError("this drafter has no device-rooted chains");
+}
+
 absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int, int) {
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }

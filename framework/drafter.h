@@ -26,6 +26,13 @@ namespace speclab {
 
 enum class DrafterKind { kDistributions, kTokensOnly };
 
+// A step's root when only the device knows it (the engine's pipelined chains,
+// which queue a step before reading the previous one back).
+struct DeviceRoot {
+  at::Tensor last_two;      // [2] int64: the token before the root, then the root
+  DevicePosition position;  // of last_two[0]; the root's position is one more
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -59,6 +66,16 @@ class Drafter {
   // Unimplemented where the drafter has no such path (the default): tree
   // builders then draft token by token.
   virtual absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick);
+
+  // kDistributions, optional: DraftChain for pipelined decoding, where the
+  // root and its position are on the device and no BeginStep/EndStep frame
+  // the step. The drafter's cache must hold the context up to the token
+  // before last_two[0] (as after Reset with the prompt, or after the previous
+  // pipelined chain with any of its drafts accepted); the caller tracks that.
+  // Returns tokens [length + 1] (root first) and pick's rows [length, vocab].
+  // Unimplemented where the drafter has no such path (the default): the engine
+  // then runs its step-by-step loop. A later BeginStep or Reset starts over.
+  virtual absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick);
 
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);

@@ -22,6 +22,11 @@ struct DecodeOptions {
   // Verify chains with the verifier's device form when it has one
   // (framework/device_verifier.h); false: always the host rule.
   bool verify_on_device = true;
+  // Chains with a fixed length, a device verifier and a drafter that drafts
+  // from a device-side root: queue each step before reading the previous one
+  // back (the same tokens for the same seed; the host's work hides under the
+  // device's). False: always step by step.
+  bool pipeline = true;
 };
 
 // One target forward (a speculative step, or one autoregressive token).

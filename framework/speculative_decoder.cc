@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <deque>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -199,6 +200,102 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
   return out;
 }
 
+// The random streams of a speculative generation.
+struct Randomness {
+  at::Generator draft;   // drafting (never the verifier's, ALGORITHMS.md §1.3.5)
+  SeededRandomSource verify_host;
+  at::Generator verify;  // device verifiers
+};
+
+// Pipelined chains. Step k + 1 is queued from step k's verdict while that is
+// still on the device: the next root (the extra token), the token before it
+// (the last accepted one) and both positions are computed there, and the
+// models choose their graphs by the host's bound on the root position. The
+// host reads step k while the device runs step k + 1, so its reading,
+// bookkeeping and launches hide under the device's work, as in
+// autoregressive decoding; the one step queued past the end is dropped.
+// Each generator draws what it draws step by step, in the same order, so the
+// tokens are those of the step-by-step loop. Returns false, having changed
+// nothing, where the method's builder or drafter has no device-rooted chains.
+absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
+                                     const DecodeOptions& options, Randomness& random, Generation& out) {
+  const c10::Device device = target.device();
+  const int gamma = method.policy->MaxDraftLength();
+  const DeviceChainVerifier& verifier = *method.device_verifier;
+  const int64_t prompt_size = static_cast<int64_t>(prompt.size());
+  at::Tensor last_two = LongsToDevice({prompt[prompt_size - 2], prompt[prompt_size - 1]}, device);
+  at::Tensor positions = LongsToDevice({prompt_size - 2, prompt_size - 1}, device);  // of last_two's tokens
+
+  // Queues a step whose root position is at most max_root, and its read.
+  auto queue = [&](int64_t max_root) -> absl::StatusOr<std::optional<AsyncRead>> {
+    BuildRequest request{.root_token = -1, .sampling = options.sampling, .policy = method.policy.get(),
+                         .generator = &random.draft, .device = device};
+    const DeviceRoot root{.last_two = last_two,
+                          .position = {.start = positions.narrow(0, 0, 1), .max_start = max_root - 1}};
+    absl::StatusOr<DraftTree> draft = method.tree_builder->BuildChainAt(*method.drafter, request, root);
+    if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+    if (!draft.ok()) return draft.status();
+    if (draft->tokens.size(0) != gamma + 1)
+      return absl::InternalError(absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma));
+    const at::Tensor tokens = draft->tokens.to(device);
+    ASSIGN_OR_RETURN(at::Tensor logits,
+                     target.ForwardAt(tokens, {.start = positions.narrow(0, 1, 1), .max_start = max_root}));
+    DeviceChainProblem problem{.tokens = tokens, .target_probs = Probabilities(logits, options.sampling),
+                               .draft_probs = draft->draft_probs.to(device), .greedy = options.sampling.greedy()};
+    ASSIGN_OR_RETURN(at::Tensor answer, verifier.Verify(problem, random.verify));
+    const at::Tensor accepted = answer.narrow(0, 0, 1);
+    last_two = at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)});
+    positions = (positions + accepted).add_(1);
+    return AsyncRead::Start(at::cat({tokens, answer}));
+  };
+
+  int64_t root = prompt_size - 1;  // position of the oldest unread step's root
+  ASSIGN_OR_RETURN(std::optional<AsyncRead> first, queue(root));
+  if (!first) return false;
+  std::deque<AsyncRead> unread;
+  unread.push_back(*std::move(first));
+  for (bool done = false; !done;) {
+    auto step_start = Clock::now();
+    // The next step, unless the unread one surely ends generation (it emits at least one token).
+    if (static_cast<int>(out.tokens.size()) + 1 < options.max_new_tokens) {
+      ASSIGN_OR_RETURN(std::optional<AsyncRead> next, queue(root + gamma + 1));
+      if (!next) return absl::InternalError("pipelined chain: the builder stopped drafting device-rooted chains");
+      unread.push_back(*std::move(next));
+    }
+    const int64_t* data = unread.front().Wait().data_ptr<int64_t>();
+    const int64_t accepted = data[gamma + 1];
+    if (accepted < 0 || accepted > gamma)
+      return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", gamma, " drafts"));
+    std::vector<int32_t> emitted(data + 1, data + 1 + accepted);
+    emitted.push_back(static_cast<int32_t>(data[gamma + 2]));
+    unread.pop_front();
+    done = Emit(emitted, options, out);
+    root += accepted + 1;
+    StepStats stats{.tree_nodes = gamma, .longest_path = gamma, .accepted = static_cast<int>(accepted),
+                    .verify_seconds = Seconds(step_start, Clock::now())};
+    method.policy->Observe({.drafted = gamma, .accepted = stats.accepted, .tree_nodes = gamma,
+                            .step_seconds = stats.verify_seconds});
+    out.steps.push_back(stats);
+  }
+  // The cache as the step-by-step loop leaves it: the prompt and every
+  // emitted token but the last.
+  RETURN_IF_ERROR(target.Truncate(prompt_size + static_cast<int64_t>(out.tokens.size()) - 1));
+  return true;
+}
+
+// Whether DecodePipelined may run: it needs the verdict on the device, a
+// length known before the previous step is seen, and room for the step
+// queued past the end.
+bool MayPipeline(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
+                 const DecodeOptions& options) {
+  if (!options.pipeline || options.time_phases || !options.verify_on_device || method.device_verifier == nullptr)
+    return false;
+  if (!method.policy->length_is_fixed() || method.tree_builder->traits().may_branch || prompt.size() < 2)
+    return false;
+  const int64_t step = method.policy->MaxDraftLength() + 1;
+  return static_cast<int64_t>(prompt.size()) + options.max_new_tokens + 2 * step <= target.capacity();
+}
+
 absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
                                            const DecodeOptions& options) {
   c10::InferenceMode inference;
@@ -206,9 +303,10 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   RETURN_IF_ERROR(method.CheckCompatible());
   const c10::Device device = target.device();
   // Drafting and verification draw from independent streams (ALGORITHMS.md §1.3.5).
-  at::Generator draft_generator = MakeGenerator(device, options.seed);
-  SeededRandomSource verify_random(options.seed ^ 0x9E3779B97F4A7C15ULL);
-  at::Generator verify_generator = MakeGenerator(device, options.seed ^ 0x9E3779B97F4A7C15ULL);
+  constexpr uint64_t kVerifySalt = 0x9E3779B97F4A7C15ULL;
+  Randomness random{.draft = MakeGenerator(device, options.seed),
+                    .verify_host = SeededRandomSource(options.seed ^ kVerifySalt),
+                    .verify = MakeGenerator(device, options.seed ^ kVerifySalt)};
   const DeviceChainVerifier* device_verifier = options.verify_on_device ? method.device_verifier.get() : nullptr;
   const bool sync = options.time_phases;
   const bool want_rows = method.verifier->traits().needs_target_rows;
@@ -222,14 +320,17 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   out.prefill_seconds = Seconds(start, decode_start);
   ResetForwardCounts(target, method.drafter.get());
 
-  std::vector<int32_t> context(prompt.begin(), prompt.end());
   bool done = false;
+  if (MayPipeline(target, method, prompt, options)) {
+    ASSIGN_OR_RETURN(done, DecodePipelined(target, method, prompt, options, random, out));
+  }
+  std::vector<int32_t> context(prompt.begin(), prompt.end());
   while (!done) {
     StepStats stats;
     auto t0 = Clock::now();
     RETURN_IF_ERROR(method.drafter->BeginStep(context));
     BuildRequest request{.root_token = context.back(), .sampling = options.sampling,
-                         .policy = method.policy.get(), .generator = &draft_generator, .device = device};
+                         .policy = method.policy.get(), .generator = &random.draft, .device = device};
     ASSIGN_OR_RETURN(DraftTree draft, method.tree_builder->Build(*method.drafter, request));
     TokenTree& tree = draft.tree;
     const int n = tree.size();
@@ -244,14 +345,14 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     Verdict verdict;
     if (device_verifier != nullptr && IsChain(tree)) {
       ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
-                                                    options.sampling.greedy(), verify_generator));
+                                                    options.sampling.greedy(), random.verify));
     } else {
       HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs, want_rows, options.sampling.greedy());
       for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);
       VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
                                   .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
                                   .sampling = draft.sampling};
-      ASSIGN_OR_RETURN(verdict, method.verifier->Verify(problem, verify_random));
+      ASSIGN_OR_RETURN(verdict, method.verifier->Verify(problem, random.verify_host));
     }
     RETURN_IF_ERROR(CheckPath(tree, verdict));
     auto t2 = Clock::now();
@@ -280,6 +381,10 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
                             .tree_nodes = stats.tree_nodes, .step_seconds = Seconds(t0, t3)});
     out.steps.push_back(stats);
   }
+  // Keep only what was emitted when the budget cut the last step short (and
+  // so leave the cache as the pipelined loop does).
+  const int64_t fed = static_cast<int64_t>(prompt.size() + out.tokens.size()) - 1;
+  if (target.committed_length() > fed) RETURN_IF_ERROR(target.Truncate(fed));
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
   CollectForwardCounts(target, method.drafter.get(), out);
   return out;

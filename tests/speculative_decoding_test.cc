@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
@@ -82,6 +83,47 @@ TEST(SpeculativeDecodingTest, SameSeedSameTokens) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_NE(a->tokens, c->tokens);
+}
+
+TEST(SpeculativeDecodingTest, PipelinedChainsDrawTheStepByStepTokens) {
+  // The pipelined loop queues step k + 1 before it reads step k back. Each
+  // generator draws the same values in the same order, so with one seed it
+  // must emit the step-by-step loop's tokens with the same acceptances, at
+  // both temperatures, stop at EOS where that does, and leave the target's
+  // cache as that does. The drafter's static shapes (its device chain code,
+  // eager on the CPU) feed the token before the root again in a two-token
+  // forward: its count shows the pipelined loop ran.
+  auto target = TinyModel(4);
+  for (const char* verifier : {"{type: rejection}", "{type: block}", "{type: point_mass}"}) {
+    for (double temperature : {0.0, 1.0}) {
+      for (int32_t eos : {-1, 9}) {
+        SCOPED_TRACE(absl::StrCat(verifier, " T=", temperature, " eos ", eos));
+        Generation runs[2];
+        int64_t cache[2];
+        for (bool pipeline : {false, true}) {
+          std::unique_ptr<LlamaModel> drafter = TinyModel(5);
+          drafter->EnableCudaGraphs(true);
+          Method method = ModelDrafterMethod(std::move(drafter), "{type: chain}", verifier, 3);
+          DecodeOptions options = Options(temperature, 30, 21);
+          options.eos_token = eos;
+          options.pipeline = pipeline;
+          auto out = GenerateSpeculative(*target, method, kPrompt, options);
+          ASSERT_TRUE(out.ok()) << out.status();
+          EXPECT_EQ(out->draft_forwards.count(2), pipeline ? 1u : 0u);
+          runs[pipeline] = *std::move(out);
+          cache[pipeline] = target->committed_length();
+        }
+        EXPECT_EQ(runs[1].tokens, runs[0].tokens);
+        ASSERT_EQ(runs[1].steps.size(), runs[0].steps.size());
+        for (size_t i = 0; i < runs[0].steps.size(); ++i) EXPECT_EQ(runs[1].steps[i].accepted, runs[0].steps[i].accepted);
+        EXPECT_EQ(cache[1], cache[0]);
+        // At most the one step queued past the end is extra work.
+        EXPECT_LE(runs[1].target_forwards[4] - runs[0].target_forwards[4], 1);
+        if (eos >= 0 && std::find(runs[0].tokens.begin(), runs[0].tokens.end(), eos) != runs[0].tokens.end())
+          EXPECT_EQ(runs[0].tokens.back(), eos);
+      }
+    }
+  }
 }
 
 // Chain speculative sampling at temperature 1 samples exactly the target's law:

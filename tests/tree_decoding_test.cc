@@ -296,5 +296,37 @@ TEST(TreeDecodingTest, EveryBuilderRunsOnTheTestDevice) {
   }
 }
 
+// Pipelined chains on the test device (CUDA graphs for both models there):
+// greedy decoding's tokens at T = 0 with every lossless chain rule's device
+// form, and the step-by-step loop's tokens for the same seed at T = 1.
+TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
+  const c10::Device device = TestDevice();
+  if (device.is_cuda() && !at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";
+  auto target = TinyModelOn(device, 1);
+  target->EnableCudaGraphs(true);
+  auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, 24, 0));
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  for (const std::string verifier : {"rejection", "block", "point_mass", "greedy"}) {
+    for (double temperature : {0.0, 1.0}) {
+      if (verifier == "greedy" && temperature > 0) continue;  // lossy there
+      std::vector<int32_t> tokens[2];
+      for (bool pipeline : {false, true}) {
+        std::unique_ptr<LlamaModel> drafter = TinyModelOn(device, 2);
+        drafter->EnableCudaGraphs(true);
+        Method method = ModelDrafterMethod(std::move(drafter), "{type: chain}", Verifier(verifier), 3);
+        ASSERT_NE(method.device_verifier, nullptr) << verifier;
+        DecodeOptions options = Decoding(temperature, 24, 8);
+        options.pipeline = pipeline;
+        auto out = GenerateSpeculative(*target, method, kPrompt, options);
+        ASSERT_TRUE(out.ok()) << verifier << " at T=" << temperature << ": " << out.status();
+        EXPECT_EQ(out->draft_forwards.count(2), pipeline ? 1u : 0u) << verifier;
+        tokens[pipeline] = out->tokens;
+      }
+      if (temperature == 0) EXPECT_EQ(tokens[1], greedy->tokens) << verifier;
+      EXPECT_EQ(tokens[1], tokens[0]) << verifier << " at T=" << temperature;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace speclab

@@ -57,6 +57,7 @@ absl::Status ModelDrafter::FeedContext(absl::Span<const int32_t> tokens, int64_t
 absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
   RETURN_IF_ERROR(model_->Truncate(0));
   cached_.clear();
+  cache_on_device_only_ = false;
   // Prefill now, as the engine prefills the target: the prompt but its last
   // token (the first root). Left to the first step, this forward would be
   // timed as drafting (and a new prompt length can cost milliseconds of
@@ -74,6 +75,11 @@ absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
 absl::Status ModelDrafter::BeginStep(absl::Span<const int32_t> context) {
   if (context.empty()) return absl::InvalidArgumentError("empty context");
   context_.assign(context.begin(), context.end());
+  if (cache_on_device_only_) {  // after pipelined chains: start over
+    RETURN_IF_ERROR(model_->Truncate(0));
+    cached_.clear();
+    cache_on_device_only_ = false;
+  }
   // Keep the longest cached prefix that still agrees with the context (the
   // root itself is fed as tree node 0, so it never counts as cached).
   const size_t limit = std::min(cached_.size(), context_.size() - 1);
@@ -217,6 +223,17 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
   node_slot_.assign(length + 1, -1);
   node_logits_.assign(length + 1, at::Tensor());
   for (int i = 0; i < length; ++i) node_slot_[i] = first_slot + i;
+  return chain;
+}
+
+absl::StatusOr<ChainResult> ModelDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
+  if (vocab_map_) return absl::UnimplementedError("a drafter with a vocabulary map drafts token by token");
+  if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChainAt: length must be >= 1, got ", length));
+  if (!root.last_two.defined() || root.last_two.numel() != 2)
+    return absl::InvalidArgumentError("DraftChainAt: last_two must hold two tokens");
+  ASSIGN_OR_RETURN(ChainResult chain, model_->ForwardChainAt(root.last_two, root.position, length, pick));
+  cache_on_device_only_ = true;
+  chain.tokens = chain.tokens.narrow(0, 1, length + 1);
   return chain;
 }
 

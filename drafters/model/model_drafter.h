@@ -37,6 +37,11 @@ class ModelDrafter final : public Drafter {
   // one plain forward of any pending context; Unimplemented with a
   // vocabulary map (picks read target-vocabulary logits).
   absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick) override;
+  // The model's ForwardChainAt with last_two as the first forward's prefix
+  // (the token before the root is fed again: one fixed shape whether or not
+  // the previous chain's last draft was accepted). Unimplemented with a
+  // vocabulary map.
+  absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override;
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override;
   std::vector<LanguageModel*> models() override { return {model_.get()}; }
 
@@ -61,6 +66,7 @@ class ModelDrafter final : public Drafter {
   int64_t pending_slots_ = 0;          // pending tokens already fed as tentative slots
   std::vector<int64_t> node_slot_;     // tentative slot of each tree node, -1 if not fed
   std::vector<at::Tensor> node_logits_;  // logits row of each fed node
+  bool cache_on_device_only_ = false;     // after DraftChainAt: cached_ is unknown to the host
 };
 
 }  // namespace speclab

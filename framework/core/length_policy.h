@@ -33,6 +33,10 @@ class DraftLengthPolicy {
   // True if ContinueDrafting() reads the progress: builders then read each
   // drafted token's probability back to the host (one sync per draft token).
   virtual bool wants_progress() const { return false; }
+  // True if MaxDraftLength() never changes and ContinueDrafting() always
+  // continues: the engine may then queue a step before it has observed the
+  // one before (pipelined chains); Observe() still sees every step, in order.
+  virtual bool length_is_fixed() const { return false; }
   // Called after each drafted token of a chain; false stops drafting.
   virtual bool ContinueDrafting(const DraftProgress& progress) { return true; }
   // Called once per step after verification.

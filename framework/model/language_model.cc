@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +36,64 @@ absl::StatusOr<ChainResult> ForwardEach(LanguageModel& model, const at::Tensor& 
   return result;
 }
 
+// Commits every tentative slot.
+absl::Status CommitAll(LanguageModel& model) {
+  std::vector<int64_t> slots(model.tentative_length());
+  std::iota(slots.begin(), slots.end(), 0);
+  return model.Commit(slots);
+}
+
+// The default device-positioned forms: reads `start` back and makes the slots
+// below it the committed prefix. Returns start.
+absl::StatusOr<int64_t> SettleAt(LanguageModel& model, const DevicePosition& at, const at::Tensor& tokens,
+                                 const char* what) {
+  if (!tokens.defined() || tokens.dim() != 1 || tokens.size(0) < 1)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tokens must be a non-empty [n] tensor"));
+  if (!at.start.defined() || at.start.numel() != 1)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": start must be a [1] int64 tensor"));
+  const int64_t start = at.start.to(at::kCPU).item<int64_t>();  // the synchronisation
+  const int64_t written = model.committed_length() + model.tentative_length();
+  if (start < 0 || start > written || start > at.max_start)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": start ", start, " outside [0, ",
+                                                   std::min(written, at.max_start),
+                                                   "] (the slots written so far, and max_start)"));
+  RETURN_IF_ERROR(CommitAll(model));
+  RETURN_IF_ERROR(model.Truncate(start));
+  return start;
+}
+
+at::Tensor Positions(int64_t from, int64_t count, const at::Tensor& like) {
+  return at::arange(from, from + count, like.options().dtype(at::kLong));
+}
+
 }  // namespace
+
+absl::StatusOr<at::Tensor> LanguageModel::ForwardAt(const at::Tensor& tokens, const DevicePosition& at) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(*this, at, tokens, "ForwardAt"));
+    ASSIGN_OR_RETURN(at::Tensor logits, Forward(tokens, Positions(start, tokens.size(0), tokens), at::Tensor()));
+    RETURN_IF_ERROR(CommitAll(*this));
+    return logits;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<ChainResult> LanguageModel::ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                          int64_t steps, const ChainPick& pick) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(*this, at, prefix, "ForwardChainAt"));
+    const int64_t fed_first = prefix.size(0) - 1;  // fed before the chain proper
+    if (fed_first > 0)
+      RETURN_IF_ERROR(Forward(prefix.narrow(0, 0, fed_first), Positions(start, fed_first, prefix), at::Tensor()).status());
+    ASSIGN_OR_RETURN(ChainResult chain, ForwardChain(prefix.narrow(0, fed_first, 1), start + fed_first, steps, pick));
+    RETURN_IF_ERROR(CommitAll(*this));
+    chain.tokens = at::cat({prefix.narrow(0, 0, fed_first).to(at::kLong), chain.tokens});
+    return chain;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardChainAt: ", e.what()));
+  }
+}
 
 absl::StatusOr<ChainResult> LanguageModel::ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
                                                         const ChainPick& pick) {

@@ -46,6 +46,14 @@ struct ChainResult {
   at::Tensor rows;    // [steps, vocab] float32: each pick's row (undefined when pick gives none)
 };
 
+// Where a forward's tokens go when only the device knows it: decoding loops
+// that queue a step before reading the previous one back (the engine's
+// pipelined chains) keep the cache's length on the device.
+struct DevicePosition {
+  at::Tensor start;       // [1] int64 on the model's device: slot and position of the first token
+  int64_t max_start = 0;  // what the host knows: start <= max_start
+};
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
@@ -78,6 +86,24 @@ class LanguageModel {
   // without the host in between (LlamaModel on CUDA: one CUDA graph).
   virtual absl::StatusOr<ChainResult> ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
                                                    const ChainPick& pick);
+
+  // A causal chain of n tokens ([n] int64) at slots and positions start ..
+  // start + n - 1, each attending to every slot below its own: the slots
+  // below `start` hold whatever the caller last wrote there (a prefix it
+  // tracks on the device; tentative slots count as written). Afterwards
+  // tentative_length() is 0 and committed_length() is at least start + n but
+  // may be more (the model need not know start): Truncate() to the true length
+  // once the host knows it. Returns logits [n, vocab] float32. This default
+  // reads `start` back (one synchronisation); LlamaModel does not.
+  virtual absl::StatusOr<at::Tensor> ForwardAt(const at::Tensor& tokens, const DevicePosition& at);
+
+  // ForwardChain at a device-side position, with the cache contract of
+  // ForwardAt: the first forward feeds `prefix` ([c] int64, c >= 1) at
+  // start .. start + c - 1 and pick chooses from its last row; steps - 1
+  // one-token forwards follow. Returns tokens [c + steps] (the prefix, then
+  // each pick) and pick's rows [steps, vocab].
+  virtual absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
+                                                     const ChainPick& pick);
 
   // The final hidden states (after the last norm) of the last Forward(): [n, hidden].
   virtual at::Tensor last_hidden_states() const = 0;

@@ -158,8 +158,10 @@ int64_t TokenBucket(int64_t n) {
   return bucket;
 }
 
-// Longest chain ForwardChain runs as one graph.
+// Longest chain ForwardChain runs as one graph, and the longest prefix its
+// first forward may feed (ForwardChainAt).
 constexpr int64_t kMaxChainSteps = 32;
+constexpr int64_t kMaxChainPrefix = 4;
 
 int64_t KvBucket(int64_t slots, int64_t cache_slots) {
   return std::min(std::max(TokenBucket(slots), kMinKvBucket), cache_slots);
@@ -205,7 +207,7 @@ struct LlamaModel::Impl {
   // Chains of device-picked tokens (ForwardChain): the first token and each
   // pick, the cache slot of the first token and its position.
   struct ChainInputs {
-    at::Tensor tokens;           // [kMaxChainSteps + 1] int64
+    at::Tensor tokens;           // [kMaxChainPrefix + kMaxChainSteps] int64
     at::Tensor start, position;  // [1] int64
   } chain_in;
   struct CapturedChain {
@@ -213,7 +215,8 @@ struct LlamaModel::Impl {
     at::Tensor noise;                  // [steps, vocab] float32, refilled before each run; undefined without noise
     at::Tensor rows, hidden;           // outputs: [steps, vocab] (or undefined), [1, hidden]
   };
-  std::map<std::tuple<int64_t, int64_t, std::string>, CapturedChain> chain_graphs;  // by (steps, KV length, key)
+  // By (steps, prefix length, KV length, pick key).
+  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedChain> chain_graphs;
   std::vector<const void*> captured_weights;  // the weight addresses the graphs read
   int64_t captures = 0;
 
@@ -225,6 +228,7 @@ struct LlamaModel::Impl {
   at::TensorOptions Options() const { return at::TensorOptions().device(device).dtype(dtype); }
 
   absl::Status ValidateForward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask) const;
+  absl::Status ValidateAt(const char* what, const at::Tensor& tokens, const DevicePosition& at, int64_t fed) const;
   std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, int64_t max_position) const;
   at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache);
   at::Tensor CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx);
@@ -237,12 +241,18 @@ struct LlamaModel::Impl {
   std::pair<at::Tensor, at::Tensor> StaticForwardBody(const at::Tensor& tokens, const at::Tensor& positions,
                                                       const at::Tensor& write_slots, const at::Tensor& allowed,
                                                       int64_t kv_length);
-  void ChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
+  void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
   void DropGraphsIfWeightsMoved();
   const CudaGraph* PoolOwner() const;
-  absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t kv_length, const ChainPick& pick);
+  absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick);
   absl::StatusOr<ChainResult> ForwardChainStatic(const at::Tensor& first, int64_t position, int64_t steps,
                                                  const ChainPick& pick);
+  absl::StatusOr<ChainResult> ForwardChainAtStatic(const at::Tensor& prefix, const DevicePosition& at,
+                                                   int64_t steps, const ChainPick& pick);
+  ChainResult RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
+                       const ChainPick& pick);
+  absl::StatusOr<at::Tensor> ForwardAtStatic(const at::Tensor& tokens, const DevicePosition& at);
+  absl::StatusOr<at::Tensor> ReplayForward(int64_t n, int64_t bucket, int64_t kv_length);
   absl::StatusOr<CapturedForward*> Graph(int64_t bucket, int64_t kv_length);
   absl::Status PrepareForDecoding(int64_t max_tokens);
   void AllocateStaticInputs();
@@ -612,7 +622,7 @@ void LlamaModel::Impl::AllocateStaticInputs() {
   static_in.write_slots = at::zeros({kMaxTokenBucket}, longs);
   static_in.allowed = at::zeros({kMaxTokenBucket, cache_slots}, longs.dtype(at::kBool));
   static_in.columns = at::arange(cache_slots, longs);
-  chain_in.tokens = at::zeros({kMaxChainSteps + 1}, longs);
+  chain_in.tokens = at::zeros({kMaxChainPrefix + kMaxChainSteps}, longs);
   chain_in.start = at::zeros({1}, longs);
   chain_in.position = at::zeros({1}, longs);
 }
@@ -642,31 +652,37 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticForwardBody(const at::
   return {logits, hidden};
 }
 
-// The chain of ForwardChain over chain_in: step i feeds tokens[i] at slot
-// start + i and position position + i, attending to every slot up to its own,
-// and writes pick's token to tokens[i + 1].
-void LlamaModel::Impl::ChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, CapturedChain& chain) {
+// The chain of ForwardChain over chain_in: the first forward feeds tokens[0,
+// prefix) at slots start.. and positions position.., each seeing every slot up
+// to its own; each later forward feeds the token the step before picked. Pick
+// writes token i + prefix (from the last row of step i's forward).
+void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
+                                 CapturedChain& chain) {
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
   std::vector<at::Tensor> rows;
   for (int64_t i = 0; i < steps; ++i) {
-    const at::Tensor write_slot = chain_in.start + i;
-    auto [logits, hidden] = StaticForwardBody(chain_in.tokens.narrow(0, i, 1), chain_in.position + i, write_slot,
-                                              at::le(columns, write_slot.unsqueeze(1)), kv_length);
-    auto [token, row] = pick.pick(logits.to(at::kFloat), chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
-    chain_in.tokens.narrow(0, i + 1, 1).copy_(token.view({1}));
+    const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
+    const int64_t fed = i == 0 ? prefix : 1;
+    const at::Tensor offsets = static_in.columns.narrow(0, offset, fed);
+    const at::Tensor write_slots = chain_in.start + offsets;
+    auto [logits, hidden] = StaticForwardBody(chain_in.tokens.narrow(0, offset, fed), chain_in.position + offsets,
+                                              write_slots, at::le(columns, write_slots.unsqueeze(1)), kv_length);
+    auto [token, row] = pick.pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
+                                  chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
+    chain_in.tokens.narrow(0, offset + fed, 1).copy_(token.view({1}));
     if (row.defined()) rows.push_back(row);
     chain.hidden = hidden;
   }
   chain.rows = rows.empty() ? at::Tensor() : at::cat(rows);
 }
 
-// The chain for (steps, kv_length, pick.key). On CUDA its first use captures
-// the chain for every KV length bucket, each run once on the spare slots past
-// the capacity (the cache's contents stay as they were).
-absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t kv_length,
-                                                                        const ChainPick& pick) {
+// The chain for (steps, prefix, kv_length, pick.key). On CUDA its first use
+// captures the chain for every KV length bucket, each run once on the spare
+// slots past the capacity (the cache's contents stay as they were).
+absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t prefix,
+                                                                        int64_t kv_length, const ChainPick& pick) {
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
-  auto key = std::make_tuple(steps, kv_length, pick.key);
+  auto key = std::make_tuple(steps, prefix, kv_length, pick.key);
   if (auto it = chain_graphs.find(key); it != chain_graphs.end()) return &it->second;
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
     CapturedChain chain;
@@ -676,7 +692,7 @@ absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t
     chain_in.start.fill_(capacity);
     chain_in.position.fill_(0);
     chain_in.tokens.zero_();
-    ASSIGN_OR_RETURN(chain.graph, CudaGraph::Capture(device, PoolOwner(), [&] { ChainBody(steps, length, pick, chain); }));
+    ASSIGN_OR_RETURN(chain.graph, CudaGraph::Capture(device, PoolOwner(), [&] { ChainBody(steps, prefix, length, pick, chain); }));
     ++captures;
     return chain;
   };
@@ -685,9 +701,9 @@ absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t
     return &chain_graphs.emplace(key, std::move(chain)).first->second;
   }
   for (int64_t length = KvBucket(1, cache_slots);; length = KvBucket(2 * length, cache_slots)) {
-    if (length >= steps && !chain_graphs.count({steps, length, pick.key})) {
+    if (length >= prefix + steps - 1 && !chain_graphs.count({steps, prefix, length, pick.key})) {
       ASSIGN_OR_RETURN(CapturedChain chain, make(length));
-      chain_graphs.emplace(std::make_tuple(steps, length, pick.key), std::move(chain));
+      chain_graphs.emplace(std::make_tuple(steps, prefix, length, pick.key), std::move(chain));
     }
     if (length == cache_slots) break;
   }
@@ -701,21 +717,48 @@ absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainStatic(const at::Tenso
                                                                  int64_t steps, const ChainPick& pick) {
   const int64_t start = committed + tentative;
   if (!static_in.tokens.defined()) AllocateStaticInputs();
-  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, KvBucket(start + steps, cache_slots), pick));
+  const int64_t kv_length = KvBucket(start + steps, cache_slots);
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, 1, kv_length, pick));
   chain_in.start.fill_(start);
   chain_in.position.fill_(position);
   chain_in.tokens.narrow(0, 0, 1).copy_(first, /*non_blocking=*/true);
-  if (chain->noise.defined()) chain->noise.exponential_(1.0, *pick.noise_generator);
-  if (chain->graph) {
-    chain->graph->Replay();
-  } else {
-    ChainBody(steps, KvBucket(start + steps, cache_slots), pick, *chain);
-  }
+  ChainResult result = RunChain(*chain, steps, 1, kv_length, pick);
   tentative += steps;
-  last_hidden = chain->hidden;
-  // The outputs live in the graph's buffers, which the next run overwrites.
-  ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, steps + 1).clone()};
-  if (chain->rows.defined()) result.rows = chain->rows.clone();
+  return result;
+}
+
+// Slots and positions coincide here: the caller's prefix is a plain causal
+// context. The host knows only max_start, so committed becomes that bound
+// (ForwardAt's contract).
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainAtStatic(const at::Tensor& prefix, const DevicePosition& at,
+                                                                   int64_t steps, const ChainPick& pick) {
+  const int64_t c = prefix.size(0);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(at.max_start + c + steps, cache_slots);
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, c, kv_length, pick));
+  chain_in.start.copy_(at.start);
+  chain_in.position.copy_(at.start);
+  chain_in.tokens.narrow(0, 0, c).copy_(prefix);
+  ChainResult result = RunChain(*chain, steps, c, kv_length, pick);
+  committed = at.max_start + c + steps - 1;
+  tentative = 0;
+  return result;
+}
+
+// Draws the chain's noise and replays its graph (or runs its body on the
+// CPU); the outputs are copied out of the graph's buffers, which the next
+// run overwrites.
+ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
+                                       const ChainPick& pick) {
+  if (chain.noise.defined()) chain.noise.exponential_(1.0, *pick.noise_generator);
+  if (chain.graph) {
+    chain.graph->Replay();
+  } else {
+    ChainBody(steps, prefix, kv_length, pick, chain);
+  }
+  last_hidden = chain.hidden;
+  ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, prefix + steps).clone()};
+  if (chain.rows.defined()) result.rows = chain.rows.clone();
   return result;
 }
 
@@ -745,7 +788,33 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
     // (the slots they see were all written, by this forward or before).
     at::le_out(allowed, columns, write_slots.unsqueeze(1));
   }
+  ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
+  tentative += n;
+  return logits;
+}
 
+// ForwardStatic for a chain whose start only the device knows: slots and
+// positions are start + 0, 1, ..., computed on the device.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardAtStatic(const at::Tensor& tokens, const DevicePosition& at) {
+  const int64_t n = tokens.size(0);
+  const int64_t bucket = TokenBucket(n);
+  const int64_t kv_length = KvBucket(at.max_start + bucket, cache_slots);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  static_in.tokens.narrow(0, 0, n).copy_(tokens);
+  at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  at::add_out(write_slots, static_in.columns.narrow(0, 0, bucket), at.start);
+  static_in.positions.narrow(0, 0, bucket).copy_(write_slots);
+  at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
+  at::le_out(allowed, static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length}), write_slots.unsqueeze(1));
+  ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
+  committed = at.max_start + n;
+  tentative = 0;
+  return logits;
+}
+
+// Runs the forward of the static inputs' first `bucket` rows (the graph of
+// the shape on CUDA) and returns the first n rows of logits as float32.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ReplayForward(int64_t n, int64_t bucket, int64_t kv_length) {
   at::Tensor logits, hidden;
   if (device.is_cuda()) {
     ASSIGN_OR_RETURN(CapturedForward * graph, Graph(bucket, kv_length));
@@ -757,7 +826,6 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tok
   }
   // The outputs live in the graph's buffers, which the next replay overwrites.
   last_hidden = hidden.narrow(0, 0, n);
-  tentative += n;
   const at::Tensor rows = logits.narrow(0, 0, n);
   return rows.scalar_type() == at::kFloat ? rows.clone() : rows.to(at::kFloat);
 }
@@ -1071,6 +1139,59 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, in
   });
   if (result.ok())
     for (int64_t i = 0; i < steps; ++i) CountForward(1);
+  return result;
+}
+
+// Checks a device-positioned forward of `fed` tokens (ForwardAt and
+// ForwardChainAt): tokens int64 [n] and start int64 [1] on the model's
+// device, and room for max_start + fed slots.
+absl::Status LlamaModel::Impl::ValidateAt(const char* what, const at::Tensor& tokens, const DevicePosition& at,
+                                          int64_t fed) const {
+  auto on_device_longs = [&](const at::Tensor& t, int64_t size) {
+    return t.defined() && t.dim() == 1 && (size < 0 || t.size(0) == size) && t.scalar_type() == at::kLong &&
+           t.device() == device;
+  };
+  if (!on_device_longs(tokens, -1) || tokens.size(0) < 1)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": tokens must be int64 [n], n >= 1, on ",
+                                                   device.str()));
+  if (!on_device_longs(at.start, 1))
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": start must be int64 [1] on ", device.str()));
+  if (at.max_start < 0) return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": negative max_start"));
+  if (at.max_start + fed > capacity)
+    return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::", what, ": ", fed, " tokens from position up to ",
+                                                     at.max_start, " exceed the KV capacity ", capacity));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> LlamaModel::ForwardAt(const at::Tensor& tokens, const DevicePosition& at) {
+  Impl& m = *impl_;
+  const bool fits_static = m.static_shapes && m.config.sliding_window == 0 && tokens.defined() && tokens.dim() == 1 &&
+                           tokens.size(0) <= kMaxTokenBucket;
+  if (!fits_static) return LanguageModel::ForwardAt(tokens, at);
+  RETURN_IF_ERROR(m.ValidateAt("ForwardAt", tokens, at, tokens.size(0)));
+  absl::StatusOr<at::Tensor> logits = Guarded("LlamaModel::ForwardAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardAtStatic(tokens, at);
+  });
+  if (logits.ok()) CountForward(tokens.size(0));
+  return logits;
+}
+
+absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                       int64_t steps, const ChainPick& pick) {
+  Impl& m = *impl_;
+  const bool chain = m.static_shapes && m.config.sliding_window == 0 && steps >= 1 && steps <= kMaxChainSteps &&
+                     prefix.defined() && prefix.dim() == 1 && prefix.size(0) <= kMaxChainPrefix;
+  if (!chain) return LanguageModel::ForwardChainAt(prefix, at, steps, pick);
+  RETURN_IF_ERROR(m.ValidateAt("ForwardChainAt", prefix, at, prefix.size(0) + steps - 1));
+  absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardChainAtStatic(prefix, at, steps, pick);
+  });
+  if (result.ok()) {
+    CountForward(prefix.size(0));
+    for (int64_t i = 1; i < steps; ++i) CountForward(1);
+  }
   return result;
 }
 

@@ -62,6 +62,13 @@ class LlamaModel final : public LanguageModel {
   // the two).
   absl::StatusOr<ChainResult> ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
                                            const ChainPick& pick) override;
+  // With static shapes: the forward's slots, positions and mask are computed
+  // on the device from `at.start` and its graph is chosen by at.max_start, so
+  // nothing waits for the host (ForwardChainAt: one graph per prefix length
+  // too). Otherwise the default, which reads start back.
+  absl::StatusOr<at::Tensor> ForwardAt(const at::Tensor& tokens, const DevicePosition& at) override;
+  absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
+                                             const ChainPick& pick) override;
 
   // Static-shape forwards: token counts up to 128 are padded to a power of
   // two and attention covers the KV cache up to a multiple of 256 slots, so

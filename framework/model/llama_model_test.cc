@@ -457,6 +457,81 @@ TEST(LlamaModelTest, ForwardChainErrors) {
   }
 }
 
+TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
+  // ForwardAt and ForwardChainAt (the start on the device, a larger host
+  // bound that picks another KV bucket) against Forward() and ForwardChain()
+  // at the same place, after a tentative slot they must see; then the caches
+  // must agree once truncated to the true length. Static shapes off: the
+  // default that reads start back; on: slots, positions and mask on the device.
+  for (const Variant& variant : Variants()) {
+    for (bool static_shapes : {false, true}) {
+      SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
+      auto reference = MakeModel(variant.config, 320);
+      auto subject = MakeModel(variant.config, 320);
+      reference->EnableCudaGraphs(false);
+      subject->EnableCudaGraphs(static_shapes);
+      for (LlamaModel* model : {reference.get(), subject.get()}) {
+        FeedChain(*model, RandomTokens(250, 64, 1));
+        ASSERT_TRUE(model->Commit(Iota(250)).ok());
+        FeedChain(*model, {9});
+        model->ResetForwardCounts();
+      }
+      const at::Tensor expected = FeedChain(*reference, {4, 5, 6});
+      auto actual = subject->ForwardAt(Longs({4, 5, 6}), {.start = Longs({251}), .max_start = 260});
+      ASSERT_TRUE(actual.ok()) << actual.status();
+      EXPECT_LT(RelError(*actual, expected), kTol);
+      EXPECT_EQ(subject->tentative_length(), 0);
+      EXPECT_GE(subject->committed_length(), 254);
+      EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{3, 1}}));
+
+      // A chain whose first forward re-feeds token 4 at 251, where it already
+      // is: the same picks as a chain from token 5 at 252.
+      ASSERT_TRUE(reference->Commit({0, 1, 2}).ok());
+      ASSERT_TRUE(reference->Truncate(252).ok());
+      const ChainPick pick = TestPick(/*greedy=*/true, nullptr);
+      auto expected_chain = reference->ForwardChain(Longs({5}), 252, 5, pick);
+      ASSERT_TRUE(expected_chain.ok());
+      subject->ResetForwardCounts();
+      auto chain = subject->ForwardChainAt(Longs({4, 5}), {.start = Longs({251}), .max_start = 300}, 5, pick);
+      ASSERT_TRUE(chain.ok()) << chain.status();
+      ASSERT_EQ(chain->tokens.sizes(), (std::vector<int64_t>{7}));
+      EXPECT_TRUE(at::equal(chain->tokens.narrow(0, 1, 6).cpu(), expected_chain->tokens.cpu()))
+          << chain->tokens << expected_chain->tokens;
+      const bool chain_graph = static_shapes && variant.config.sliding_window == 0;
+      EXPECT_EQ(subject->forward_counts(), chain_graph ? (std::map<int64_t, int64_t>{{2, 1}, {1, 4}})
+                                                         : (std::map<int64_t, int64_t>{{1, 6}}));
+      ASSERT_TRUE(reference->Commit(Iota(5)).ok());
+      ASSERT_TRUE(subject->Truncate(257).ok());
+      EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
+    }
+  }
+}
+
+TEST(LlamaModelTest, DevicePositionedForwardErrors) {
+  for (bool static_shapes : {false, true}) {
+    SCOPED_TRACE(static_shapes ? "static" : "plain");
+    auto model = MakeModel(SmallConfig(), 16);
+    model->EnableCudaGraphs(static_shapes);
+    FeedChain(*model, {1, 2, 3});
+    EXPECT_FALSE(model->ForwardAt(Longs({1}), {.start = Longs({1, 2}), .max_start = 2}).ok());
+    EXPECT_FALSE(model->ForwardAt(at::Tensor(), {.start = Longs({1}), .max_start = 2}).ok());
+    EXPECT_FALSE(model->ForwardChainAt(Longs({1, 2}), {.start = at::Tensor(), .max_start = 2}, 2,
+                                       TestPick(true, nullptr)).ok());
+    auto full = model->ForwardChainAt(Longs({1, 2}), {.start = Longs({2}), .max_start = 2}, 15, TestPick(true, nullptr));
+    if (static_shapes) {  // the host bound alone rules it out
+      EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+    } else {
+      EXPECT_FALSE(full.ok());
+    }
+  }
+  // The default reads start back and refuses slots never written.
+  auto model = MakeModel(SmallConfig(), 16);
+  model->EnableCudaGraphs(false);
+  FeedChain(*model, {1, 2, 3});
+  auto gap = model->ForwardAt(Longs({1}), {.start = Longs({5}), .max_start = 5});
+  EXPECT_EQ(gap.status().code(), absl::StatusCode::kInvalidArgument) << gap.status();
+}
+
 TEST(LlamaModelTest, UndefinedMaskIsACausalChain) {
   // Without a mask, new tokens form a chain over every tentative slot: the
   // same logits as the explicit chain mask, on the plain and padded forwards.

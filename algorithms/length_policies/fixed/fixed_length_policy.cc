@@ -9,6 +9,7 @@ class FixedLengthPolicy final : public DraftLengthPolicy {
  public:
   explicit FixedLengthPolicy(int gamma) : gamma_(gamma) {}
   int MaxDraftLength() override { return gamma_; }
+  bool length_is_fixed() const override { return true; }
 
  private:
   int gamma_;

@@ -6,7 +6,8 @@
 // unless the length policy reads each token's probability. Drafters with a
 // device chain (Drafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
 // graph) draft the whole chain in one call when the policy fixes the length
-// up front.
+// up front, and can draft it from a root only the device knows
+// (BuildChainAt: the engine's pipelined chains).
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -29,6 +30,15 @@ class ChainTreeBuilder final : public TreeBuilder {
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
     return drafter.kind() == DrafterKind::kTokensOnly ? BuildFromContinuation(drafter, request)
                                                       : BuildBySampling(drafter, request);
+  }
+
+  absl::StatusOr<DraftTree> BuildChainAt(Drafter& drafter, const BuildRequest& request,
+                                         const DeviceRoot& root) override {
+    if (request.policy->wants_progress())
+      return absl::UnimplementedError("the length policy reads each drafted token on the host");
+    const int length = request.policy->MaxDraftLength();
+    ASSIGN_OR_RETURN(ChainResult chain, drafter.DraftChainAt(root, length, Pick(request)));
+    return ChainTree(request.root_token, length, chain);
   }
 
  private:
@@ -77,12 +87,17 @@ class ChainTreeBuilder final : public TreeBuilder {
     absl::StatusOr<ChainResult> chain = drafter.DraftChain(length, Pick(request));
     if (chain.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!chain.ok()) return chain.status();
+    return ChainTree(request.root_token, length, *chain);
+  }
+
+  // The draft tree of a chain the device drew: host tokens are placeholders.
+  static DraftTree ChainTree(int32_t root_token, int length, const ChainResult& chain) {
     DraftTree out;
-    out.tree = TokenTree(request.root_token);
+    out.tree = TokenTree(root_token);
     for (int node = 0; node < length; ++node) out.tree.AddNode(node, /*token=*/-1);
-    out.tokens = chain->tokens;
+    out.tokens = chain.tokens;
     // The root was not drafted: its row is 0.
-    out.draft_probs = at::cat({at::zeros_like(chain->rows.narrow(0, 0, 1)), chain->rows});
+    out.draft_probs = at::cat({at::zeros_like(chain.rows.narrow(0, 0, 1)), chain.rows});
     out.sampling = DraftSampling::kIndependent;
     return out;
   }
