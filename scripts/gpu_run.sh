@@ -78,7 +78,7 @@ if has bench; then
   timeout 240 "$BUILD/speclab" bench-decode --out "$OUT/decode" --shapes ${BENCH_SHAPES:-shipped,1b,8b} 2>&1 | tee "$OUT/decode.log" | tail -n 20 || log "BENCH-DECODE FAILED"
   snapshot
   log "bench: framework overhead per step (random 8B target, 1B drafter)"
-  timeout 180 "$BUILD/speclab" bench-overhead --out "$OUT/overhead" 2>&1 | tee "$OUT/overhead.log" | tail -n 12 || log "BENCH-OVERHEAD FAILED"
+  timeout 300 "$BUILD/speclab" bench-overhead --out "$OUT/overhead" 2>&1 | tee "$OUT/overhead.log" | tail -n 12 || log "BENCH-OVERHEAD FAILED"
   snapshot
   log "bench: end to end (speclab)"
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }
