@@ -22,8 +22,11 @@ at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params)
     const at::Tensor best = x.dim() == 2 ? fused::ArgmaxRows(x).unsqueeze(-1) : x.argmax(-1, /*keepdim=*/true);
     return at::zeros_like(x).scatter_(-1, best, 1.0);
   }
-  x = x / params.temperature;
   const int64_t vocab = x.size(-1);
+  const bool truncated = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0;
+  // Without truncation the division rides in the softmax kernel.
+  if (!truncated && x.dim() == 2) return fused::SoftmaxRows(x, params.temperature);
+  x = x / params.temperature;
   if (params.top_k > 0 && params.top_k < vocab) {
     // Keep every token scoring at least the k-th best (ties kept, as in HF).
     at::Tensor kth = std::get<0>(x.topk(params.top_k, -1)).narrow(-1, params.top_k - 1, 1);

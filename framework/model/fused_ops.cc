@@ -519,8 +519,9 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
   return divisor.defined() ? at::div(x, divisor.clamp_min(FLT_MIN)).argmax(-1) : x.argmax(-1);
 }
 
-at::Tensor SoftmaxRows(const at::Tensor& x) {
+at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   TORCH_CHECK(x.dim() == 2, "SoftmaxRows: x must be [rows, cols], got ", x.sizes());
+  TORCH_CHECK(temperature > 0, "SoftmaxRows: temperature must be positive, got ", temperature);
 #ifdef SPECLAB_WITH_CUDA
   if (RowKernelsCover(x)) {
     const c10::cuda::CUDAGuard guard(x.device());
@@ -528,12 +529,13 @@ at::Tensor SoftmaxRows(const at::Tensor& x) {
     at::Tensor out = at::empty_like(x);
     at::Tensor workspace = at::empty({2 * rows * row_kernels::RowChunks(cols)}, x.options());
     CheckLaunch(row_kernels::LaunchSoftmaxRows(x.data_ptr<float>(), out.data_ptr<float>(),
-                                               workspace.data_ptr<float>(), rows, cols, CurrentStream(x)),
+                                               workspace.data_ptr<float>(), rows, cols,
+                                               static_cast<float>(temperature), CurrentStream(x)),
                 "SoftmaxRows");
     return out;
   }
 #endif
-  return x.softmax(-1);
+  return (temperature == 1.0 ? x : x / temperature).softmax(-1);
 }
 
 }  // namespace fused

@@ -192,9 +192,10 @@ at::Tensor DecodeAttentionWithKernel(const at::Tensor& q, const at::Tensor& k_ca
 // divisor.clamp_min(FLT_MIN)), -1).
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tensor());
 
-// at::softmax(x, -1) for x [rows, cols] float32; on CUDA the chunked kernel,
-// whose fp32 sum runs in another order (results agree to a few ulps).
-at::Tensor SoftmaxRows(const at::Tensor& x);
+// at::softmax(x / temperature, -1) for x [rows, cols] float32; on CUDA the
+// chunked kernel with the division fused, whose fp32 sum runs in another
+// order (results agree to a few ulps). temperature > 0.
+at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
 
 }  // namespace fused
 }  // namespace speclab

@@ -57,6 +57,8 @@ TEST(FusedRowOps, CpuIsTheAtenFormula) {
   EXPECT_TRUE(at::equal(fused::ArgmaxRows(x, d), at::div(x, d.clamp_min(FLT_MIN)).argmax(-1)));
   const at::Tensor finite = at::randn({3, 300});
   EXPECT_TRUE(at::equal(fused::SoftmaxRows(finite), finite.softmax(-1)));
+  EXPECT_TRUE(at::equal(fused::SoftmaxRows(finite, 0.7), (finite / 0.7).softmax(-1)));
+  EXPECT_THROW(fused::SoftmaxRows(finite, 0.0), c10::Error);
   EXPECT_THROW(fused::ArgmaxRows(at::zeros({4})), c10::Error);
   EXPECT_THROW(fused::ArgmaxRows(x, at::zeros({5, 3})), c10::Error);
   EXPECT_THROW(fused::SoftmaxRows(at::zeros({2, 3, 4})), c10::Error);
@@ -86,11 +88,13 @@ TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
       const std::string where = "rows " + std::to_string(rows) + ", cols " + std::to_string(cols);
       at::Tensor x = at::randn({rows, cols}).mul_(4);
       if (cols > 2) x[0][1] = -kInf;  // a top-k-masked entry
-      const at::Tensor got = fused::SoftmaxRows(x.cuda()).cpu();
-      const at::Tensor want = x.to(at::kDouble).softmax(-1);
-      const double rel = ((got.to(at::kDouble) - want).abs() / want.clamp_min(1e-30)).max().item<double>();
-      EXPECT_LT(rel, 1e-5) << where;
-      if (cols > 2) EXPECT_EQ(got[0][1].item<float>(), 0.0f) << where;
+      for (double temperature : {1.0, 0.6}) {
+        const at::Tensor got = fused::SoftmaxRows(x.cuda(), temperature).cpu();
+        const at::Tensor want = (x / temperature).to(at::kDouble).softmax(-1);
+        const double rel = ((got.to(at::kDouble) - want).abs() / want.clamp_min(1e-30)).max().item<double>();
+        EXPECT_LT(rel, 1e-5) << where << " T=" << temperature;
+        if (cols > 2) EXPECT_EQ(got[0][1].item<float>(), 0.0f) << where;
+      }
     }
   }
   const at::Tensor all_masked = at::full({2, 5000}, -kInf);

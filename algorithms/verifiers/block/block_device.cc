@@ -44,7 +44,7 @@ class BlockOnDevice final : public DeviceChainVerifier {
     const at::Tensor w_before = w.narrow(0, 0, gamma).unsqueeze(1);                        // w_0..w_{γ-1}
     // r_i = (w_i p_{i+1} - q_{i+1})+ for i = 0..γ-1.
     const at::Tensor r = (w_before * p.narrow(0, 0, gamma) - q.narrow(0, 1, gamma)).clamp_min(0);
-    const at::Tensor mass = r.sum(1);
+    const at::Tensor mass = verifiers::RowSums(r);
     const at::Tensor denominator = mass + 1 - w_before.squeeze(1);
     at::Tensor h = at::where(denominator > 0, mass / denominator, at::ones_like(mass));
     h = at::cat({at::ones({1}, options), h.narrow(0, 1, gamma - 1), w.narrow(0, gamma, 1)});  // h_0 = 1, h_γ = w_γ

@@ -34,7 +34,7 @@ class RejectionOnDevice final : public DeviceChainVerifier {
     at::Tensor stops = at::cat({(p_rows - q_rows).clamp_min(0), p.narrow(0, drafts, 1)});
     // A residual without mass belongs to a draft that cannot be rejected
     // (p <= q everywhere means p == q): any row with mass will do.
-    stops = at::where(stops.sum(1, /*keepdim=*/true) > 0, stops, p);
+    stops = at::where(verifiers::RowSums(stops).unsqueeze(1) > 0, stops, p);
     return verifiers::ChainAnswer(accepted, SampleRows(stops, generator));
   }
 };

@@ -97,16 +97,16 @@ __device__ float2 BlockMaxSum(float m, float s) {
 }
 
 // Grid (chunks, rows): each block writes its chunk's (max, sum of exp(x - max)).
-__global__ void SoftmaxChunks(const float* __restrict__ x, float2* __restrict__ parts, int64_t cols) {
+__global__ void SoftmaxChunks(const float* __restrict__ x, float2* __restrict__ parts, int64_t cols, float t) {
   const int64_t row = blockIdx.y, chunk = blockIdx.x;
   const int64_t begin = chunk * kRowChunk;
   const int64_t end = min(begin + kRowChunk, cols);
   const float* xr = x + row * cols;
   float m = -INFINITY;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) m = fmaxf(m, xr[i]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) m = fmaxf(m, xr[i] / t);
   float s = 0.0f;
   if (m != -INFINITY)
-    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += expf(xr[i] - m);
+    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += expf(xr[i] / t - m);
   const float2 r = BlockMaxSum(m, s);
   if (threadIdx.x == 0) parts[row * gridDim.x + chunk] = r;
 }
@@ -114,7 +114,7 @@ __global__ void SoftmaxChunks(const float* __restrict__ x, float2* __restrict__ 
 // Grid (chunks, rows): each block merges its row's chunk results (a few dozen
 // values, merged again by every block rather than by one more launch), then
 // writes its chunk.
-__global__ void SoftmaxNormalize(const float* x, const float2* __restrict__ parts, float* out, int64_t cols) {
+__global__ void SoftmaxNormalize(const float* x, const float2* __restrict__ parts, float* out, int64_t cols, float t) {
   const int64_t row = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
   float m = -INFINITY, s = 0.0f;
   for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
@@ -129,7 +129,7 @@ __global__ void SoftmaxNormalize(const float* x, const float2* __restrict__ part
   const float* xr = x + row * cols;
   float* outr = out + row * cols;
   // A row of only -inf: exp(-inf - -inf) = NaN, as at::softmax gives.
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) outr[i] = expf(xr[i] - total.x) / total.y;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) outr[i] = expf(xr[i] / t - total.x) / total.y;
 }
 
 }  // namespace
@@ -145,14 +145,15 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
   return cudaGetLastError();
 }
 
-int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, void* stream) {
-  if (rows < 1 || cols < 1 || rows > 65535) return cudaErrorInvalidValue;
+int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
+                      void* stream) {
+  if (rows < 1 || cols < 1 || rows > 65535 || !(temperature > 0)) return cudaErrorInvalidValue;
   const int64_t chunks = RowChunks(cols);
   auto s = static_cast<cudaStream_t>(stream);
   auto* parts = reinterpret_cast<float2*>(workspace);
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
-  SoftmaxChunks<<<grid, kThreads, 0, s>>>(x, parts, cols);
-  SoftmaxNormalize<<<grid, kThreads, 0, s>>>(x, parts, out, cols);
+  SoftmaxChunks<<<grid, kThreads, 0, s>>>(x, parts, cols, temperature);
+  SoftmaxNormalize<<<grid, kThreads, 0, s>>>(x, parts, out, cols, temperature);
   return cudaGetLastError();
 }
 

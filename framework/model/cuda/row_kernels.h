@@ -35,13 +35,15 @@ inline int64_t RowChunks(int64_t cols) { return (cols + kRowChunk - 1) / kRowChu
 int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
                      int64_t cols, void* stream);
 
-// out[r][i] = exp(x[r][i] - M_r) / S_r with M_r the row's maximum and S_r its
-// sum of exp(x - M_r), computed per chunk and merged (the fp32 sum runs in
-// another order than ATen's: results agree with at::softmax to a few ulps).
-// -inf entries give 0; a row of only -inf gives NaN, as at::softmax.
-// x, out [rows, cols] float32 (out may be x); workspace: 2 * rows *
-// RowChunks(cols) floats.
-int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, void* stream);
+// The softmax of x / temperature (the division as at::div, fused):
+// out[r][i] = exp(y[r][i] - M_r) / S_r with y = x / temperature, M_r the
+// row's maximum of y and S_r its sum of exp(y - M_r), computed per chunk and
+// merged (the fp32 sum runs in another order than ATen's: results agree with
+// at::softmax to a few ulps). -inf entries give 0; a row of only -inf gives
+// NaN, as at::softmax. x, out [rows, cols] float32 (out may be x);
+// temperature > 0; workspace: 2 * rows * RowChunks(cols) floats.
+int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
+                      void* stream);
 
 }  // namespace row_kernels
 }  // namespace speclab
