@@ -4,6 +4,8 @@
 #include <c10/core/InferenceMode.h>
 
 #include <iostream>
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,7 +26,9 @@
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
+#include "framework/device_transfer.h"
 #include "framework/method.h"
+#include "framework/pipelined_chain.h"
 #include "framework/model/llama_model.h"
 #include "framework/speculative_decoder.h"
 
@@ -82,6 +86,41 @@ absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int g
   RETURN_IF_ERROR(m.CheckCompatible());
   RETURN_IF_ERROR(AttachDeviceVerifier(m, *Options::FromString("{type: rejection}", "bench-overhead")));
   return m;
+}
+
+// The device alone: `steps` pipelined chain steps queued back to back on
+// `prompt`, none read back, from the first launch until the device drains.
+// Appends the models' forwards to the counts; returns seconds per step.
+absl::StatusOr<double> QueuedPipelinedStepSeconds(LanguageModel& target, Method& method,
+                                                  const std::vector<int32_t>& prompt, const SamplingParams& sampling,
+                                                  int steps, std::map<int64_t, int64_t>& target_forwards,
+                                                  std::map<int64_t, int64_t>& draft_forwards) {
+  const c10::Device device = target.device();
+  const int64_t fed = static_cast<int64_t>(prompt.size()) - 1;  // the engine's prefill: all but the root
+  RETURN_IF_ERROR(target.Truncate(0));
+  std::vector<int64_t> head(prompt.begin(), prompt.end() - 1);
+  RETURN_IF_ERROR(target.ForwardAt(LongsToDevice(head, device), {.start = LongsToDevice({0}, device), .max_start = 0})
+                      .status());
+  RETURN_IF_ERROR(target.Truncate(fed));
+  RETURN_IF_ERROR(method.drafter->Reset(prompt));
+  at::Generator draft_generator = MakeGenerator(device, 1), verify_generator = MakeGenerator(device, 2);
+  PipelinedChain chain(target, method, sampling, prompt, draft_generator, verify_generator);
+  LanguageModel& drafter = *method.drafter->models().at(0);
+  target.ResetForwardCounts();
+  drafter.ResetForwardCounts();
+  LongsToDevice({0}, device).to(at::kCPU);  // the device is idle from here
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor last;
+  for (int i = 0; i < steps; ++i) {
+    ASSIGN_OR_RETURN(std::optional<at::Tensor> record, chain.Queue(fed + static_cast<int64_t>(i) * (chain.gamma() + 1)));
+    if (!record) return absl::InternalError("bench-overhead: the chain method cannot run pipelined");
+    last = *record;
+  }
+  last.to(at::kCPU);  // waits for every queued step
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& [n, c] : target.forward_counts()) target_forwards[n] += c;
+  for (const auto& [n, c] : drafter.forward_counts()) draft_forwards[n] += c;
+  return seconds / steps;
 }
 
 struct Row {
@@ -178,6 +217,23 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     }
   }
 
+  // The pipelined chain's device work alone, per temperature: steps queued
+  // back to back, as many as the cache holds.
+  const int queued_steps = std::min<int64_t>(64, (capacity - flags.prompt_tokens) / (flags.gamma + 1) - 2);
+  std::map<double, double> queued_seconds;
+  std::map<double, std::pair<std::map<int64_t, int64_t>, std::map<int64_t, int64_t>>> queued_forwards;
+  for (double t : {0.0, 1.0}) {
+    SamplingParams sampling = options.sampling;
+    sampling.temperature = t;
+    auto& [target_forwards, draft_forwards] = queued_forwards[t];
+    RETURN_IF_ERROR(QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 4, target_forwards, draft_forwards)
+                        .status());  // warm-up
+    target_forwards.clear();
+    draft_forwards.clear();
+    ASSIGN_OR_RETURN(queued_seconds[t], QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, queued_steps,
+                                                                   target_forwards, draft_forwards));
+  }
+
   // Price the forwards at costs measured on the same models.
   std::set<int64_t> target_counts, draft_counts;
   for (const auto& generations : runs)
@@ -220,6 +276,26 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     absl::StrAppendFormat(&report, "| %s | %g | %.1f | %d | %.2f | %.1f | %.1f | %.1f |\n", r.method,
                           r.temperature, r.tokens / r.seconds, r.steps, static_cast<double>(r.tokens) / r.steps,
                           1e3 * r.seconds, 1e3 * r.predicted, 1e6 * (r.seconds - r.predicted) / r.steps);
+  }
+  absl::StrAppendFormat(
+      &report,
+      "\nThe pipelined chain's device work alone (%d steps queued back to back, nothing read back): the "
+      "device time of a step beyond its forwards (probabilities, sampling, verification and bookkeeping kernels), "
+      "and the pipelined loop's overhead minus that: host time the device waited for.\n\n"
+      "| temperature | device ms/step | forwards ms/step | device work beyond the forwards us/step | pipelined "
+      "overhead us/step | host time not hidden us/step |\n|---|---|---|---|---|---|\n",
+      queued_steps);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (runners[r % runners.size()].name != method.name + ", pipelined") continue;
+    const double t = rows[r].temperature;
+    const auto& [target_forwards, draft_forwards] = queued_forwards[t];
+    ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(target_forwards, target_costs));
+    ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(draft_forwards, draft_costs));
+    const double forwards = (target_seconds + draft_seconds) / queued_steps;
+    const double beyond = queued_seconds[t] - forwards;
+    const double overhead = (rows[r].seconds - rows[r].predicted) / rows[r].steps;
+    absl::StrAppendFormat(&report, "| %g | %.3f | %.3f | %.1f | %.1f | %.1f |\n", t, 1e3 * queued_seconds[t],
+                          1e3 * forwards, 1e6 * beyond, 1e6 * overhead, 1e6 * (overhead - beyond));
   }
   std::cout << report << std::flush;
   if (!flags.out_dir.empty()) {

@@ -51,6 +51,7 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(report.str(), HasSubstr("| chain_g2, step by step | 1 |"));
   EXPECT_THAT(report.str(), HasSubstr("| chain_g2, pipelined | 1 |"));
   EXPECT_THAT(report.str(), HasSubstr("overhead us/step"));
+  EXPECT_THAT(report.str(), HasSubstr("host time not hidden us/step"));
   RemoveTree(out);
 }
 

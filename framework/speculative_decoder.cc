@@ -13,6 +13,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
+#include "framework/pipelined_chain.h"
 
 namespace speclab {
 namespace {
@@ -207,60 +208,29 @@ struct Randomness {
   at::Generator verify;  // device verifiers
 };
 
-// Pipelined chains. Step k + 1 is queued from step k's verdict while that is
-// still on the device: the next root (the extra token), the token before it
-// (the last accepted one) and both positions are computed there, and the
-// models choose their graphs by the host's bound on the root position. The
-// host reads step k while the device runs step k + 1, so its reading,
-// bookkeeping and launches hide under the device's work, as in
-// autoregressive decoding; the one step queued past the end is dropped.
-// Each generator draws what it draws step by step, in the same order, so the
-// tokens are those of the step-by-step loop. Returns false, having changed
-// nothing, where the method's builder or drafter has no device-rooted chains.
+// Pipelined chains (framework/pipelined_chain.h): the host reads step k back
+// while the device runs step k + 1; the one step queued past the end is
+// dropped. Each generator draws what it draws step by step, in the same
+// order, so the tokens are those of the step-by-step loop. Returns false,
+// having changed nothing, where the method's builder or drafter has no
+// device-rooted chains.
 absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
                                      const DecodeOptions& options, Randomness& random, Generation& out) {
-  const c10::Device device = target.device();
-  const int gamma = method.policy->MaxDraftLength();
-  const DeviceChainVerifier& verifier = *method.device_verifier;
+  PipelinedChain chain(target, method, options.sampling, prompt, random.draft, random.verify);
+  const int gamma = chain.gamma();
   const int64_t prompt_size = static_cast<int64_t>(prompt.size());
-  at::Tensor last_two = LongsToDevice({prompt[prompt_size - 2], prompt[prompt_size - 1]}, device);
-  at::Tensor positions = LongsToDevice({prompt_size - 2, prompt_size - 1}, device);  // of last_two's tokens
-
-  // Queues a step whose root position is at most max_root, and its read.
-  auto queue = [&](int64_t max_root) -> absl::StatusOr<std::optional<AsyncRead>> {
-    BuildRequest request{.root_token = -1, .sampling = options.sampling, .policy = method.policy.get(),
-                         .generator = &random.draft, .device = device};
-    const DeviceRoot root{.last_two = last_two,
-                          .position = {.start = positions.narrow(0, 0, 1), .max_start = max_root - 1}};
-    absl::StatusOr<DraftTree> draft = method.tree_builder->BuildChainAt(*method.drafter, request, root);
-    if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-    if (!draft.ok()) return draft.status();
-    if (draft->tokens.size(0) != gamma + 1)
-      return absl::InternalError(absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma));
-    const at::Tensor tokens = draft->tokens.to(device);
-    ASSIGN_OR_RETURN(at::Tensor logits,
-                     target.ForwardAt(tokens, {.start = positions.narrow(0, 1, 1), .max_start = max_root}));
-    DeviceChainProblem problem{.tokens = tokens, .target_probs = Probabilities(logits, options.sampling),
-                               .draft_probs = draft->draft_probs.to(device), .greedy = options.sampling.greedy()};
-    ASSIGN_OR_RETURN(at::Tensor answer, verifier.Verify(problem, random.verify));
-    const at::Tensor accepted = answer.narrow(0, 0, 1);
-    last_two = at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)});
-    positions = (positions + accepted).add_(1);
-    return AsyncRead::Start(at::cat({tokens, answer}));
-  };
-
   int64_t root = prompt_size - 1;  // position of the oldest unread step's root
-  ASSIGN_OR_RETURN(std::optional<AsyncRead> first, queue(root));
+  ASSIGN_OR_RETURN(std::optional<at::Tensor> first, chain.Queue(root));
   if (!first) return false;
   std::deque<AsyncRead> unread;
-  unread.push_back(*std::move(first));
+  unread.push_back(AsyncRead::Start(*first));
   for (bool done = false; !done;) {
     auto step_start = Clock::now();
     // The next step, unless the unread one surely ends generation (it emits at least one token).
     if (static_cast<int>(out.tokens.size()) + 1 < options.max_new_tokens) {
-      ASSIGN_OR_RETURN(std::optional<AsyncRead> next, queue(root + gamma + 1));
+      ASSIGN_OR_RETURN(std::optional<at::Tensor> next, chain.Queue(root + gamma + 1));
       if (!next) return absl::InternalError("pipelined chain: the builder stopped drafting device-rooted chains");
-      unread.push_back(*std::move(next));
+      unread.push_back(AsyncRead::Start(*next));
     }
     const int64_t* data = unread.front().Wait().data_ptr<int64_t>();
     const int64_t accepted = data[gamma + 1];
@@ -281,19 +251,6 @@ absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl
   // emitted token but the last.
   RETURN_IF_ERROR(target.Truncate(prompt_size + static_cast<int64_t>(out.tokens.size()) - 1));
   return true;
-}
-
-// Whether DecodePipelined may run: it needs the verdict on the device, a
-// length known before the previous step is seen, and room for the step
-// queued past the end.
-bool MayPipeline(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
-                 const DecodeOptions& options) {
-  if (!options.pipeline || options.time_phases || !options.verify_on_device || method.device_verifier == nullptr)
-    return false;
-  if (!method.policy->length_is_fixed() || method.tree_builder->traits().may_branch || prompt.size() < 2)
-    return false;
-  const int64_t step = method.policy->MaxDraftLength() + 1;
-  return static_cast<int64_t>(prompt.size()) + options.max_new_tokens + 2 * step <= target.capacity();
 }
 
 absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
@@ -321,7 +278,8 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   ResetForwardCounts(target, method.drafter.get());
 
   bool done = false;
-  if (MayPipeline(target, method, prompt, options)) {
+  if (options.pipeline && !options.time_phases && options.verify_on_device &&
+      PipelinedChain::Supports(target, method, prompt, options.max_new_tokens)) {
     ASSIGN_OR_RETURN(done, DecodePipelined(target, method, prompt, options, random, out));
   }
   std::vector<int32_t> context(prompt.begin(), prompt.end());

@@ -1,0 +1,59 @@
+#include "framework/pipelined_chain.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+#include "framework/device_verifier.h"
+#include "framework/sampling.h"
+#include "framework/tree_builder.h"
+
+namespace speclab {
+
+bool PipelinedChain::Supports(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
+                              int max_new_tokens) {
+  if (method.device_verifier == nullptr || !method.policy->length_is_fixed() ||
+      method.tree_builder->traits().may_branch || prompt.size() < 2)
+    return false;
+  const int64_t step = method.policy->MaxDraftLength() + 1;
+  return static_cast<int64_t>(prompt.size()) + max_new_tokens + 2 * step <= target.capacity();
+}
+
+PipelinedChain::PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                               absl::Span<const int32_t> prompt, at::Generator& draft_generator,
+                               at::Generator& verify_generator)
+    : target_(target),
+      method_(method),
+      sampling_(sampling),
+      draft_generator_(draft_generator),
+      verify_generator_(verify_generator),
+      gamma_(method.policy->MaxDraftLength()) {
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, target.device());
+  positions_ = LongsToDevice({n - 2, n - 1}, target.device());
+}
+
+absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t max_root) {
+  const c10::Device device = target_.device();
+  BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
+                       .generator = &draft_generator_, .device = device};
+  const DeviceRoot root{.last_two = last_two_, .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1}};
+  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildChainAt(*method_.drafter, request, root);
+  if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+  if (!draft.ok()) return draft.status();
+  if (draft->tokens.size(0) != gamma_ + 1)
+    return absl::InternalError(absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
+  const at::Tensor tokens = draft->tokens.to(device);
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardAt(tokens, {.start = positions_.narrow(0, 1, 1), .max_start = max_root}));
+  DeviceChainProblem problem{.tokens = tokens, .target_probs = Probabilities(logits, sampling_),
+                             .draft_probs = draft->draft_probs.to(device), .greedy = sampling_.greedy()};
+  ASSIGN_OR_RETURN(at::Tensor answer, method_.device_verifier->Verify(problem, verify_generator_));
+  // The next step's root is the extra token, after the last accepted token.
+  const at::Tensor accepted = answer.narrow(0, 0, 1);
+  last_two_ = at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)});
+  positions_ = (positions_ + accepted).add_(1);
+  return at::cat({tokens, answer});
+}
+
+}  // namespace speclab

@@ -1,0 +1,65 @@
+// PipelinedChain: the device work of speculative chain steps, each queued from
+// the previous step's verdict while that is still on the device.
+//
+// The next root (the previous step's extra token), the token before it (its
+// last accepted token) and both positions are computed on the device, and the
+// models pick their graphs by the host's bound on the root position
+// (LanguageModel::ForwardAt, Drafter::DraftChainAt). So the host can queue
+// step k + 1 before it reads step k back, and its reading, bookkeeping and
+// launches hide under the device's work, as in autoregressive decoding. The
+// engine (speculative_decoder.cc) runs one step ahead; benchmarks queue many
+// back to back to time the device alone.
+#ifndef SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
+#define SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "framework/generation.h"
+#include "framework/method.h"
+#include "framework/model/language_model.h"
+
+namespace speclab {
+
+class PipelinedChain {
+ public:
+  // Whether `method` may run pipelined: a device verifier, a fixed draft
+  // length and a chain builder, a prompt of two tokens or more, and room in
+  // the target's cache for one step queued past `max_new_tokens`. (The
+  // builder and drafter may still lack device-rooted chains: Queue() says.)
+  static bool Supports(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
+                       int max_new_tokens);
+
+  // The target holds the prompt but its last token, and the drafter was Reset
+  // with the prompt. The models, method and generators must outlive this.
+  PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                 absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
+
+  int gamma() const { return gamma_; }
+
+  // Queues a step whose root position is at most `max_root` (the host's bound:
+  // the previous step's bound + gamma + 1) and returns its record on the
+  // device, int64 [gamma + 3]: the root, the gamma drafts, the number
+  // accepted, the extra token. Never waits for the device. nullopt, with
+  // nothing changed, where the builder or drafter has no device-rooted chains.
+  absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t max_root);
+
+ private:
+  LanguageModel& target_;
+  Method& method_;
+  SamplingParams sampling_;
+  at::Generator& draft_generator_;
+  at::Generator& verify_generator_;
+  int gamma_;
+  at::Tensor last_two_;   // [2] int64: the token before the next root, the root
+  at::Tensor positions_;  // [2] int64: their positions
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
