@@ -25,7 +25,8 @@ struct DeviceChainProblem {
   at::Tensor target_probs;  // [n, vocab] float32: p after each node (one-hot at temperature 0)
   at::Tensor draft_probs;   // [n, vocab] float32: row i is the law node i was drawn from; undefined if not sampled
   // Temperature 0: every target row is one-hot, so every lossless chain rule
-  // reduces to greedy matching, which a rule may use as its fast path.
+  // reduces to greedy matching, which a rule may use as its fast path. The
+  // draft rows are the drafts' one-hots then, and may be left undefined.
   bool greedy = false;
 };
 

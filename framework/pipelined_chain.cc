@@ -47,7 +47,8 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t max_root
   const at::Tensor tokens = draft->tokens.to(device);
   ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardAt(tokens, {.start = positions_.narrow(0, 1, 1), .max_start = max_root}));
   DeviceChainProblem problem{.tokens = tokens, .target_probs = Probabilities(logits, sampling_),
-                             .draft_probs = draft->draft_probs.to(device), .greedy = sampling_.greedy()};
+                             .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
+                             .greedy = sampling_.greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method_.device_verifier->Verify(problem, verify_generator_));
   // The next step's root is the extra token, after the last accepted token.
   const at::Tensor accepted = answer.narrow(0, 0, 1);

@@ -74,7 +74,7 @@ struct HostView {
 };
 
 HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs, const at::Tensor& draft_probs,
-                              bool want_rows, bool greedy) {
+                              bool sampled, bool want_rows, bool greedy) {
   const int64_t n = tokens.size(0), vocab = probs.size(1);
   // Token ids are exact in float32 (< 2^24), so one packed float buffer carries everything.
   std::vector<at::Tensor> parts{tokens.to(probs.device(), at::kFloat), GreedyTokens(probs).to(at::kFloat)};
@@ -97,7 +97,7 @@ HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs,
     // Temperature 0: p and q are one-hot; build them here instead of copying.
     view.target = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
     for (int64_t i = 0; i < n; ++i) view.target.mutable_row(i)[view.argmax[i]] = 1.0;
-    if (draft_probs.defined()) {
+    if (sampled) {
       view.draft = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
       for (int64_t i = 1; i < n; ++i) view.draft.mutable_row(i)[view.tokens[i]] = 1.0;
     }
@@ -305,7 +305,9 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
       ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
                                                     options.sampling.greedy(), random.verify));
     } else {
-      HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs, want_rows, options.sampling.greedy());
+      HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs,
+                                           draft.sampling != DraftSampling::kDeterministic, want_rows,
+                                           options.sampling.greedy());
       for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);
       VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
                                   .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),

@@ -67,10 +67,10 @@ class ChainTreeBuilder final : public TreeBuilder {
   static ChainPick Pick(const BuildRequest& request) {
     const SamplingParams sampling = request.sampling;
     if (sampling.greedy()) {
-      // q is the one-hot of the argmax: exactly the law of an argmax draft.
+      // q is the one-hot of the argmax, exactly the law of an argmax draft;
+      // no rows are kept (DraftTree::draft_probs).
       return {.key = "chain greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
-                at::Tensor token = GreedyTokens(logits);
-                return std::make_pair(token, at::zeros_like(logits).scatter_(1, token.unsqueeze(1), 1.0));
+                return std::make_pair(GreedyTokens(logits), at::Tensor());
               }};
     }
     return {.key = absl::StrCat("chain sample T=", sampling.temperature, " k=", sampling.top_k, " p=", sampling.top_p),
@@ -97,7 +97,7 @@ class ChainTreeBuilder final : public TreeBuilder {
     for (int node = 0; node < length; ++node) out.tree.AddNode(node, /*token=*/-1);
     out.tokens = chain.tokens;
     // The root was not drafted: its row is 0.
-    out.draft_probs = at::cat({at::zeros_like(chain.rows.narrow(0, 0, 1)), chain.rows});
+    if (chain.rows.defined()) out.draft_probs = at::cat({at::zeros_like(chain.rows.narrow(0, 0, 1)), chain.rows});
     out.sampling = DraftSampling::kIndependent;
     return out;
   }

@@ -25,7 +25,7 @@ namespace {
 class BlockOnDevice final : public DeviceChainVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
-    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "block", /*needs_draft=*/true));
+    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "block", /*needs_draft=*/!problem.greedy));
     // One-hot p: w_i is 1 while the drafts match the argmax and 0 after, so
     // the longest matching prefix and then the argmax, as token-wise rejection.
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);

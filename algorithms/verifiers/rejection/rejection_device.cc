@@ -19,7 +19,7 @@ namespace {
 class RejectionOnDevice final : public DeviceChainVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
-    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "rejection", /*needs_draft=*/true));
+    RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "rejection", /*needs_draft=*/!problem.greedy));
     // p one-hot: min(1, p/q) is 1 on the argmax and 0 elsewhere, and (p - q)+ is the argmax.
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);
     const at::Tensor& p = problem.target_probs;
