@@ -24,8 +24,10 @@ struct DecodeOptions {
   bool verify_on_device = true;
   // Chains with a fixed length, a device verifier and a drafter that drafts
   // from a device-side root: queue each step before reading the previous one
-  // back (the same tokens for the same seed; the host's work hides under the
-  // device's). False: always step by step.
+  // back, so that the host's work hides under the device's
+  // (framework/pipelined_chain.h). The same law and, where the drafter's
+  // forwards round alike, the same tokens for the same seed. False: always
+  // step by step.
   bool pipeline = true;
 };
 

@@ -211,7 +211,9 @@ struct Randomness {
 // Pipelined chains (framework/pipelined_chain.h): the host reads step k back
 // while the device runs step k + 1; the one step queued past the end is
 // dropped. Each generator draws what it draws step by step, in the same
-// order, so the tokens are those of the step-by-step loop. Returns false,
+// order, so the tokens are those of the step-by-step loop (up to the
+// rounding of the drafter's two-token first forward, which only moves
+// drafts: the verifier keeps the law). Returns false,
 // having changed nothing, where the method's builder or drafter has no
 // device-rooted chains.
 absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
