@@ -79,6 +79,13 @@ if has bench; then
   snapshot
   log "bench: framework overhead per step (random 8B target, 1B drafter)"
   timeout 300 "$BUILD/speclab" bench-overhead --out "$OUT/overhead" 2>&1 | tee "$OUT/overhead.log" | tail -n 12 || log "BENCH-OVERHEAD FAILED"
+  # The shipped shapes: forwards of a few hundred microseconds, so that the
+  # overhead's split (device work beyond the forwards, host time not hidden)
+  # stands well above the run-to-run drift of the forward costs.
+  log "bench: framework overhead per step (shipped shapes, random weights)"
+  timeout 120 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \
+    --drafter-shape models/speclab-drafter/config.json --prompts 8 --out "$OUT/overhead_shipped" 2>&1 \
+    | tee "$OUT/overhead_shipped.log" | tail -n 20 || log "BENCH-OVERHEAD (SHIPPED) FAILED"
   snapshot
   log "bench: end to end (speclab)"
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }

@@ -366,6 +366,30 @@ at::Tensor SiluMul(const at::Tensor& gate_up, int64_t intermediate) {
   return (at::silu(gate_up.narrow(-1, 0, intermediate)) * gate_up.narrow(-1, intermediate, intermediate)).contiguous();
 }
 
+std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, const at::Tensor& inv_freq,
+                                             at::ScalarType dtype) {
+  TORCH_CHECK(positions.dim() == 1 && positions.scalar_type() == at::kLong, "RopeAngles: positions ",
+              positions.sizes(), " are not [n] int64");
+  TORCH_CHECK(inv_freq.dim() == 1 && inv_freq.scalar_type() == at::kFloat, "RopeAngles: inv_freq ", inv_freq.sizes(),
+              " is not [head_dim / 2] float32");
+  const int64_t n = positions.size(0), head_dim = 2 * inv_freq.size(0);
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType kernel_dtype;
+  if (CudaKernelsEnabled() && positions.is_cuda() && inv_freq.device() == positions.device() &&
+      positions.is_contiguous() && inv_freq.is_contiguous() && KernelDType(dtype, &kernel_dtype)) {
+    const c10::cuda::CUDAGuard guard(positions.device());
+    at::Tensor cos = at::empty({n, head_dim}, positions.options().dtype(dtype)), sin = at::empty_like(cos);
+    CheckLaunch(dk::LaunchRopeAngles(kernel_dtype, positions.data_ptr<int64_t>(), inv_freq.data_ptr<float>(),
+                                     cos.data_ptr(), sin.data_ptr(), n, head_dim, CurrentStream(positions)),
+                "RopeAngles");
+    return {cos, sin};
+  }
+#endif
+  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
+  const at::Tensor emb = at::cat({angles, angles}, -1);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
 at::Tensor RopeQkvToCache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t heads,
                           int64_t kv_heads, int64_t head_dim, const at::Tensor& write_slots, at::Tensor& k_cache_layer,
                           at::Tensor& v_cache_layer) {

@@ -49,6 +49,14 @@ std::pair<at::Tensor, at::Tensor> AddRmsNorm(const at::Tensor& x, const at::Tens
 // gate_up [..., 2 * intermediate]; returns [..., intermediate], contiguous.
 at::Tensor SiluMul(const at::Tensor& gate_up, int64_t intermediate);
 
+// RoPE's cos and sin rows [n, head_dim] in `dtype` for positions [n] int64,
+// computed from inv_freq [head_dim / 2] float32 as transformers does (float32
+// angles, their cos and sin, both halves alike, one rounding to dtype): one
+// launch on CUDA instead of ATen's seven, bit-equal to the ATen formula but
+// for the last ulp of cosf/sinf.
+std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, const at::Tensor& inv_freq,
+                                             at::ScalarType dtype);
+
 // RoPE on the fused q/k/v projection, K/V into the layer's cache, q in the
 // grouped layout attention reads.
 //   qkv            [n, (heads + 2 * kv_heads) * head_dim] (or [1, n, ...]):

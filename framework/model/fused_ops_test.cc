@@ -675,6 +675,17 @@ TEST(FusedOps, RopeLayoutByIndex) {
   for (int64_t s : {1, 2, 4, 6}) EXPECT_TRUE(at::equal(k_cache.select(1, s), k_before.select(1, s)));
 }
 
+TEST(FusedOps, RopeAnglesOnTheCpuIsTheFormula) {
+  const at::Tensor positions = at::tensor(std::vector<int64_t>{0, 3, 900}, at::kLong);
+  const at::Tensor inv_freq = at::pow(10000.0, -at::arange(0, 8, 2, at::kFloat) / 8.0);
+  auto [cos, sin] = fused::RopeAngles(positions, inv_freq, at::kFloat);
+  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
+  EXPECT_TRUE(at::equal(cos, at::cat({angles, angles}, -1).cos()));
+  EXPECT_TRUE(at::equal(sin, at::cat({angles, angles}, -1).sin()));
+  EXPECT_THROW(fused::RopeAngles(positions.to(at::kFloat), inv_freq, at::kFloat), c10::Error);
+  EXPECT_THROW(fused::RopeAngles(positions, inv_freq.to(at::kDouble), at::kFloat), c10::Error);
+}
+
 TEST(FusedOps, ShapeErrorsThrow) {
   const at::Tensor x = at::randn({2, 8});
   EXPECT_THROW(fused::RmsNorm(x, at::randn({7}), 1e-5), c10::Error);
@@ -732,6 +743,25 @@ TEST_P(FusedOpsCuda, RopeQkvToCache) {
   SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   CheckRope(c10::Device(c10::kCUDA), GetParam());
+}
+
+// RoPE angles in one kernel against the ATen formula on the same device, for
+// positions up to a million (large angles are where cosf/sinf work hardest).
+TEST_P(FusedOpsCuda, RopeAngles) {
+  SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  const at::ScalarType dtype = GetParam();
+  const at::Tensor positions = at::tensor(std::vector<int64_t>{0, 1, 7, 255, 4095, 131071, 1000000}, at::kLong).cuda();
+  const at::Tensor inv_freq = at::pow(500000.0, -at::arange(0, 64, 2, at::kFloat) / 64.0).cuda();
+  auto [cos, sin] = fused::RopeAngles(positions, inv_freq, dtype);
+  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
+  const at::Tensor emb = at::cat({angles, angles}, -1);
+  ASSERT_EQ(cos.sizes(), emb.sizes());
+  ASSERT_EQ(cos.scalar_type(), dtype);
+  // At most one ulp of the dtype apart (cosf/sinf may differ in their last float bit).
+  const double ulp = dtype == at::kFloat ? 1.2e-7 : dtype == at::kHalf ? 9.8e-4 : 7.9e-3;
+  EXPECT_LE((cos.to(at::kFloat) - emb.cos().to(dtype).to(at::kFloat)).abs().max().item<double>(), ulp);
+  EXPECT_LE((sin.to(at::kFloat) - emb.sin().to(dtype).to(at::kFloat)).abs().max().item<double>(), ulp);
 }
 
 TEST_P(FusedOpsCuda, Linear) {

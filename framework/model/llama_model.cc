@@ -414,9 +414,7 @@ absl::Status LlamaModel::Impl::ValidateForward(const at::Tensor& tokens, const a
 std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::RopeAngles(const at::Tensor& positions,
                                                                int64_t max_position) const {
   if (max_position < capacity) return {rope_cos.index_select(0, positions), rope_sin.index_select(0, positions)};
-  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);
-  const at::Tensor emb = at::cat({angles, angles}, -1);
-  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+  return fused::RopeAngles(positions, inv_freq, dtype);
 }
 
 // One decoder layer on x [B, n, hidden]. With the cache (B == 1), the new K/V

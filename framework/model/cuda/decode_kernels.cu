@@ -348,6 +348,29 @@ int LaunchRopeQkvToCacheTyped(const void* qkv, const void* cos, const void* sin,
                                         head_dim, cache_slots, stream);
 }
 
+template <typename T>
+__global__ void RopeAnglesKernel(const int64_t* __restrict__ positions, const float* __restrict__ inv_freq,
+                                 T* __restrict__ cos, T* __restrict__ sin, int64_t half) {
+  const int64_t t = blockIdx.x;
+  const float position = static_cast<float>(positions[t]);
+  T* cos_row = cos + t * 2 * half;
+  T* sin_row = sin + t * 2 * half;
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    const float angle = position * inv_freq[j];
+    const T c = FromFloat<T>(cosf(angle)), s = FromFloat<T>(sinf(angle));
+    cos_row[j] = cos_row[half + j] = c;
+    sin_row[j] = sin_row[half + j] = s;
+  }
+}
+
+template <typename T>
+int RunRopeAngles(const int64_t* positions, const float* inv_freq, void* cos, void* sin, int64_t n, int64_t head_dim,
+                  cudaStream_t stream) {
+  RopeAnglesKernel<T><<<static_cast<unsigned int>(n), 64, 0, stream>>>(positions, inv_freq, static_cast<T*>(cos),
+                                                                         static_cast<T*>(sin), head_dim / 2);
+  return static_cast<int>(cudaGetLastError());
+}
+
 // --- Decode GEMV -------------------------------------------------------------
 //
 // Both kernels give each block a few weight rows and split k into contiguous
@@ -1671,6 +1694,19 @@ int LaunchRopeQkvToCache(DType dtype, const void* qkv, const void* cos, const vo
     case DType::kF16:
       return LaunchRopeQkvToCacheTyped<__half>(qkv, cos, sin, write_slots, q_out, k_cache, v_cache, n, heads,
                                                kv_heads, head_dim, cache_slots, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int LaunchRopeAngles(DType dtype, const int64_t* positions, const float* inv_freq, void* cos, void* sin, int64_t n,
+                     int64_t head_dim, void* stream) {
+  if (n == 0) return cudaSuccess;
+  if (n < 0 || n > kMaxGridX || head_dim <= 0 || head_dim % 2 != 0) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case DType::kF32: return RunRopeAngles<float>(positions, inv_freq, cos, sin, n, head_dim, s);
+    case DType::kBF16: return RunRopeAngles<__nv_bfloat16>(positions, inv_freq, cos, sin, n, head_dim, s);
+    case DType::kF16: return RunRopeAngles<__half>(positions, inv_freq, cos, sin, n, head_dim, s);
   }
   return cudaErrorInvalidValue;
 }

@@ -57,6 +57,15 @@ int LaunchRopeQkvToCache(DType dtype, const void* qkv, const void* cos, const vo
                          void* q_out, void* k_cache, void* v_cache, int64_t n, int64_t heads, int64_t kv_heads,
                          int64_t head_dim, int64_t cache_slots, void* stream);
 
+// RoPE's cos and sin rows for n positions, in one launch, as transformers
+// computes them: angle = float(position) * inv_freq[j] in float32, its cosf
+// and sinf in float32, repeated over both halves of the row, rounded once to
+// dtype.
+//   positions [n] int64; inv_freq [head_dim / 2] float32
+//   cos, sin  [n, head_dim] in dtype
+int LaunchRopeAngles(DType dtype, const int64_t* positions, const float* inv_freq, void* cos, void* sin, int64_t n,
+                     int64_t head_dim, void* stream);
+
 // --- Decode GEMV --------------------------------------------------------------
 //
 // y = x @ weight^T (+ bias) for the few rows of a decoding step:
