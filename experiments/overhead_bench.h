@@ -5,10 +5,13 @@
 // so its step time is mostly host work. This benchmark decodes with random
 // weights of real shapes (by default a Llama-3.1-8B target and a Llama-3.2-1B
 // drafter, same 128256-token vocabulary): chain speculative sampling with
-// rejection verification at temperatures 0 and 1, plus the autoregressive
-// baseline. Each run's forwards are priced at costs measured on the same
-// models; the measured time beyond that, per step, is the overhead (sampling,
-// verification, commits and whatever host work the device waits for).
+// rejection verification at temperatures 0 and 1, step by step and pipelined
+// (framework/pipelined_chain.h), plus the autoregressive baseline. Each run's
+// forwards are priced at costs measured on the same models; the measured time
+// beyond that, per step, is the overhead (sampling, verification, commits and
+// whatever host work the device waits for). Pipelined steps queued back to
+// back with nothing read back split the pipelined overhead into the device's
+// own work beyond the forwards and the host time not hidden under it.
 // Random weights make acceptance meaningless; the overhead does not depend on it.
 #ifndef SPECLAB_EXPERIMENTS_OVERHEAD_BENCH_H_
 #define SPECLAB_EXPERIMENTS_OVERHEAD_BENCH_H_

@@ -131,17 +131,22 @@ TEST(SpeculativeDecodingTest, PipelinedChainsDrawTheStepByStepTokens) {
 // a 1e-4 false-alarm level), plus a negative control showing the test has power.
 // (Exactness itself is proven by enumeration in the verifier tests; this checks
 // the engine around the verifier: drafting law, q rows, commit, extra token.)
-// Parameters: the verifier, and whether its device form (when it has one) is used.
-class ChainLawTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+// Parameters: the verifier, and where it runs: "host" (the host rule, step by
+// step), "device" (its device form in the pipelined loop, the default) or
+// "device_step_by_step".
+class ChainLawTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
   const std::string verifier = "{type: " + std::get<0>(GetParam()) + "}";
-  const bool on_device = std::get<1>(GetParam());
+  const std::string where = std::get<1>(GetParam());
+  const bool on_device = where != "host";
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
   const auto law = ExactTwoTokenLaw(*target, kPrompt, 1.0);
   auto sample = [&](Method* method, uint64_t seed) {
-    auto out = method ? GenerateSpeculative(*target, *method, kPrompt, Options(1, 2, seed, on_device))
+    DecodeOptions options = Options(1, 2, seed, on_device);
+    options.pipeline = where == "device";
+    auto out = method ? GenerateSpeculative(*target, *method, kPrompt, options)
                       : GenerateAutoregressive(*target, kPrompt, Options(1, 2, seed));
     EXPECT_TRUE(out.ok()) << out.status();
     return std::pair<int, int>{out->tokens[0], out->tokens[1]};
@@ -163,13 +168,15 @@ TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
 }
 
 // Every lossless chain rule: token-wise rejection, the point-mass rule and
-// block verification, each on the host and on the device.
+// block verification, each on the host and pipelined on the device, and
+// rejection's device form step by step.
 INSTANTIATE_TEST_SUITE_P(Verifiers, ChainLawTest,
-                         ::testing::Values(std::make_tuple("rejection", false), std::make_tuple("rejection", true),
-                                           std::make_tuple("point_mass", false), std::make_tuple("point_mass", true),
-                                           std::make_tuple("block", false), std::make_tuple("block", true)),
+                         ::testing::Values(std::make_tuple("rejection", "host"), std::make_tuple("rejection", "device"),
+                                           std::make_tuple("rejection", "device_step_by_step"),
+                                           std::make_tuple("point_mass", "host"), std::make_tuple("point_mass", "device"),
+                                           std::make_tuple("block", "host"), std::make_tuple("block", "device")),
                          [](const ::testing::TestParamInfo<ChainLawTest::ParamType>& info) {
-                           return std::get<0>(info.param) + (std::get<1>(info.param) ? "_device" : "_host");
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
                          });
 
 TEST(SpeculativeDecodingTest, IncompatibleCombinationsAreRefusedAtLoad) {
