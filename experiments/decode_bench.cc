@@ -15,13 +15,12 @@
 #include <memory>
 #include <random>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "experiments/command_flags.h"
 #include "experiments/model_loading.h"
 #include "framework/core/status_macros.h"
 #include "framework/generation.h"
@@ -60,38 +59,7 @@ const ShapeInfo* FindShape(const std::string& name) {
   return nullptr;
 }
 
-struct FlagInfo {
-  const char* name;
-  const char* value;  // placeholder shown in errors; nullptr: a switch
-};
-
-constexpr FlagInfo kFlags[] = {
-    {"--out", "DIR"},         {"--shapes", "LIST"},     {"--new-tokens", "N"},
-    {"--prompt-tokens", "P"}, {"--repeats", "R"},       {"--device", "auto|cpu|cuda|cuda:N"},
-    {"--no-graphs", nullptr}, {"--eager-too", nullptr},
-};
-
-const FlagInfo* FindFlag(const std::string& name) {
-  for (const FlagInfo& f : kFlags)
-    if (name == f.name) return &f;
-  return nullptr;
-}
-
-std::string ValidFlags() {
-  std::vector<std::string> out;
-  for (const FlagInfo& f : kFlags) out.push_back(f.value ? absl::StrCat(f.name, " ", f.value) : f.name);
-  return absl::StrJoin(out, ", ");
-}
-
 // ---------------------------------------------------------------- flags
-
-absl::StatusOr<int> ParsePositive(const std::string& flag, const std::string& value, int max) {
-  int out = 0;
-  if (!absl::SimpleAtoi(value, &out) || out < 1 || out > max)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: expected an integer in [1, %d], got '%s'", flag, max, value));
-  return out;
-}
 
 absl::StatusOr<std::vector<std::string>> ParseShapes(const std::string& list) {
   std::vector<std::string> shapes;
@@ -115,28 +83,6 @@ std::string ShellWord(const std::string& arg) {
   std::string out = "'";
   for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-// Applies one known flag, with its value (nullptr for a switch), to `flags`.
-absl::Status ApplyFlag(const std::string& flag, const std::string* value, DecodeBenchFlags& flags) {
-  if (flag == "--out") {
-    flags.out_dir = *value;
-  } else if (flag == "--shapes") {
-    ASSIGN_OR_RETURN(flags.shapes, ParseShapes(*value));
-  } else if (flag == "--new-tokens") {
-    ASSIGN_OR_RETURN(flags.new_tokens, ParsePositive(flag, *value, 1 << 20));
-  } else if (flag == "--prompt-tokens") {
-    ASSIGN_OR_RETURN(flags.prompt_tokens, ParsePositive(flag, *value, 1 << 20));
-  } else if (flag == "--repeats") {
-    ASSIGN_OR_RETURN(flags.repeats, ParsePositive(flag, *value, 1000));
-  } else if (flag == "--device") {
-    flags.device = *value;
-  } else if (flag == "--no-graphs") {
-    flags.no_graphs = true;
-  } else if (flag == "--eager-too") {
-    flags.eager_too = true;
-  }
-  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- measurement
@@ -448,27 +394,21 @@ absl::StatusOr<DecodeBenchFlags> ParseDecodeBenchFlags(const std::vector<std::st
   std::vector<std::string> words = {"speclab", "bench-decode"};
   for (const std::string& a : args) words.push_back(ShellWord(a));
   flags.command_line = absl::StrJoin(words, " ");
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const FlagInfo* flag = FindFlag(name);
-    if (flag == nullptr) {
-      const char* what = absl::StartsWith(a, "--") ? "unknown flag" : "unexpected argument";
-      return absl::InvalidArgumentError(absl::StrFormat("%s '%s' (valid: %s)", what, name, ValidFlags()));
-    }
-    if (flag->value == nullptr) {
-      if (eq != std::string::npos) return absl::InvalidArgumentError(absl::StrCat(name, " takes no value"));
-      RETURN_IF_ERROR(ApplyFlag(name, nullptr, flags));
-    } else if (eq != std::string::npos) {
-      const std::string value = a.substr(eq + 1);
-      RETURN_IF_ERROR(ApplyFlag(name, &value, flags));
-    } else if (i + 1 < args.size()) {
-      RETURN_IF_ERROR(ApplyFlag(name, &args[++i], flags));
-    } else {
-      return absl::InvalidArgumentError(absl::StrFormat("%s needs a value (%s)", name, flag->value));
-    }
-  }
+  const std::vector<CommandFlag> table = {
+      {"--out", "DIR", [&](const std::string& v) { flags.out_dir = v; return absl::OkStatus(); }},
+      {"--shapes", "LIST",
+       [&](const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(flags.shapes, ParseShapes(v));
+         return absl::OkStatus();
+       }},
+      {"--new-tokens", "N", PositiveInto("--new-tokens", flags.new_tokens, 1 << 20)},
+      {"--prompt-tokens", "P", PositiveInto("--prompt-tokens", flags.prompt_tokens, 1 << 20)},
+      {"--repeats", "R", PositiveInto("--repeats", flags.repeats, 1000)},
+      {"--device", "auto|cpu|cuda|cuda:N", [&](const std::string& v) { flags.device = v; return absl::OkStatus(); }},
+      {"--no-graphs", nullptr, [&](const std::string&) { flags.no_graphs = true; return absl::OkStatus(); }},
+      {"--eager-too", nullptr, [&](const std::string&) { flags.eager_too = true; return absl::OkStatus(); }},
+  };
+  RETURN_IF_ERROR(ApplyCommandFlags(args, table));
   return flags;
 }
 

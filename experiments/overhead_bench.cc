@@ -14,12 +14,11 @@
 #include <random>
 #include <set>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "drafters/model/model_drafter.h"
+#include "experiments/command_flags.h"
 #include "experiments/device_trace.h"
 #include "experiments/forward_costs.h"
 #include "experiments/model_loading.h"
@@ -34,30 +33,6 @@
 
 namespace speclab {
 namespace {
-
-absl::Status SetFlag(OverheadBenchFlags& f, const std::string& name, const std::string& value) {
-  auto as_int = [&](int& into) -> absl::Status {
-    if (!absl::SimpleAtoi(value, &into) || into <= 0)
-      return absl::InvalidArgumentError(absl::StrCat("bench-overhead: ", name, " expects a positive integer, got '",
-                                                     value, "'"));
-    return absl::OkStatus();
-  };
-  if (name == "--target-shape") f.target_shape = value;
-  else if (name == "--drafter-shape") f.drafter_shape = value;
-  else if (name == "--gamma") return as_int(f.gamma);
-  else if (name == "--new-tokens") return as_int(f.new_tokens);
-  else if (name == "--prompt-tokens") return as_int(f.prompt_tokens);
-  else if (name == "--prompts") return as_int(f.prompts);
-  else if (name == "--device") f.device = value;
-  else if (name == "--out") f.out_dir = value;
-  else if (name == "--trace") f.trace_dir = value;
-  else
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bench-overhead: unknown flag '", name,
-        "' (expected --target-shape, --drafter-shape, --gamma, --new-tokens, --prompt-tokens, --prompts, --device, "
-        "--out, --trace)"));
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const ModelConfig& config, c10::Device device,
                                                         int64_t capacity, uint64_t seed) {
@@ -309,18 +284,24 @@ absl::Status Run(const OverheadBenchFlags& flags) {
 
 absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std::string>& args) {
   OverheadBenchFlags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i], value;
-    if (const size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("bench-overhead: flag '", name, "' needs a value"));
-    }
-    RETURN_IF_ERROR(SetFlag(flags, name, value));
-  }
+  auto text = [](std::string& into) {
+    return [&into](const std::string& value) {
+      into = value;
+      return absl::OkStatus();
+    };
+  };
+  const std::vector<CommandFlag> table = {
+      {"--target-shape", "CONFIG.json", text(flags.target_shape)},
+      {"--drafter-shape", "CONFIG.json", text(flags.drafter_shape)},
+      {"--gamma", "G", PositiveInto("--gamma", flags.gamma, 32)},
+      {"--new-tokens", "N", PositiveInto("--new-tokens", flags.new_tokens, 1 << 16)},
+      {"--prompt-tokens", "P", PositiveInto("--prompt-tokens", flags.prompt_tokens, 1 << 16)},
+      {"--prompts", "K", PositiveInto("--prompts", flags.prompts, 1 << 10)},
+      {"--device", "auto|cpu|cuda|cuda:N", text(flags.device)},
+      {"--out", "DIR", text(flags.out_dir)},
+      {"--trace", "DIR", text(flags.trace_dir)},
+  };
+  RETURN_IF_ERROR(ApplyCommandFlags(args, table));
   return flags;
 }
 

@@ -27,9 +27,9 @@ TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   EXPECT_EQ(flags->out_dir, "o");
   EXPECT_EQ(flags->trace_dir, "t");
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gama", "3"}).status().message()),
-              HasSubstr("unknown flag '--gama' (expected --target-shape"));
+              HasSubstr("unknown flag '--gama' (valid: --target-shape CONFIG.json"));
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gamma", "x"}).status().message()),
-              HasSubstr("--gamma expects a positive integer, got 'x'"));
+              HasSubstr("--gamma: expected an integer in [1, 32], got 'x'"));
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--prompts"}).status().message()), HasSubstr("needs a value"));
 }
 
