@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/file_util.h"
+#include "framework/device_transfer.h"
+#include "framework/sampling.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
 
@@ -111,6 +113,33 @@ TEST(ModelDrafterTest, DraftChainDraftsWhatTokenByTokenDraftingDoes) {
       EXPECT_EQ(runs[2].tokens, runs[1].tokens);
     }
   }
+}
+
+TEST(ModelDrafterTest, StepByStepDraftingAfterDeviceRootedChainsStartsOver) {
+  // After DraftChainAt only the device knows what the cache holds (here the
+  // chain overwrote slot 5 with another token): a later BeginStep must not
+  // trust the host's record of it, and drafts as a fresh drafter does.
+  const std::vector<int32_t> context = {1, 5, 3, 7, 2, 5, 3};
+  ModelDrafter used(TinyModel(2)), fresh(TinyModel(2));
+  ASSERT_TRUE(used.Reset(context).ok());
+  const c10::Device cpu(c10::kCPU);
+  const DeviceRoot root{.last_two = LongsToDevice({9, 9}, cpu),
+                        .position = {.start = LongsToDevice({5}, cpu), .max_start = 5}};
+  const ChainPick greedy{.key = "greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
+                           return std::make_pair(GreedyTokens(logits), at::Tensor());
+                         }};
+  auto chain = used.DraftChainAt(root, 3, greedy);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(chain->tokens.size(0), 4);  // the root, then three drafts
+  std::vector<int32_t> longer = context;
+  longer.push_back(4);
+  ASSERT_TRUE(fresh.Reset(context).ok());
+  for (ModelDrafter* drafter : {&used, &fresh}) ASSERT_TRUE(drafter->BeginStep(longer).ok());
+  const TokenTree tree(4);
+  auto after_chain = used.NextTokenLogits(tree, {0}, at::Tensor());
+  auto expected = fresh.NextTokenLogits(tree, {0}, at::Tensor());
+  ASSERT_TRUE(after_chain.ok() && expected.ok());
+  EXPECT_TRUE(at::allclose(*after_chain, *expected, 1e-5, 1e-5));
 }
 
 TEST_F(VocabularyMapTest, MappedDrafterIsExactAtTemperatureZero) {
