@@ -25,9 +25,10 @@ struct DraftTree {
   at::Tensor tokens;  // [tree.size()] int64 on the drafter's device, root first
   // [tree.size(), vocab] float32 on the drafter's device: row i (i > 0) is the
   // unmasked distribution node i's token was drawn from. Undefined when the
-  // builder did not sample (sampling == kDeterministic), and where a sampling
-  // builder drafts at temperature 0, whose rows are the tokens' one-hots (the
-  // engine builds them where a host rule reads them).
+  // builder did not sample (sampling == kDeterministic). A sampling builder
+  // may leave it undefined at temperature 0, where the rows are the tokens'
+  // one-hots (the engine builds them where a host rule reads them; `chain`
+  // does so).
   at::Tensor draft_probs;
   DraftSampling sampling = DraftSampling::kDeterministic;
 };
