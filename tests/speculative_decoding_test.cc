@@ -89,22 +89,24 @@ TEST(SpeculativeDecodingTest, PipelinedChainsDrawTheStepByStepTokens) {
   // The pipelined loop queues step k + 1 before it reads step k back. Each
   // generator draws the same values in the same order, so with one seed it
   // must emit the step-by-step loop's tokens with the same acceptances, at
-  // both temperatures, stop at EOS where that does, and leave the target's
+  // both temperatures and with top-k/top-p truncation, stop at EOS where that does, and leave the target's
   // cache as that does. The drafter's static shapes (its device chain code,
   // eager on the CPU) feed the token before the root again in a two-token
   // forward: its count shows the pipelined loop ran.
   auto target = TinyModel(4);
   for (const char* verifier : {"{type: rejection}", "{type: block}", "{type: point_mass}"}) {
-    for (double temperature : {0.0, 1.0}) {
+    for (const SamplingParams& sampling : {SamplingParams{.temperature = 0}, SamplingParams{.temperature = 1},
+                                           SamplingParams{.temperature = 0.8, .top_k = 6, .top_p = 0.9}}) {
       for (int32_t eos : {-1, 9}) {
-        SCOPED_TRACE(absl::StrCat(verifier, " T=", temperature, " eos ", eos));
+        SCOPED_TRACE(absl::StrCat(verifier, " T=", sampling.temperature, " top_k ", sampling.top_k, " eos ", eos));
         Generation runs[2];
         int64_t cache[2];
         for (bool pipeline : {false, true}) {
           std::unique_ptr<LlamaModel> drafter = TinyModel(5);
           drafter->EnableCudaGraphs(true);
           Method method = ModelDrafterMethod(std::move(drafter), "{type: chain}", verifier, 3);
-          DecodeOptions options = Options(temperature, 30, 21);
+          DecodeOptions options = Options(sampling.temperature, 30, 21);
+          options.sampling = sampling;
           options.eos_token = eos;
           options.pipeline = pipeline;
           auto out = GenerateSpeculative(*target, method, kPrompt, options);
