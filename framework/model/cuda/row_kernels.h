@@ -7,6 +7,7 @@
 // while the device's other 131 SMs idle. These cut each row into chunks of
 // kRowChunk elements, one block per (row, chunk), then combine the chunks'
 // partial results in a second, tiny kernel: a few microseconds per call.
+// Rows of up to 16k elements take one block each, in one launch.
 //
 // Like decode_kernels.h, this header knows nothing of torch or CUDA:
 // framework/model/fused_ops.h wraps it for at::Tensor. Pointers are device
