@@ -46,6 +46,16 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
+// The stopping token of chain rejection sampling for the stopping row
+// r = *row (on the device), raced with noise: the first index of the largest
+// s[i] / max(noise[r][i], FLT_MIN), where s = max(p[r] - q[r + 1], 0) for
+// r < rows - 1 and s = p[r] for the last row; where s has no positive entry
+// (p[r] <= q[r + 1] everywhere), of p[r][i] / max(noise[r][i], FLT_MIN)
+// instead. p, q, noise [rows, cols] float32; out [1] int64; workspace:
+// 3 * RowChunks(cols) uint64 values. 1 <= cols < 2^32.
+int LaunchResidualRace(const float* p, const float* q, const float* noise, const int64_t* row, int64_t* out,
+                       uint64_t* workspace, int64_t rows, int64_t cols, void* stream);
+
 }  // namespace row_kernels
 }  // namespace speclab
 
