@@ -543,6 +543,33 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
   return divisor.defined() ? at::div(x, divisor.clamp_min(FLT_MIN)).argmax(-1) : x.argmax(-1);
 }
 
+at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u) {
+  TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes(), "RejectionAccepted: p ", p.sizes(), " and q ", q.sizes(),
+              " must be one [rows, cols] shape");
+  const int64_t drafts = p.size(0) - 1;
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong,
+              "RejectionAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
+  TORCH_CHECK(u.dim() == 1 && u.size(0) == drafts, "RejectionAccepted: u ", u.sizes(), " must be [", drafts, "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(u) && q.device() == p.device() &&
+      u.device() == p.device() && tokens.device() == p.device()) {
+    const c10::cuda::CUDAGuard guard(p.device());
+    at::Tensor out = at::empty({}, p.options().dtype(at::kLong));
+    const at::Tensor ids = tokens.contiguous();
+    CheckLaunch(row_kernels::LaunchRejectionAccepted(ids.data_ptr<int64_t>(), p.data_ptr<float>(), q.data_ptr<float>(),
+                                                     u.data_ptr<float>(), out.data_ptr<int64_t>(), p.size(0), p.size(1),
+                                                     CurrentStream(p)),
+                "RejectionAccepted");
+    return out;
+  }
+#endif
+  if (drafts == 0) return at::zeros({}, tokens.options());
+  const at::Tensor x = tokens.narrow(0, 1, drafts).unsqueeze(1);
+  const at::Tensor accepted =
+      u * q.narrow(0, 1, drafts).gather(1, x).squeeze(1) < p.narrow(0, 0, drafts).gather(1, x).squeeze(1);
+  return accepted.to(at::kLong).cumprod(0).sum();
+}
+
 at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row) {
   TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes() && noise.sizes() == p.sizes(), "ResidualRace: p ", p.sizes(),
               ", q ", q.sizes(), " and noise ", noise.sizes(), " must be one [rows, cols] shape");

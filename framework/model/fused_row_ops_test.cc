@@ -139,6 +139,23 @@ TEST(FusedRowOps, ResidualRaceIsTheRaceOfTheStoppingRow) {
                c10::Error);
 }
 
+// Rejection's accepted count: u chosen so that drafts 0..k-1 pass and draft k
+// fails, for every k, against a loop over the drafts.
+TEST(FusedRowOps, RejectionAcceptedCountsTheLeadingAcceptances) {
+  const ResidualCase c = MakeResidualCase(50, 3);
+  const at::Tensor tokens = at::tensor(std::vector<int64_t>{0, 4, 9, 17}, at::kLong);
+  for (int64_t fail = 0; fail <= 3; ++fail) {
+    at::Tensor u = at::zeros({3});
+    if (fail < 3) u[fail] = 1.0f + c.p[fail][tokens[fail + 1].item<int64_t>()].item<float>() /
+                                       c.q[fail + 1][tokens[fail + 1].item<int64_t>()].item<float>();
+    const at::Tensor got = fused::RejectionAccepted(tokens, c.p, c.q, u);
+    EXPECT_EQ(got.item<int64_t>(), fail) << "fail at " << fail;
+    if (at::hasCUDA())
+      EXPECT_EQ(fused::RejectionAccepted(tokens.cuda(), c.p.cuda(), c.q.cuda(), u.cuda()).item<int64_t>(), fail);
+  }
+  EXPECT_THROW(fused::RejectionAccepted(tokens, c.p, c.q, at::zeros({2})), c10::Error);
+}
+
 TEST(FusedRowOps, CudaResidualRaceMatchesAtenOnTheCpu) {
   SPECLAB_SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;

@@ -24,13 +24,9 @@ class RejectionOnDevice final : public DeviceChainVerifier {
     // p one-hot: min(1, p/q) is 1 on the argmax and 0 elsewhere, and (p - q)+ is the argmax.
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);
     const at::Tensor& p = problem.target_probs;
-    const int64_t drafts = p.size(0) - 1;
-    const at::Tensor x = problem.tokens.narrow(0, 1, drafts).unsqueeze(1);
-    const at::Tensor p_rows = p.narrow(0, 0, drafts);                    // p before each draft
-    const at::Tensor q_rows = problem.draft_probs.narrow(0, 1, drafts);  // q each draft was drawn from
-    const at::Tensor u = at::rand({drafts}, generator, p.options());
-    const at::Tensor accepted =
-        verifiers::LeadingAccepted(u * q_rows.gather(1, x).squeeze(1) < p_rows.gather(1, x).squeeze(1));
+    // Draft i is accepted when u_i q_i(x_i) < p_{i-1}(x_i).
+    const at::Tensor u = at::rand({p.size(0) - 1}, generator, p.options());
+    const at::Tensor accepted = fused::RejectionAccepted(problem.tokens, p, problem.draft_probs, u);
     // The extra token: at the stopping row, the residual after rejecting the
     // next draft (the last row: p_n), raced with noise drawn for every row (as
     // sampling every row and keeping that one). A residual without mass

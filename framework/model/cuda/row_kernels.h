@@ -46,6 +46,13 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
+// The drafts chain rejection sampling accepts before its first rejection:
+// the largest a <= rows - 1 with u[i] * q[i + 1][x] < p[i][x] for every
+// i < a, where x = tokens[i + 1]. tokens [rows] int64; p, q [rows, cols]
+// float32; u [rows - 1] float32; out [1] int64. One block.
+int LaunchRejectionAccepted(const int64_t* tokens, const float* p, const float* q, const float* u, int64_t* out,
+                            int64_t rows, int64_t cols, void* stream);
+
 // The stopping token of chain rejection sampling for the stopping row
 // r = *row (on the device), raced with noise: the first index of the largest
 // s[i] / max(noise[r][i], FLT_MIN), where s = max(p[r] - q[r + 1], 0) for
