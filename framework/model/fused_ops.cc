@@ -543,6 +543,61 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
   return divisor.defined() ? at::div(x, divisor.clamp_min(FLT_MIN)).argmax(-1) : x.argmax(-1);
 }
 
+at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u) {
+  TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes(), "RejectionAccepted: p ", p.sizes(), " and q ", q.sizes(),
+              " must be one [rows, cols] shape");
+  const int64_t drafts = p.size(0) - 1;
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong,
+              "RejectionAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
+  TORCH_CHECK(u.dim() == 1 && u.size(0) == drafts, "RejectionAccepted: u ", u.sizes(), " must be [", drafts, "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(u) && q.device() == p.device() &&
+      u.device() == p.device() && tokens.device() == p.device()) {
+    const c10::cuda::CUDAGuard guard(p.device());
+    at::Tensor out = at::empty({}, p.options().dtype(at::kLong));
+    const at::Tensor ids = tokens.contiguous();
+    CheckLaunch(row_kernels::LaunchRejectionAccepted(ids.data_ptr<int64_t>(), p.data_ptr<float>(), q.data_ptr<float>(),
+                                                     u.data_ptr<float>(), out.data_ptr<int64_t>(), p.size(0), p.size(1),
+                                                     CurrentStream(p)),
+                "RejectionAccepted");
+    return out;
+  }
+#endif
+  if (drafts == 0) return at::zeros({}, tokens.options());
+  const at::Tensor x = tokens.narrow(0, 1, drafts).unsqueeze(1);
+  const at::Tensor accepted =
+      u * q.narrow(0, 1, drafts).gather(1, x).squeeze(1) < p.narrow(0, 0, drafts).gather(1, x).squeeze(1);
+  return accepted.to(at::kLong).cumprod(0).sum();
+}
+
+at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row) {
+  TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes() && noise.sizes() == p.sizes(), "ResidualRace: p ", p.sizes(),
+              ", q ", q.sizes(), " and noise ", noise.sizes(), " must be one [rows, cols] shape");
+  TORCH_CHECK(row.numel() == 1 && row.scalar_type() == at::kLong, "ResidualRace: row must be int64 [1]");
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(noise) && q.device() == p.device() &&
+      noise.device() == p.device() && row.device() == p.device()) {
+    const c10::cuda::CUDAGuard guard(p.device());
+    const int64_t rows = p.size(0), cols = p.size(1);
+    at::Tensor out = at::empty({1}, p.options().dtype(at::kLong));
+    at::Tensor workspace = at::empty({3 * row_kernels::RowChunks(cols)}, p.options().dtype(at::kLong));
+    CheckLaunch(row_kernels::LaunchResidualRace(p.data_ptr<float>(), q.data_ptr<float>(), noise.data_ptr<float>(),
+                                                row.contiguous().data_ptr<int64_t>(), out.data_ptr<int64_t>(),
+                                                reinterpret_cast<uint64_t*>(workspace.data_ptr<int64_t>()), rows, cols,
+                                                CurrentStream(p)),
+                "ResidualRace");
+    return out;
+  }
+#endif
+  const int64_t last = p.size(0) - 1;
+  const at::Tensor r = row.reshape({1});
+  const at::Tensor p_row = p.index_select(0, r);
+  const at::Tensor residual = (p_row - q.index_select(0, (r + 1).clamp_max(last))).clamp_min(0);
+  at::Tensor s = at::where(r.eq(last).unsqueeze(1), p_row, residual);
+  s = at::where(s.gt(0).any(1, /*keepdim=*/true), s, p_row);
+  return ArgmaxRows(s, noise.index_select(0, r));
+}
+
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   TORCH_CHECK(x.dim() == 2, "SoftmaxRows: x must be [rows, cols], got ", x.sizes());
   TORCH_CHECK(temperature > 0, "SoftmaxRows: temperature must be positive, got ", temperature);

@@ -200,6 +200,22 @@ at::Tensor DecodeAttentionWithKernel(const at::Tensor& q, const at::Tensor& k_ca
 // divisor.clamp_min(FLT_MIN)), -1).
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tensor());
 
+// The number of drafts chain rejection sampling accepts: the leading i with
+// u[i] * q[i + 1][x_i] < p[i][x_i], x_i = tokens[i + 1], as a 0-d int64
+// (draft i accepted with probability min(1, p/q)). tokens [rows] int64 (the
+// root, then the drafts); p, q [rows, cols] float32; u [rows - 1] float32.
+// One tiny kernel on CUDA; ATen: gathers, a compare and a cumulative product.
+at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u);
+
+// The stopping token of chain rejection sampling at the stopping row
+// r = row[0] (row: [1] int64 on the device, 0 <= r < rows), raced with
+// `noise`: the exponential race (ArgmaxRows with a divisor) over
+// s = (p[r] - q[r + 1])+ for r < rows - 1 and s = p[r] for the last row, or
+// over p[r] where s has no positive entry. p, q, noise [rows, cols] float32.
+// Returns [1] int64. Equal to racing every row's s and keeping row r, reading
+// one row instead of all. ATen: that formula on row r.
+at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row);
+
 // at::softmax(x / temperature, -1) for x [rows, cols] float32; on CUDA the
 // chunked kernel with the division fused, whose fp32 sum runs in another
 // order (results agree to a few ulps). temperature > 0.

@@ -1,4 +1,4 @@
-// fused::ArgmaxRows and fused::SoftmaxRows: the ATen formula on the CPU, the
+// fused::ArgmaxRows, fused::SoftmaxRows and fused::ResidualRace: the ATen formula on the CPU, the
 // chunked kernels (cuda/row_kernels.h) on CUDA, checked against ATen on the
 // CPU: bit for bit for argmax (ties, NaN, -inf, the divisor form), to float64
 // within a few ulps for softmax.
@@ -99,6 +99,74 @@ TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
   }
   const at::Tensor all_masked = at::full({2, 5000}, -kInf);
   EXPECT_TRUE(fused::SoftmaxRows(all_masked.cuda()).isnan().all().item<bool>());
+}
+
+// Chain rejection's stopping race at every row, as racing all rows' residuals
+// (p itself where the residual has no mass) and keeping that row: rows 0..2
+// random laws, row 1's successor equal to row 1 (no residual mass), the last
+// row raced on p.
+struct ResidualCase {
+  at::Tensor p, q, noise;
+};
+
+ResidualCase MakeResidualCase(int64_t cols, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const auto f = at::TensorOptions().dtype(at::kFloat);
+  ResidualCase c{.p = at::rand({4, cols}, gen, f).pow_(4), .q = at::rand({4, cols}, gen, f).pow_(4)};
+  c.p.div_(c.p.sum(1, true));
+  c.q.div_(c.q.sum(1, true));
+  c.q[2].copy_(c.p[1]);  // row 1 has no residual mass
+  c.noise = at::empty({4, cols}, f).exponential_(1.0, gen);
+  return c;
+}
+
+at::Tensor ResidualRaceByAllRows(const ResidualCase& c, int64_t row) {
+  const int64_t last = c.p.size(0) - 1;
+  at::Tensor stops = at::cat({(c.p.narrow(0, 0, last) - c.q.narrow(0, 1, last)).clamp_min(0), c.p.narrow(0, last, 1)});
+  stops = at::where(stops.sum(1, true) > 0, stops, c.p);
+  return at::div(stops, c.noise.clamp_min(FLT_MIN)).argmax(-1).narrow(0, row, 1);
+}
+
+TEST(FusedRowOps, ResidualRaceIsTheRaceOfTheStoppingRow) {
+  for (int64_t cols : {7, 8000}) {
+    const ResidualCase c = MakeResidualCase(cols, static_cast<uint64_t>(cols));
+    for (int64_t row = 0; row < 4; ++row) {
+      const at::Tensor got = fused::ResidualRace(c.p, c.q, c.noise, at::tensor({row}, at::kLong));
+      EXPECT_TRUE(at::equal(got, ResidualRaceByAllRows(c, row))) << "cols " << cols << ", row " << row;
+    }
+  }
+  EXPECT_THROW(fused::ResidualRace(at::zeros({2, 3}), at::zeros({2, 4}), at::zeros({2, 3}), at::zeros({1}, at::kLong)),
+               c10::Error);
+}
+
+// Rejection's accepted count: u chosen so that drafts 0..k-1 pass and draft k
+// fails, for every k, against a loop over the drafts.
+TEST(FusedRowOps, RejectionAcceptedCountsTheLeadingAcceptances) {
+  const ResidualCase c = MakeResidualCase(50, 3);
+  const at::Tensor tokens = at::tensor(std::vector<int64_t>{0, 4, 9, 17}, at::kLong);
+  for (int64_t fail = 0; fail <= 3; ++fail) {
+    at::Tensor u = at::zeros({3});
+    if (fail < 3) u[fail] = 1.0f + c.p[fail][tokens[fail + 1].item<int64_t>()].item<float>() /
+                                       c.q[fail + 1][tokens[fail + 1].item<int64_t>()].item<float>();
+    const at::Tensor got = fused::RejectionAccepted(tokens, c.p, c.q, u);
+    EXPECT_EQ(got.item<int64_t>(), fail) << "fail at " << fail;
+    if (at::hasCUDA())
+      EXPECT_EQ(fused::RejectionAccepted(tokens.cuda(), c.p.cuda(), c.q.cuda(), u.cuda()).item<int64_t>(), fail);
+  }
+  EXPECT_THROW(fused::RejectionAccepted(tokens, c.p, c.q, at::zeros({2})), c10::Error);
+}
+
+TEST(FusedRowOps, CudaResidualRaceMatchesAtenOnTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  for (int64_t cols : {7, 2049, 128256}) {
+    const ResidualCase c = MakeResidualCase(cols, static_cast<uint64_t>(cols) + 1);
+    for (int64_t row = 0; row < 4; ++row) {
+      const at::Tensor got =
+          fused::ResidualRace(c.p.cuda(), c.q.cuda(), c.noise.cuda(), at::tensor({row}, at::kLong).cuda()).cpu();
+      EXPECT_TRUE(at::equal(got, ResidualRaceByAllRows(c, row))) << "cols " << cols << ", row " << row;
+    }
+  }
 }
 
 TEST(FusedRowOps, CudaGraphReplay) {

@@ -11,6 +11,7 @@
 #include "algorithms/verifiers/common/chain_on_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_verifier.h"
+#include "framework/model/fused_ops.h"
 #include "framework/sampling.h"
 
 namespace speclab {
@@ -23,19 +24,17 @@ class RejectionOnDevice final : public DeviceChainVerifier {
     // p one-hot: min(1, p/q) is 1 on the argmax and 0 elsewhere, and (p - q)+ is the argmax.
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);
     const at::Tensor& p = problem.target_probs;
-    const int64_t drafts = p.size(0) - 1;
-    const at::Tensor x = problem.tokens.narrow(0, 1, drafts).unsqueeze(1);
-    const at::Tensor p_rows = p.narrow(0, 0, drafts);                    // p before each draft
-    const at::Tensor q_rows = problem.draft_probs.narrow(0, 1, drafts);  // q each draft was drawn from
-    const at::Tensor u = at::rand({drafts}, generator, p.options());
-    const at::Tensor accepted =
-        verifiers::LeadingAccepted(u * q_rows.gather(1, x).squeeze(1) < p_rows.gather(1, x).squeeze(1));
-    // Row i < drafts: the residual after rejecting draft i + 1; the last row: p_n.
-    at::Tensor stops = at::cat({(p_rows - q_rows).clamp_min(0), p.narrow(0, drafts, 1)});
-    // A residual without mass belongs to a draft that cannot be rejected
-    // (p <= q everywhere means p == q): any row with mass will do.
-    stops = at::where(verifiers::RowSums(stops).unsqueeze(1) > 0, stops, p);
-    return verifiers::ChainAnswer(accepted, SampleRows(stops, generator));
+    // Draft i is accepted when u_i q_i(x_i) < p_{i-1}(x_i).
+    const at::Tensor u = at::rand({p.size(0) - 1}, generator, p.options());
+    const at::Tensor accepted = fused::RejectionAccepted(problem.tokens, p, problem.draft_probs, u);
+    // The extra token: at the stopping row, the residual after rejecting the
+    // next draft (the last row: p_n), raced with noise drawn for every row (as
+    // sampling every row and keeping that one). A residual without mass
+    // belongs to a draft that cannot be rejected (p <= q everywhere means
+    // p == q): p itself will do there.
+    const at::Tensor noise = at::empty_like(p).exponential_(1.0, generator);
+    const at::Tensor extra = fused::ResidualRace(p, problem.draft_probs, noise, accepted.view({1}));
+    return at::cat({accepted.view({1}), extra});
   }
 };
 

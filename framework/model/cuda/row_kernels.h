@@ -7,6 +7,7 @@
 // while the device's other 131 SMs idle. These cut each row into chunks of
 // kRowChunk elements, one block per (row, chunk), then combine the chunks'
 // partial results in a second, tiny kernel: a few microseconds per call.
+// Rows of up to 16k elements take one block each, in one launch.
 //
 // Like decode_kernels.h, this header knows nothing of torch or CUDA:
 // framework/model/fused_ops.h wraps it for at::Tensor. Pointers are device
@@ -44,6 +45,23 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 // temperature > 0; workspace: 2 * rows * RowChunks(cols) floats.
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
+
+// The drafts chain rejection sampling accepts before its first rejection:
+// the largest a <= rows - 1 with u[i] * q[i + 1][x] < p[i][x] for every
+// i < a, where x = tokens[i + 1]. tokens [rows] int64; p, q [rows, cols]
+// float32; u [rows - 1] float32; out [1] int64. One block.
+int LaunchRejectionAccepted(const int64_t* tokens, const float* p, const float* q, const float* u, int64_t* out,
+                            int64_t rows, int64_t cols, void* stream);
+
+// The stopping token of chain rejection sampling for the stopping row
+// r = *row (on the device), raced with noise: the first index of the largest
+// s[i] / max(noise[r][i], FLT_MIN), where s = max(p[r] - q[r + 1], 0) for
+// r < rows - 1 and s = p[r] for the last row; where s has no positive entry
+// (p[r] <= q[r + 1] everywhere), of p[r][i] / max(noise[r][i], FLT_MIN)
+// instead. p, q, noise [rows, cols] float32; out [1] int64; workspace:
+// 3 * RowChunks(cols) uint64 values. 1 <= cols < 2^32.
+int LaunchResidualRace(const float* p, const float* q, const float* noise, const int64_t* row, int64_t* out,
+                       uint64_t* workspace, int64_t rows, int64_t cols, void* stream);
 
 }  // namespace row_kernels
 }  // namespace speclab
