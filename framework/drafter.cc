@@ -11,6 +11,10 @@ absl::StatusOr<ChainResult> Drafter::DraftChain(int, const ChainPick&) {
   return absl::UnimplementedError("this drafter drafts token by token");
 }
 
+absl::StatusOr<at::Tensor> Drafter::NextLevelLogits(const at::Tensor&, int, const at::Tensor&) {
+  return absl::UnimplementedError("this drafter feeds tree levels from the host");
+}
+
 absl::StatusOr<ChainResult> Drafter::DraftChainAt(const DeviceRoot&, int, const ChainPick&) {
   return absl::UnimplementedError("this drafter has no device-rooted chains");
 }

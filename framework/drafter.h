@@ -67,6 +67,19 @@ class Drafter {
   // builders then draft token by token.
   virtual absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick);
 
+  // kDistributions, optional: one level of a tree whose shape only the
+  // device knows (builders that choose each level's nodes there, so that
+  // drafting never waits for the host). Called after NextTokenLogits fed the
+  // root, and only the root, this step. Feeds `tokens` ([m] int64 on the
+  // device) as m nodes at depth `depth`; row i sees the context, the root,
+  // itself, and the nodes fed by this step's earlier NextLevelLogits calls
+  // that `ancestors` marks ([m, fed] bool, fed = those nodes so far, in the
+  // order fed). Returns logits [m, vocab]. The nodes have no index in the
+  // step's tree, so EndStep keeps none of them. Unimplemented where the
+  // drafter has no such path (the default): builders then read each level
+  // back to the host.
+  virtual absl::StatusOr<at::Tensor> NextLevelLogits(const at::Tensor& tokens, int depth, const at::Tensor& ancestors);
+
   // kDistributions, optional: DraftChain for pipelined decoding, where the
   // root and its position are on the device and no BeginStep/EndStep frame
   // the step. The drafter's cache must hold the context up to the token

@@ -201,6 +201,32 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   return ToTargetLogits(at::stack(rows));
 }
 
+absl::StatusOr<at::Tensor> ModelDrafter::NextLevelLogits(const at::Tensor& tokens, int depth,
+                                                         const at::Tensor& ancestors) {
+  const bool only_root_fed =
+      !node_slot_.empty() && node_slot_[0] >= 0 &&
+      std::all_of(node_slot_.begin() + 1, node_slot_.end(), [](int64_t slot) { return slot < 0; });
+  if (!only_root_fed)
+    return absl::FailedPreconditionError("NextLevelLogits: NextTokenLogits must have fed the root, and only the root");
+  if (!tokens.defined() || tokens.dim() != 1 || tokens.size(0) < 1 || depth < 1)
+    return absl::InvalidArgumentError("NextLevelLogits: tokens must be [m >= 1], depth >= 1");
+  const int64_t m = tokens.size(0);
+  const int64_t seen = node_slot_[0] + 1;  // the pending context, then the root
+  const int64_t fed = model_->tentative_length() - seen;
+  if (!ancestors.defined() || ancestors.dim() != 2 || ancestors.size(0) != m || ancestors.size(1) != fed)
+    return absl::InvalidArgumentError(absl::StrCat("NextLevelLogits: ancestors must be [", m, ", ", fed,
+                                                   "] (the level's nodes x the nodes fed by earlier levels)"));
+  const c10::Device device = model_->device();
+  const auto bools = at::TensorOptions().dtype(at::kBool).device(device);
+  const at::Tensor mask = at::cat({at::ones({m, seen}, bools), ancestors.to(device, at::kBool), at::eye(m, bools)}, 1);
+  at::Tensor ids = tokens.to(device, at::kLong);
+  if (vocab_map_) ids = target_to_draft_device_.index_select(0, ids);
+  const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
+  const at::Tensor positions = at::full({m}, root_position + depth, at::TensorOptions().dtype(at::kLong).device(device));
+  ASSIGN_OR_RETURN(at::Tensor logits, model_->Forward(ids, positions, mask));
+  return ToTargetLogits(logits);
+}
+
 absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick& pick) {
   if (vocab_map_) return absl::UnimplementedError("a drafter with a vocabulary map drafts token by token");
   if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChain: length must be >= 1, got ", length));

@@ -14,11 +14,16 @@
 // Tokens are chosen, not sampled: the draft is deterministic (q is a point
 // mass), so verify with greedy or point_mass (EAGLE-2 sets q(x) = 1, §2.4).
 // Scores are the drafter's unwarped log-probabilities (draft_ops.h). Cost:
-// depth + 1 drafter forwards, one device-to-host read of the K-by-K top-k
-// per forward (the frontier's parents decide the next forward's mask). The
+// depth + 1 drafter forwards. With a drafter that feeds levels from the
+// device (Drafter::NextLevelLogits: ModelDrafter), each frontier is chosen on
+// the device and the pool is read back once; otherwise once per forward (the
+// frontier's parents decide the next forward's mask, built on the host). The
 // returned tree is pruned, so it is re-indexed (pruned_tree.h).
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
@@ -43,15 +48,85 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    const int k = top_k_;
     TokenTree scratch = tree_builders::ScratchTree(request.root_token, total_tokens_ - 1);
+    ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, {0}));
+    RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", top_k_, logits.size(-1)));
+    const tree_builders::TopK root_top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), top_k_);
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, root_top));
+    if (grown) return *std::move(grown);
+    return GrowOnHost(drafter, request, scratch, root_top);
+  }
+
+ private:
+  // Every level on the device (Drafter::NextLevelLogits): the frontier is
+  // chosen there and the pool read back once, at the end. The same pool, in
+  // the same order, as GrowOnHost: scores are added in double from the same
+  // float32 log-probabilities, and a stable sort breaks ties toward the
+  // earlier node as BestCandidates does. nullopt, having fed nothing, where
+  // the drafter has no NextLevelLogits.
+  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
+                                                        const tree_builders::TopK& root_top) {
+    const int64_t k = top_k_;
+    const c10::Device device = root_top.tokens.device();
+    const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
+    at::Tensor frontier_tokens = root_top.tokens.reshape({-1});
+    at::Tensor frontier_scores = root_top.scores.reshape({-1}).to(at::kDouble);  // 0 + log q, as on the host
+    at::Tensor frontier = at::arange(k, longs);                                  // pool indices
+    at::Tensor ancestors = at::zeros({k, 0}, longs.dtype(at::kBool));
+    std::vector<at::Tensor> pool_tokens{frontier_tokens}, pool_scores{frontier_scores},
+        pool_parents{at::full({k}, -1, longs)};
+    int64_t pool_size = k;
+    for (int level = 1; level <= depth_; ++level) {
+      absl::StatusOr<at::Tensor> logits = drafter.NextLevelLogits(frontier_tokens, level, ancestors);
+      if (level == 1 && logits.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+      if (!logits.ok()) return logits.status();
+      const tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(*logits), k);
+      const at::Tensor tokens = top.tokens.reshape({-1});
+      const at::Tensor scores = (frontier_scores.unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
+      pool_tokens.push_back(tokens);
+      pool_scores.push_back(scores);
+      pool_parents.push_back(frontier.unsqueeze(1).expand({k, k}).reshape({-1}));
+      const int64_t offset = pool_size;
+      pool_size += k * k;
+      if (level == depth_) break;
+      // The K best of the level (ties: the earlier), fed in pool order.
+      const at::Tensor best = std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true));
+      const at::Tensor chosen = std::get<0>(best.narrow(0, 0, k).sort());
+      const at::Tensor parent_rows = at::div(chosen, k, "floor");
+      // A node's ancestors: its parent's, and its parent. Plain comparisons:
+      // ATen's one_hot and repeat_interleave may read the device back to check
+      // or size their output.
+      ancestors = at::cat({ancestors.index_select(0, parent_rows), parent_rows.unsqueeze(1) == at::arange(k, longs)}, 1);
+      frontier = chosen + offset;
+      frontier_tokens = tokens.index_select(0, chosen);
+      frontier_scores = scores.index_select(0, chosen);
+    }
+    const std::vector<double> host =
+        tree_builders::ReadToHost({at::cat(pool_tokens), at::cat(pool_parents), at::cat(pool_scores)});  // the one read
+    std::vector<Candidate> pool(pool_size);
+    for (int64_t i = 0; i < pool_size; ++i)
+      pool[i] = {.parent = static_cast<int>(host[pool_size + i]), .token = static_cast<int32_t>(host[i]),
+                 .score = host[2 * pool_size + i]};
+    ASSIGN_OR_RETURN(DraftTree tree, tree_builders::TreeFromCandidates(
+                                         request.root_token, pool, tree_builders::BestCandidates(pool, total_tokens_ - 1),
+                                         request.device));
+    return tree;
+  }
+
+  // Level by level with one read per level: the frontier's parents decide
+  // the next forward's mask, which the drafter builds from the host tree.
+  absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request, TokenTree& scratch,
+                                       const tree_builders::TopK& root_top) {
+    const int k = top_k_;
     std::vector<Candidate> pool;
     std::vector<int> frontier;  // pool indices
     std::vector<int> fed{0};    // scratch nodes of the next forward (the root first)
     for (int level = 0; level <= depth_; ++level) {
-      ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, fed));
-      RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", k, logits.size(-1)));
-      tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), k);
+      tree_builders::TopK top = root_top;
+      if (level > 0) {
+        ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, fed));
+        top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), k);
+      }
       const std::vector<double> host = tree_builders::ReadToHost({top.tokens, top.scores});  // the level's one read
       const size_t scores_at = host.size() / 2;
       std::vector<int> children;
@@ -84,7 +159,6 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
                                              request.device);
   }
 
- private:
   int top_k_, depth_, total_tokens_;
 };
 

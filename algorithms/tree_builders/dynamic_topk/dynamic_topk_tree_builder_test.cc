@@ -7,6 +7,8 @@
 
 #include "algorithms/tree_builders/testing/builder_harness.h"
 #include "algorithms/tree_builders/testing/table_drafter.h"
+#include "drafters/model/model_drafter.h"
+#include "tests/support/tiny_models.h"
 
 namespace speclab {
 namespace tree_builders {
@@ -73,6 +75,54 @@ TEST(DynamicTopKTreeBuilderTest, KeepsTheBestPoolNodesOfEagle2) {
     // depth + 1 forwards: the root, then one per frontier of K nodes.
     ASSERT_EQ(static_cast<int>(drafter.calls().size()), depth + 1);
     for (int i = 1; i <= depth; ++i) EXPECT_EQ(static_cast<int>(drafter.calls()[i].size()), k);
+  }
+}
+
+// A model drafter without NextLevelLogits: the builder grows the tree on the host.
+class HostLevels final : public Drafter {
+ public:
+  explicit HostLevels(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
+  DrafterKind kind() const override { return inner_->kind(); }
+  absl::Status Reset(absl::Span<const int32_t> prompt) override { return inner_->Reset(prompt); }
+  absl::Status BeginStep(absl::Span<const int32_t> context) override { return inner_->BeginStep(context); }
+  absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
+                                             const at::Tensor& node_tokens) override {
+    return inner_->NextTokenLogits(tree, nodes, node_tokens);
+  }
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override {
+    return inner_->EndStep(tree, accepted_path);
+  }
+  std::vector<LanguageModel*> models() override { return inner_->models(); }
+
+ private:
+  std::unique_ptr<Drafter> inner_;
+};
+
+TEST(DynamicTopKTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
+  // The model drafter feeds levels from the device (each frontier chosen
+  // there, one read at the end); hidden behind HostLevels it is fed from the
+  // host tree, one read per level. Same tree, node for node, and the same
+  // forwards.
+  for (auto [k, depth, total] : {std::tuple{3, 3, 12}, std::tuple{4, 2, 16}, std::tuple{2, 5, 9}}) {
+    SCOPED_TRACE(::testing::Message() << "k " << k << " depth " << depth);
+    auto builder = BuilderFromYaml("{type: dynamic_topk, top_k: " + std::to_string(k) + ", depth: " +
+                                   std::to_string(depth) + ", total_tokens: " + std::to_string(total) + "}");
+    ASSERT_TRUE(builder.ok()) << builder.status();
+    std::unique_ptr<Drafter> drafters[2] = {std::make_unique<ModelDrafter>(testing::TinyModel(2)),
+                                            std::make_unique<HostLevels>(
+                                                std::make_unique<ModelDrafter>(testing::TinyModel(2)))};
+    DraftTree drafts[2];
+    for (int d = 0; d < 2; ++d) {
+      ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}).ok());
+      auto draft = BuildOnce(**builder, *drafters[d], {});
+      ASSERT_TRUE(draft.ok()) << draft.status();
+      drafts[d] = *std::move(draft);
+    }
+    EXPECT_EQ(drafters[0]->models()[0]->forward_counts(), drafters[1]->models()[0]->forward_counts());
+    ASSERT_EQ(drafts[0].tree.size(), total);
+    ASSERT_EQ(drafts[1].tree.size(), total);
+    EXPECT_EQ(HostTokens(drafts[0]), HostTokens(drafts[1]));
+    for (int i = 1; i < total; ++i) EXPECT_EQ(drafts[0].tree.parent(i), drafts[1].tree.parent(i)) << "node " << i;
   }
 }
 
