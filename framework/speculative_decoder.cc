@@ -65,6 +65,14 @@ bool Emit(const std::vector<int32_t>& emitted, const DecodeOptions& options, Gen
   return false;
 }
 
+// Leaves the cache holding the prompt and every emitted token but the last:
+// as if no forward had run ahead (autoregressive and pipelined decoding) and
+// no step had been cut short by the budget.
+absl::Status KeepEmitted(LanguageModel& target, absl::Span<const int32_t> prompt, const Generation& out) {
+  const int64_t fed = static_cast<int64_t>(prompt.size() + out.tokens.size()) - 1;
+  return target.committed_length() > fed ? target.Truncate(fed) : absl::OkStatus();
+}
+
 // Host copies of what the verifier reads, fetched with a single transfer.
 struct HostView {
   std::vector<int32_t> tokens;
@@ -192,10 +200,7 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
     }
     unread = std::move(next);
   }
-  // Keep the cache as if no forward had run ahead: the prompt and every
-  // emitted token but the last.
-  const int64_t fed = static_cast<int64_t>(prompt.size() + out.tokens.size()) - 1;
-  if (target.committed_length() > fed) RETURN_IF_ERROR(target.Truncate(fed));
+  RETURN_IF_ERROR(KeepEmitted(target, prompt, out));
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
   CollectForwardCounts(target, nullptr, out);
   return out;
@@ -220,8 +225,7 @@ absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl
                                      const DecodeOptions& options, Randomness& random, Generation& out) {
   PipelinedChain chain(target, method, options.sampling, prompt, random.draft, random.verify);
   const int gamma = chain.gamma();
-  const int64_t prompt_size = static_cast<int64_t>(prompt.size());
-  int64_t root = prompt_size - 1;  // position of the oldest unread step's root
+  int64_t root = static_cast<int64_t>(prompt.size()) - 1;  // position of the oldest unread step's root
   ASSIGN_OR_RETURN(std::optional<at::Tensor> first, chain.Queue(root));
   if (!first) return false;
   std::deque<AsyncRead> unread;
@@ -249,10 +253,7 @@ absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl
                             .step_seconds = stats.verify_seconds});
     out.steps.push_back(stats);
   }
-  // The cache as the step-by-step loop leaves it: the prompt and every
-  // emitted token but the last.
-  RETURN_IF_ERROR(target.Truncate(prompt_size + static_cast<int64_t>(out.tokens.size()) - 1));
-  return true;
+  return true;  // the caller trims the cache (KeepEmitted)
 }
 
 absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
@@ -343,10 +344,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
                             .tree_nodes = stats.tree_nodes, .step_seconds = Seconds(t0, t3)});
     out.steps.push_back(stats);
   }
-  // Keep only what was emitted when the budget cut the last step short (and
-  // so leave the cache as the pipelined loop does).
-  const int64_t fed = static_cast<int64_t>(prompt.size() + out.tokens.size()) - 1;
-  if (target.committed_length() > fed) RETURN_IF_ERROR(target.Truncate(fed));
+  RETURN_IF_ERROR(KeepEmitted(target, prompt, out));
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
   CollectForwardCounts(target, method.drafter.get(), out);
   return out;

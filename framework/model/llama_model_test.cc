@@ -399,6 +399,16 @@ ChainPick TestPick(bool greedy, at::Generator* generator) {
           .noise_generator = generator};
 }
 
+// Fills `model` to a 256-slot KV bucket's edge: 250 committed tokens and one
+// tentative slot (token 9) that what follows must see. Forward counts start
+// from there.
+void FillToBucketEdge(LlamaModel& model) {
+  FeedChain(model, RandomTokens(250, 64, 1));
+  ASSERT_TRUE(model.Commit(Iota(250)).ok());
+  FeedChain(model, {9});
+  model.ResetForwardCounts();
+}
+
 TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
   // The chain body (a CUDA graph on CUDA, eager on the CPU with static
   // shapes) against LanguageModel's default (one Forward() per step), after
@@ -415,10 +425,7 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
       LlamaModel* models[2] = {plain.get(), chained.get()};
       for (int m = 0; m < 2; ++m) {
         LlamaModel& model = *models[m];
-        FeedChain(model, RandomTokens(250, 64, 1));
-        ASSERT_TRUE(model.Commit(Iota(250)).ok());
-        FeedChain(model, {9});  // a tentative slot the chain sees
-        model.ResetForwardCounts();
+        ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(model));
         at::Generator generator = MakeGenerator(Dev(), 5);
         auto chain = model.ForwardChain(Longs({4}), 251, 8, TestPick(greedy, &generator));
         ASSERT_TRUE(chain.ok()) << chain.status();
@@ -470,12 +477,7 @@ TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
       auto subject = MakeModel(variant.config, 320);
       reference->EnableCudaGraphs(false);
       subject->EnableCudaGraphs(static_shapes);
-      for (LlamaModel* model : {reference.get(), subject.get()}) {
-        FeedChain(*model, RandomTokens(250, 64, 1));
-        ASSERT_TRUE(model->Commit(Iota(250)).ok());
-        FeedChain(*model, {9});
-        model->ResetForwardCounts();
-      }
+      for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*model));
       const at::Tensor expected = FeedChain(*reference, {4, 5, 6});
       auto actual = subject->ForwardAt(Longs({4, 5, 6}), {.start = Longs({251}), .max_start = 260});
       ASSERT_TRUE(actual.ok()) << actual.status();
