@@ -11,7 +11,8 @@ absl::StatusOr<ChainResult> Drafter::DraftChain(int, const ChainPick&) {
   return absl::UnimplementedError("this drafter drafts token by token");
 }
 
-absl::StatusOr<at::Tensor> Drafter::NextLevelLogits(const at::Tensor&, int, const at::Tensor&) {
+absl::StatusOr<LevelsKept> Drafter::DraftLevels(const at::Tensor&, int, const std::vector<at::Tensor>&,
+                                                const LevelPick&) {
   return absl::UnimplementedError("this drafter feeds tree levels from the host");
 }
 

@@ -67,18 +67,18 @@ class Drafter {
   // builders then draft token by token.
   virtual absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick);
 
-  // kDistributions, optional: one level of a tree whose shape only the
-  // device knows (builders that choose each level's nodes there, so that
-  // drafting never waits for the host). Called after NextTokenLogits fed the
-  // root, and only the root, this step. Feeds `tokens` ([m] int64 on the
-  // device) as m nodes at depth `depth`; row i sees the context, the root,
-  // itself, and the nodes fed by this step's earlier NextLevelLogits calls
-  // that `ancestors` marks ([m, fed] bool, fed = those nodes so far, in the
-  // order fed). Returns logits [m, vocab]. The nodes have no index in the
-  // step's tree, so EndStep keeps none of them. Unimplemented where the
-  // drafter has no such path (the default): builders then read each level
-  // back to the host.
-  virtual absl::StatusOr<at::Tensor> NextLevelLogits(const at::Tensor& tokens, int depth, const at::Tensor& ancestors);
+  // kDistributions, optional: levels of a tree grown on the device, as
+  // LanguageModel::ForwardLevels, so that builders choosing each level from
+  // the one before read back once per tree, not once per level. Called after
+  // NextTokenLogits fed the root, and only the root, this step. Level 1 is
+  // `first` ([m] int64, target vocabulary, on the device) at depth 1; pick
+  // gets each level's logits [m, target vocab] and chooses the next level in
+  // the target vocabulary. Returns each level's kept tensors. The nodes have
+  // no index in the step's tree, so EndStep keeps none of them.
+  // Unimplemented where the drafter has no such path (the default): builders
+  // then read each level back to the host.
+  virtual absl::StatusOr<LevelsKept> DraftLevels(const at::Tensor& first, int levels,
+                                                 const std::vector<at::Tensor>& carry, const LevelPick& pick);
 
   // kDistributions, optional: DraftChain for pipelined decoding, where the
   // root and its position are on the device and no BeginStep/EndStep frame

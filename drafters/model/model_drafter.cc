@@ -201,30 +201,31 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   return ToTargetLogits(at::stack(rows));
 }
 
-absl::StatusOr<at::Tensor> ModelDrafter::NextLevelLogits(const at::Tensor& tokens, int depth,
-                                                         const at::Tensor& ancestors) {
+absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(const at::Tensor& first, int levels,
+                                                     const std::vector<at::Tensor>& carry, const LevelPick& pick) {
   const bool only_root_fed =
       !node_slot_.empty() && node_slot_[0] >= 0 &&
       std::all_of(node_slot_.begin() + 1, node_slot_.end(), [](int64_t slot) { return slot < 0; });
   if (!only_root_fed)
-    return absl::FailedPreconditionError("NextLevelLogits: NextTokenLogits must have fed the root, and only the root");
-  if (!tokens.defined() || tokens.dim() != 1 || tokens.size(0) < 1 || depth < 1)
-    return absl::InvalidArgumentError("NextLevelLogits: tokens must be [m >= 1], depth >= 1");
-  const int64_t m = tokens.size(0);
-  const int64_t seen = node_slot_[0] + 1;  // the pending context, then the root
-  const int64_t fed = model_->tentative_length() - seen;
-  if (!ancestors.defined() || ancestors.dim() != 2 || ancestors.size(0) != m || ancestors.size(1) != fed)
-    return absl::InvalidArgumentError(absl::StrCat("NextLevelLogits: ancestors must be [", m, ", ", fed,
-                                                   "] (the level's nodes x the nodes fed by earlier levels)"));
+    return absl::FailedPreconditionError("DraftLevels: NextTokenLogits must have fed the root, and only the root");
+  if (!first.defined() || first.dim() != 1 || first.size(0) < 1 || levels < 1)
+    return absl::InvalidArgumentError("DraftLevels: the first level must be [m >= 1], levels >= 1");
+  if (model_->tentative_length() != node_slot_[0] + 1)
+    return absl::FailedPreconditionError("DraftLevels: the step has fed nodes past the root");
   const c10::Device device = model_->device();
-  const auto bools = at::TensorOptions().dtype(at::kBool).device(device);
-  const at::Tensor mask = at::cat({at::ones({m, seen}, bools), ancestors.to(device, at::kBool), at::eye(m, bools)}, 1);
-  at::Tensor ids = tokens.to(device, at::kLong);
-  if (vocab_map_) ids = target_to_draft_device_.index_select(0, ids);
+  at::Tensor ids = first.to(device, at::kLong);
+  LevelPick in_draft_vocabulary = pick;
+  if (vocab_map_) {
+    ids = target_to_draft_device_.index_select(0, ids);
+    in_draft_vocabulary.key = absl::StrCat(pick.key, "/in draft vocabulary");
+    in_draft_vocabulary.pick = [this, pick](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+      LevelPick::Choice choice = pick.pick(level, ToTargetLogits(logits), carry);
+      choice.tokens = target_to_draft_device_.index_select(0, choice.tokens);
+      return choice;
+    };
+  }
   const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
-  const at::Tensor positions = at::full({m}, root_position + depth, at::TensorOptions().dtype(at::kLong).device(device));
-  ASSIGN_OR_RETURN(at::Tensor logits, model_->Forward(ids, positions, mask));
-  return ToTargetLogits(logits);
+  return model_->ForwardLevels(ids, root_position + 1, levels, carry, in_draft_vocabulary);
 }
 
 absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick& pick) {

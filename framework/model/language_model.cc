@@ -66,6 +66,24 @@ at::Tensor Positions(int64_t from, int64_t count, const at::Tensor& like) {
   return at::arange(from, from + count, like.options().dtype(at::kLong));
 }
 
+// Checks ForwardLevels' arguments (every implementation's).
+absl::Status ValidateLevels(const at::Tensor& first, int64_t levels, const LevelPick& pick) {
+  if (!first.defined() || first.dim() != 1 || first.size(0) < 1)
+    return absl::InvalidArgumentError("ForwardLevels: the first level must be a non-empty [m] tensor");
+  if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: levels must be >= 1, got ", levels));
+  if (!pick.pick) return absl::InvalidArgumentError("ForwardLevels: pick has no function");
+  return absl::OkStatus();
+}
+
+// A node sees what its parent sees, and itself: `visible` holds the rows of
+// the level just fed ([m, columns]); the next level's nodes sit in the m
+// columns past them.
+at::Tensor NextLevelVisible(const at::Tensor& visible, const at::Tensor& parents) {
+  const int64_t m = visible.size(0);
+  const auto bools = visible.options();
+  return at::cat({visible.index_select(0, parents), at::eye(m, bools)}, 1);
+}
+
 }  // namespace
 
 absl::StatusOr<at::Tensor> LanguageModel::ForwardAt(const at::Tensor& tokens, const DevicePosition& at) {
@@ -102,6 +120,31 @@ absl::StatusOr<ChainResult> LanguageModel::ForwardChain(const at::Tensor& first,
     return ForwardEach(*this, first, position, steps, pick);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("ForwardChain: ", e.what()));
+  }
+}
+
+absl::StatusOr<LevelsKept> LanguageModel::ForwardLevels(const at::Tensor& first, int64_t position, int64_t levels,
+                                                        const std::vector<at::Tensor>& carry, const LevelPick& pick) {
+  RETURN_IF_ERROR(ValidateLevels(first, levels, pick));
+  try {
+    const int64_t m = first.size(0);
+    const auto bools = first.options().dtype(at::kBool);
+    at::Tensor tokens = first.to(at::kLong);
+    at::Tensor visible = at::cat({at::ones({m, tentative_length()}, bools), at::eye(m, bools)}, 1);
+    std::vector<at::Tensor> level_carry = carry;
+    LevelsKept kept;
+    for (int64_t level = 1; level <= levels; ++level) {
+      ASSIGN_OR_RETURN(at::Tensor logits, Forward(tokens, at::full({m}, position + level - 1, tokens.options()), visible));
+      LevelPick::Choice choice = pick.pick(level, logits, level_carry);
+      kept.push_back(std::move(choice.kept));
+      if (level == levels) break;
+      tokens = choice.tokens.to(at::kLong);
+      visible = NextLevelVisible(visible, choice.parents);
+      level_carry = std::move(choice.carry);
+    }
+    return kept;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardLevels: ", e.what()));
   }
 }
 

@@ -217,6 +217,21 @@ struct LlamaModel::Impl {
   };
   // By (steps, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedChain> chain_graphs;
+  // Trees grown level by level (ForwardLevels): the first level's tokens,
+  // the cache slot of its first node and its position.
+  struct LevelsInputs {
+    at::Tensor tokens;           // [kMaxTokenBucket] int64
+    at::Tensor start, position;  // [1] int64
+  } levels_in;
+  struct CapturedLevels {
+    std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
+    std::vector<at::Tensor> carry;     // level 1's carry, refilled before each run
+    LevelsKept kept;                   // outputs, per level
+    std::vector<at::Tensor> flat;      // kept[.][i] of every level flattened into one, where their dtypes agree
+    at::Tensor hidden;                 // output: the last level's [m, hidden]
+  };
+  // By (levels, m, KV length, pick key).
+  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedLevels> level_graphs;
   std::vector<const void*> captured_weights;  // the weight addresses the graphs read
   int64_t captures = 0;
 
@@ -242,6 +257,12 @@ struct LlamaModel::Impl {
                                                       const at::Tensor& write_slots, const at::Tensor& allowed,
                                                       int64_t kv_length);
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
+  void LevelsBody(int64_t levels, int64_t m, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured);
+  absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t m, int64_t kv_length, const std::vector<at::Tensor>& carry,
+                                         const LevelPick& pick);
+  absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& first, int64_t position, int64_t levels,
+                                                 const std::vector<at::Tensor>& carry, const LevelPick& pick);
+  void DropGraphs();
   void DropGraphsIfWeightsMoved();
   const CudaGraph* PoolOwner() const;
   absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick);
@@ -327,7 +348,7 @@ void LlamaModel::Impl::AllocateCache(int64_t kv_capacity) {
   const ModelConfig& c = config;
   capacity = kv_capacity;
   cache_slots = kv_capacity + kMaxTokenBucket;
-  graphs.clear();  // they captured the old cache's addresses
+  DropGraphs();  // they captured the old cache's addresses
   static_in = StaticInputs();
   committed = 0;
   tentative = 0;
@@ -555,10 +576,15 @@ std::vector<const void*> LlamaModel::Impl::WeightAddresses() const {
 void LlamaModel::Impl::DropGraphsIfWeightsMoved() {
   std::vector<const void*> weights = WeightAddresses();
   if (weights != captured_weights) {
-    graphs.clear();
-    chain_graphs.clear();
+    DropGraphs();
     captured_weights = std::move(weights);
   }
+}
+
+void LlamaModel::Impl::DropGraphs() {
+  graphs.clear();
+  chain_graphs.clear();
+  level_graphs.clear();
 }
 
 // Every graph of the model allocates from one memory pool.
@@ -566,6 +592,8 @@ const CudaGraph* LlamaModel::Impl::PoolOwner() const {
   if (!graphs.empty()) return graphs.begin()->second.graph.get();
   for (const auto& [key, chain] : chain_graphs)
     if (chain.graph) return chain.graph.get();
+  for (const auto& [key, levels] : level_graphs)
+    if (levels.graph) return levels.graph.get();
   return nullptr;
 }
 
@@ -623,6 +651,9 @@ void LlamaModel::Impl::AllocateStaticInputs() {
   chain_in.tokens = at::zeros({kMaxChainPrefix + kMaxChainSteps}, longs);
   chain_in.start = at::zeros({1}, longs);
   chain_in.position = at::zeros({1}, longs);
+  levels_in.tokens = at::zeros({kMaxTokenBucket}, longs);
+  levels_in.start = at::zeros({1}, longs);
+  levels_in.position = at::zeros({1}, longs);
 }
 
 // The forward over the static inputs' first `bucket` rows, attending to KV
@@ -758,6 +789,134 @@ ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int6
   ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, prefix + steps).clone()};
   if (chain.rows.defined()) result.rows = chain.rows.clone();
   return result;
+}
+
+// The levels of ForwardLevels over levels_in: level 1's m nodes at slots
+// start.., each next level in the m slots after the one before, all of a
+// level at one position. A node sees what its parent sees, and itself; level
+// 1's nodes see every slot below start.
+void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t m, int64_t kv_length, const LevelPick& pick,
+                                  CapturedLevels& captured) {
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
+  const at::Tensor offsets = static_in.columns.narrow(0, 0, m);
+  at::Tensor slots = levels_in.start + offsets;
+  at::Tensor visible = at::logical_or(at::lt(columns, levels_in.start), at::eq(columns, slots.unsqueeze(1)));
+  at::Tensor tokens = levels_in.tokens.narrow(0, 0, m);
+  std::vector<at::Tensor> carry = captured.carry;
+  captured.kept.clear();
+  for (int64_t level = 1; level <= levels; ++level) {
+    const at::Tensor positions = (levels_in.position + (level - 1)).expand({m}).contiguous();
+    auto [logits, hidden] = StaticForwardBody(tokens, positions, slots, visible, kv_length);
+    captured.hidden = hidden;
+    LevelPick::Choice choice = pick.pick(level, logits.to(at::kFloat), carry);
+    captured.kept.push_back(std::move(choice.kept));
+    if (level == levels) break;
+    slots = slots + m;
+    visible = at::logical_or(visible.index_select(0, choice.parents), at::eq(columns, slots.unsqueeze(1)));
+    tokens = choice.tokens.to(at::kLong);
+    carry = std::move(choice.carry);
+  }
+  // One buffer per kept index, so that the copy out is one copy, not one a level.
+  captured.flat.clear();
+  const size_t per_level = captured.kept[0].size();
+  for (size_t i = 0; i < per_level; ++i) {
+    std::vector<at::Tensor> parts;
+    for (const std::vector<at::Tensor>& level : captured.kept) {
+      if (level.size() != per_level || !level[i].defined() ||
+          level[i].scalar_type() != captured.kept[0][i].scalar_type()) {
+        captured.flat.clear();
+        return;
+      }
+      parts.push_back(level[i].reshape({-1}));
+    }
+    captured.flat.push_back(at::cat(parts));
+  }
+}
+
+// The levels for (levels, m, kv_length, pick.key), captured as Chain() is:
+// on first use, for every KV length bucket, each run once on the spare slots
+// past the capacity. The carry's buffers take the first call's shapes.
+absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t m, int64_t kv_length,
+                                                                          const std::vector<at::Tensor>& carry,
+                                                                          const LevelPick& pick) {
+  if (device.is_cuda()) DropGraphsIfWeightsMoved();
+  const auto key = std::make_tuple(levels, m, kv_length, pick.key);
+  auto make = [&](int64_t length) -> absl::StatusOr<CapturedLevels> {
+    CapturedLevels captured;
+    for (const at::Tensor& c : carry) captured.carry.push_back(c.to(device).clone());
+    if (!device.is_cuda()) return captured;
+    levels_in.start.fill_(capacity);
+    levels_in.position.fill_(0);
+    levels_in.tokens.zero_();
+    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] {
+                       LevelsBody(levels, m, length, pick, captured);
+                     }));
+    ++captures;
+    return captured;
+  };
+  if (!level_graphs.count(key)) {
+    if (!device.is_cuda()) {
+      ASSIGN_OR_RETURN(CapturedLevels captured, make(kv_length));
+      level_graphs.emplace(key, std::move(captured));
+    }
+    for (int64_t length = KvBucket(1, cache_slots); device.is_cuda(); length = KvBucket(2 * length, cache_slots)) {
+      if (length >= levels * m && !level_graphs.count({levels, m, length, pick.key})) {
+        ASSIGN_OR_RETURN(CapturedLevels captured, make(length));
+        level_graphs.emplace(std::make_tuple(levels, m, length, pick.key), std::move(captured));
+      }
+      if (length == cache_slots) break;
+    }
+  }
+  auto it = level_graphs.find(key);
+  if (it == level_graphs.end())
+    return absl::InternalError(absl::StrCat("LlamaModel: no levels graph for KV length ", kv_length));
+  return &it->second;
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& first, int64_t position,
+                                                                 int64_t levels, const std::vector<at::Tensor>& carry,
+                                                                 const LevelPick& pick) {
+  const int64_t m = first.size(0);
+  const int64_t start = committed + tentative;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(start + levels * m, cache_slots);
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, m, kv_length, carry, pick));
+  if (captured->carry.size() != carry.size())
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardLevels: pick '", pick.key, "' took ",
+                                                   captured->carry.size(), " carry tensors, now ", carry.size()));
+  for (size_t i = 0; i < carry.size(); ++i) {
+    if (!carry[i].defined() || carry[i].sizes() != captured->carry[i].sizes())
+      return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardLevels: pick '", pick.key, "': carry ", i,
+                                                     " must keep the shape of its first use"));
+    captured->carry[i].copy_(carry[i], /*non_blocking=*/true);
+  }
+  levels_in.start.fill_(start);
+  levels_in.position.fill_(position);
+  levels_in.tokens.narrow(0, 0, m).copy_(first, /*non_blocking=*/true);
+  if (captured->graph) {
+    captured->graph->Replay();
+  } else {
+    LevelsBody(levels, m, kv_length, pick, *captured);
+  }
+  last_hidden = captured->hidden;
+  tentative += levels * m;
+  // The outputs live in the graph's buffers, which the next replay overwrites.
+  LevelsKept kept(captured->kept.size());
+  if (captured->flat.empty()) {
+    for (size_t l = 0; l < kept.size(); ++l)
+      for (const at::Tensor& t : captured->kept[l]) kept[l].push_back(t.clone());
+    return kept;
+  }
+  for (const at::Tensor& flat : captured->flat) {
+    const at::Tensor copy = flat.clone();
+    int64_t offset = 0;
+    for (size_t l = 0; l < kept.size(); ++l) {
+      const at::Tensor& part = captured->kept[l][kept[l].size()];
+      kept[l].push_back(copy.narrow(0, offset, part.numel()).view(part.sizes()));
+      offset += part.numel();
+    }
+  }
+  return kept;
 }
 
 // Fills the static inputs (a few small copies), then replays the graph of this
@@ -1191,6 +1350,32 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
     for (int64_t i = 1; i < steps; ++i) CountForward(1);
   }
   return result;
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& first, int64_t position, int64_t levels,
+                                                     const std::vector<at::Tensor>& carry, const LevelPick& pick) {
+  Impl& m = *impl_;
+  // Every level's slots must fit the spare slots that captures write.
+  const bool graph = m.static_shapes && m.config.sliding_window == 0 && first.defined() && first.dim() == 1 &&
+                     levels >= 1 && first.size(0) * levels <= kMaxTokenBucket;
+  if (!graph) return LanguageModel::ForwardLevels(first, position, levels, carry, pick);
+  if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: pick has no function");
+  if (first.size(0) < 1 || first.scalar_type() != at::kLong || first.device() != m.device)
+    return absl::InvalidArgumentError(
+        absl::StrCat("LlamaModel::ForwardLevels: the first level must be int64 [m >= 1] on ", m.device.str()));
+  if (position < 0) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: negative position");
+  const int64_t fed = first.size(0) * levels;
+  if (m.committed + m.tentative + fed > m.capacity)
+    return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::ForwardLevels: ", fed,
+                                                     " more tokens exceed the KV capacity ", m.capacity, " (",
+                                                     m.committed + m.tentative, " slots in use)"));
+  absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevels", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardLevelsStatic(first, position, levels, carry, pick);
+  });
+  if (kept.ok())
+    for (int64_t i = 0; i < levels; ++i) CountForward(first.size(0));
+  return kept;
 }
 
 absl::Status LlamaModel::Commit(absl::Span<const int64_t> tentative_slots) {

@@ -14,11 +14,11 @@
 // Tokens are chosen, not sampled: the draft is deterministic (q is a point
 // mass), so verify with greedy or point_mass (EAGLE-2 sets q(x) = 1, §2.4).
 // Scores are the drafter's unwarped log-probabilities (draft_ops.h). Cost:
-// depth + 1 drafter forwards. With a drafter that feeds levels from the
-// device (Drafter::NextLevelLogits: ModelDrafter), each frontier is chosen on
-// the device and the pool is read back once; otherwise once per forward (the
-// frontier's parents decide the next forward's mask, built on the host). The
-// returned tree is pruned, so it is re-indexed (pruned_tree.h).
+// depth + 1 drafter forwards. With a drafter that grows levels on the device
+// (Drafter::DraftLevels: ModelDrafter; one CUDA graph on CUDA), each frontier
+// is chosen there and the pool is read back once; otherwise once per forward
+// (the frontier's parents decide the next forward's mask, built on the host).
+// The returned tree is pruned, so it is re-indexed (pruned_tree.h).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -58,55 +58,52 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   }
 
  private:
-  // Every level on the device (Drafter::NextLevelLogits): the frontier is
-  // chosen there and the pool read back once, at the end. The same pool, in
-  // the same order, as GrowOnHost: scores are added in double from the same
-  // float32 log-probabilities, and a stable sort breaks ties toward the
-  // earlier node as BestCandidates does. nullopt, having fed nothing, where
-  // the drafter has no NextLevelLogits.
+  // Every level on the device (Drafter::DraftLevels; ModelDrafter on CUDA:
+  // one graph): the frontier is chosen there and the pool read back once, at
+  // the end. The same pool, in the same order, as GrowOnHost: scores are
+  // added in double from the same float32 log-probabilities, and a stable
+  // sort breaks ties toward the earlier node as BestCandidates does. nullopt,
+  // having fed nothing, where the drafter has no DraftLevels.
   absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
                                                         const tree_builders::TopK& root_top) {
     const int64_t k = top_k_;
     const c10::Device device = root_top.tokens.device();
-    const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
-    at::Tensor frontier_tokens = root_top.tokens.reshape({-1});
-    at::Tensor frontier_scores = root_top.scores.reshape({-1}).to(at::kDouble);  // 0 + log q, as on the host
-    at::Tensor frontier = at::arange(k, longs);                                  // pool indices
-    at::Tensor ancestors = at::zeros({k, 0}, longs.dtype(at::kBool));
-    std::vector<at::Tensor> pool_tokens{frontier_tokens}, pool_scores{frontier_scores},
-        pool_parents{at::full({k}, -1, longs)};
-    int64_t pool_size = k;
-    for (int level = 1; level <= depth_; ++level) {
-      absl::StatusOr<at::Tensor> logits = drafter.NextLevelLogits(frontier_tokens, level, ancestors);
-      if (level == 1 && logits.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-      if (!logits.ok()) return logits.status();
-      const tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(*logits), k);
-      const at::Tensor tokens = top.tokens.reshape({-1});
-      const at::Tensor scores = (frontier_scores.unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
-      pool_tokens.push_back(tokens);
-      pool_scores.push_back(scores);
-      pool_parents.push_back(frontier.unsqueeze(1).expand({k, k}).reshape({-1}));
-      const int64_t offset = pool_size;
-      pool_size += k * k;
-      if (level == depth_) break;
-      // The K best of the level (ties: the earlier), fed in pool order.
-      const at::Tensor best = std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true));
-      const at::Tensor chosen = std::get<0>(best.narrow(0, 0, k).sort());
-      const at::Tensor parent_rows = at::div(chosen, k, "floor");
-      // A node's ancestors: its parent's, and its parent. Plain comparisons:
-      // ATen's one_hot and repeat_interleave may read the device back to check
-      // or size their output.
-      ancestors = at::cat({ancestors.index_select(0, parent_rows), parent_rows.unsqueeze(1) == at::arange(k, longs)}, 1);
-      frontier = chosen + offset;
-      frontier_tokens = tokens.index_select(0, chosen);
-      frontier_scores = scores.index_select(0, chosen);
+    // Carry: the frontier's scores and pool indices. Kept: each level's K²
+    // pool entries, as one double tensor (tokens, parents' pool indices,
+    // scores) so that the pool reads back in one copy.
+    const std::vector<at::Tensor> carry{root_top.scores.reshape({-1}).to(at::kDouble),  // 0 + log q, as on the host
+                                        at::arange(k, at::TensorOptions().dtype(at::kLong).device(device))};
+    const LevelPick pick{
+        .key = absl::StrCat(kName, "/", k),
+        .pick = [k](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& frontier) {
+          const tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), k);
+          const at::Tensor tokens = top.tokens.reshape({-1});
+          const at::Tensor scores = (frontier[0].unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
+          const at::Tensor parents = frontier[1].unsqueeze(1).expand({k, k}).reshape({-1});
+          // The K best of the level (ties: the earlier), fed in pool order.
+          const at::Tensor best = std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true));
+          const at::Tensor chosen = std::get<0>(best.narrow(0, 0, k).sort());
+          const int64_t offset = k + (level - 1) * k * k;  // the level's first pool index
+          return LevelPick::Choice{.tokens = tokens.index_select(0, chosen),
+                                   .parents = at::div(chosen, k, "floor"),
+                                   .carry = {scores.index_select(0, chosen), chosen + offset},
+                                   .kept = {at::cat({tokens.to(at::kDouble), parents.to(at::kDouble), scores})}};
+        }};
+    absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(root_top.tokens.reshape({-1}), depth_, carry, pick);
+    if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+    if (!levels.ok()) return levels.status();
+    std::vector<at::Tensor> parts{root_top.tokens, root_top.scores};
+    for (const std::vector<at::Tensor>& level : *levels) parts.push_back(level[0]);
+    const std::vector<double> host = tree_builders::ReadToHost(parts);  // the one read
+    std::vector<Candidate> pool;
+    pool.reserve(k + depth_ * k * k);
+    for (int64_t i = 0; i < k; ++i) pool.push_back({.parent = -1, .token = static_cast<int32_t>(host[i]), .score = host[k + i]});
+    for (int level = 0; level < depth_; ++level) {
+      const double* entries = host.data() + 2 * k + 3 * level * k * k;  // tokens, parents, scores
+      for (int64_t i = 0; i < k * k; ++i)
+        pool.push_back({.parent = static_cast<int>(entries[k * k + i]), .token = static_cast<int32_t>(entries[i]),
+                        .score = entries[2 * k * k + i]});
     }
-    const std::vector<double> host =
-        tree_builders::ReadToHost({at::cat(pool_tokens), at::cat(pool_parents), at::cat(pool_scores)});  // the one read
-    std::vector<Candidate> pool(pool_size);
-    for (int64_t i = 0; i < pool_size; ++i)
-      pool[i] = {.parent = static_cast<int>(host[pool_size + i]), .token = static_cast<int32_t>(host[i]),
-                 .score = host[2 * pool_size + i]};
     ASSIGN_OR_RETURN(DraftTree tree, tree_builders::TreeFromCandidates(
                                          request.root_token, pool, tree_builders::BestCandidates(pool, total_tokens_ - 1),
                                          request.device));

@@ -99,30 +99,34 @@ class HostLevels final : public Drafter {
 };
 
 TEST(DynamicTopKTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
-  // The model drafter feeds levels from the device (each frontier chosen
-  // there, one read at the end); hidden behind HostLevels it is fed from the
-  // host tree, one read per level. Same tree, node for node, and the same
-  // forwards.
-  for (auto [k, depth, total] : {std::tuple{3, 3, 12}, std::tuple{4, 2, 16}, std::tuple{2, 5, 9}}) {
-    SCOPED_TRACE(::testing::Message() << "k " << k << " depth " << depth);
-    auto builder = BuilderFromYaml("{type: dynamic_topk, top_k: " + std::to_string(k) + ", depth: " +
-                                   std::to_string(depth) + ", total_tokens: " + std::to_string(total) + "}");
-    ASSERT_TRUE(builder.ok()) << builder.status();
-    std::unique_ptr<Drafter> drafters[2] = {std::make_unique<ModelDrafter>(testing::TinyModel(2)),
-                                            std::make_unique<HostLevels>(
-                                                std::make_unique<ModelDrafter>(testing::TinyModel(2)))};
-    DraftTree drafts[2];
-    for (int d = 0; d < 2; ++d) {
-      ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}).ok());
-      auto draft = BuildOnce(**builder, *drafters[d], {});
-      ASSERT_TRUE(draft.ok()) << draft.status();
-      drafts[d] = *std::move(draft);
+  // The model drafter grows the levels on the device (each frontier chosen
+  // there, one read at the end; with static shapes, the body of the one CUDA
+  // graph); hidden behind HostLevels it is fed from the host tree, one read
+  // per level. Same tree, node for node, and the same forwards.
+  for (bool static_shapes : {false, true}) {
+    for (auto [k, depth, total] : {std::tuple{3, 3, 12}, std::tuple{4, 2, 16}, std::tuple{2, 5, 9}}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << " depth " << depth << (static_shapes ? " static" : ""));
+      auto builder = BuilderFromYaml("{type: dynamic_topk, top_k: " + std::to_string(k) + ", depth: " +
+                                     std::to_string(depth) + ", total_tokens: " + std::to_string(total) + "}");
+      ASSERT_TRUE(builder.ok()) << builder.status();
+      std::unique_ptr<LlamaModel> device_model = testing::TinyModel(2);
+      device_model->EnableCudaGraphs(static_shapes);
+      std::unique_ptr<Drafter> drafters[2] = {std::make_unique<ModelDrafter>(std::move(device_model)),
+                                              std::make_unique<HostLevels>(
+                                                  std::make_unique<ModelDrafter>(testing::TinyModel(2)))};
+      DraftTree drafts[2];
+      for (int d = 0; d < 2; ++d) {
+        ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}).ok());
+        auto draft = BuildOnce(**builder, *drafters[d], {});
+        ASSERT_TRUE(draft.ok()) << draft.status();
+        drafts[d] = *std::move(draft);
+      }
+      EXPECT_EQ(drafters[0]->models()[0]->forward_counts(), drafters[1]->models()[0]->forward_counts());
+      ASSERT_EQ(drafts[0].tree.size(), total);
+      ASSERT_EQ(drafts[1].tree.size(), total);
+      EXPECT_EQ(HostTokens(drafts[0]), HostTokens(drafts[1]));
+      for (int i = 1; i < total; ++i) EXPECT_EQ(drafts[0].tree.parent(i), drafts[1].tree.parent(i)) << "node " << i;
     }
-    EXPECT_EQ(drafters[0]->models()[0]->forward_counts(), drafters[1]->models()[0]->forward_counts());
-    ASSERT_EQ(drafts[0].tree.size(), total);
-    ASSERT_EQ(drafts[1].tree.size(), total);
-    EXPECT_EQ(HostTokens(drafts[0]), HostTokens(drafts[1]));
-    for (int i = 1; i < total; ++i) EXPECT_EQ(drafts[0].tree.parent(i), drafts[1].tree.parent(i)) << "node " << i;
   }
 }
 
