@@ -77,15 +77,17 @@ absl::Status KeepEmitted(LanguageModel& target, absl::Span<const int32_t> prompt
 struct HostView {
   std::vector<int32_t> tokens;
   std::vector<int32_t> argmax;
+  std::vector<int64_t> parents;  // a device-shaped draft's (DraftTree::DeviceShape)
   ProbabilityRows target;
   ProbabilityRows draft;
 };
 
 HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs, const at::Tensor& draft_probs,
-                              bool sampled, bool want_rows, bool greedy) {
+                              bool sampled, bool want_rows, bool greedy, const at::Tensor& parents) {
   const int64_t n = tokens.size(0), vocab = probs.size(1);
   // Token ids are exact in float32 (< 2^24), so one packed float buffer carries everything.
   std::vector<at::Tensor> parts{tokens.to(probs.device(), at::kFloat), GreedyTokens(probs).to(at::kFloat)};
+  if (parents.defined()) parts.push_back(parents.to(probs.device(), at::kFloat));
   const bool rows = want_rows && !greedy;
   const bool draft_rows = rows && draft_probs.defined();
   if (rows) parts.push_back(probs.reshape({-1}));
@@ -95,12 +97,14 @@ HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs,
   HostView view;
   view.tokens.assign(data, data + n);
   view.argmax.assign(data + n, data + 2 * n);
+  if (parents.defined()) view.parents.assign(data + 2 * n, data + 3 * n);
+  const int64_t rows_at = parents.defined() ? 3 * n : 2 * n;
   auto copy_rows = [&](ProbabilityRows& dst, const float* src) {
     dst = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
     std::copy(src, src + n * vocab, dst.data().begin());
   };
-  if (rows) copy_rows(view.target, data + 2 * n);
-  if (draft_rows) copy_rows(view.draft, data + 2 * n + n * vocab);
+  if (rows) copy_rows(view.target, data + rows_at);
+  if (draft_rows) copy_rows(view.draft, data + rows_at + n * vocab);
   if (greedy && want_rows) {
     // Temperature 0: p and q are one-hot; build them here instead of copying.
     view.target = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
@@ -294,23 +298,29 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
                          .policy = method.policy.get(), .generator = &random.draft, .device = device};
     ASSIGN_OR_RETURN(DraftTree draft, method.tree_builder->Build(*method.drafter, request));
     TokenTree& tree = draft.tree;
-    const int n = tree.size();
+    const int n = static_cast<int>(DraftSize(draft));
     RETURN_IF_ERROR(CheckCapacity(target, context, options.max_new_tokens + n));
     auto t1 = Mark(device, sync);
 
     // One target forward over the whole tree, on top of the committed cache.
-    ASSIGN_OR_RETURN(at::Tensor logits,
-                     target.Forward(draft.tokens.to(device), LongsToDevice(tree.Positions(target.committed_length()), device),
-                                    IsChain(tree) ? at::Tensor() : MaskToDevice(tree.AncestorMask(), n, n, device)));
+    // A shape chosen on the device goes to the forward without a read.
+    const std::optional<DraftTree::DeviceShape> shape = draft.device_shape;
+    const at::Tensor positions = shape ? shape->depths.to(device) + target.committed_length()
+                                       : LongsToDevice(tree.Positions(target.committed_length()), device);
+    const at::Tensor mask = shape          ? shape->mask.to(device)
+                            : IsChain(tree) ? at::Tensor()
+                                            : MaskToDevice(tree.AncestorMask(), n, n, device);
+    ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(draft.tokens.to(device), positions, mask));
     at::Tensor probs = Probabilities(logits, options.sampling);
     Verdict verdict;
-    if (device_verifier != nullptr && IsChain(tree)) {
+    if (device_verifier != nullptr && !shape && IsChain(tree)) {
       ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
                                                     options.sampling.greedy(), random.verify));
     } else {
       HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs,
                                            draft.sampling != DraftSampling::kDeterministic, want_rows,
-                                           options.sampling.greedy());
+                                           options.sampling.greedy(), shape ? shape->parents : at::Tensor());
+      if (shape) RETURN_IF_ERROR(AdoptShape(draft, host.parents, host.tokens));
       for (int i = 1; i < n; ++i) tree.set_token(i, host.tokens[i]);
       VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
                                   .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),

@@ -11,27 +11,12 @@
 #include "framework/core/length_policy.h"
 #include "framework/core/registry.h"
 #include "framework/core/token_tree.h"
+#include "framework/draft_tree.h"
 #include "framework/core/verifier.h"
 #include "framework/drafter.h"
 #include "framework/sampling.h"
 
 namespace speclab {
-
-// The drafted tree plus what the verifier needs to know about how it was drawn.
-struct DraftTree {
-  // Host tokens may be placeholders (-1) when drafting stayed on the device;
-  // `tokens` is authoritative and the engine fills the host copy.
-  TokenTree tree{0};
-  at::Tensor tokens;  // [tree.size()] int64 on the drafter's device, root first
-  // [tree.size(), vocab] float32 on the drafter's device: row i (i > 0) is the
-  // unmasked distribution node i's token was drawn from. Undefined when the
-  // builder did not sample (sampling == kDeterministic). A sampling builder
-  // may leave it undefined at temperature 0, where the rows are the tokens'
-  // one-hots (the engine builds them where a host rule reads them; `chain`
-  // does so).
-  at::Tensor draft_probs;
-  DraftSampling sampling = DraftSampling::kDeterministic;
-};
 
 struct BuildRequest {
   int32_t root_token = 0;

@@ -59,20 +59,22 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
 
  private:
   // Every level on the device (Drafter::DraftLevels; ModelDrafter on CUDA:
-  // one graph): the frontier is chosen there and the pool read back once, at
-  // the end. The same pool, in the same order, as GrowOnHost: scores are
-  // added in double from the same float32 log-probabilities, and a stable
-  // sort breaks ties toward the earlier node as BestCandidates does. nullopt,
-  // having fed nothing, where the drafter has no DraftLevels.
+  // one graph), then the tree kept from the pool, also on the device: the
+  // engine queues the target's forward without reading the draft back
+  // (DraftTree::DeviceShape). The same pool, in the same order, as
+  // GrowOnHost: scores are added in double from the same float32
+  // log-probabilities, and stable sorts break ties toward the earlier node
+  // as BestCandidates does. nullopt, having fed nothing, where the drafter
+  // has no DraftLevels.
   absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
                                                         const tree_builders::TopK& root_top) {
     const int64_t k = top_k_;
-    const c10::Device device = root_top.tokens.device();
+    const auto longs = at::TensorOptions().dtype(at::kLong).device(root_top.tokens.device());
+    const at::Tensor root_tokens = root_top.tokens.reshape({-1});
     // Carry: the frontier's scores and pool indices. Kept: each level's K²
-    // pool entries, as one double tensor (tokens, parents' pool indices,
-    // scores) so that the pool reads back in one copy.
+    // pool entries (tokens, parents' pool indices, scores).
     const std::vector<at::Tensor> carry{root_top.scores.reshape({-1}).to(at::kDouble),  // 0 + log q, as on the host
-                                        at::arange(k, at::TensorOptions().dtype(at::kLong).device(device))};
+                                        at::arange(k, longs)};
     const LevelPick pick{
         .key = absl::StrCat(kName, "/", k),
         .pick = [k](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& frontier) {
@@ -81,33 +83,50 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
           const at::Tensor scores = (frontier[0].unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
           const at::Tensor parents = frontier[1].unsqueeze(1).expand({k, k}).reshape({-1});
           // The K best of the level (ties: the earlier), fed in pool order.
-          const at::Tensor best = std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true));
-          const at::Tensor chosen = std::get<0>(best.narrow(0, 0, k).sort());
+          const at::Tensor chosen = std::get<0>(BestInOrder(scores, k).sort());
           const int64_t offset = k + (level - 1) * k * k;  // the level's first pool index
           return LevelPick::Choice{.tokens = tokens.index_select(0, chosen),
                                    .parents = at::div(chosen, k, "floor"),
                                    .carry = {scores.index_select(0, chosen), chosen + offset},
-                                   .kept = {at::cat({tokens.to(at::kDouble), parents.to(at::kDouble), scores})}};
+                                   .kept = {tokens, parents, scores}};
         }};
-    absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(root_top.tokens.reshape({-1}), depth_, carry, pick);
+    absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(root_tokens, depth_, carry, pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
-    std::vector<at::Tensor> parts{root_top.tokens, root_top.scores};
-    for (const std::vector<at::Tensor>& level : *levels) parts.push_back(level[0]);
-    const std::vector<double> host = tree_builders::ReadToHost(parts);  // the one read
-    std::vector<Candidate> pool;
-    pool.reserve(k + depth_ * k * k);
-    for (int64_t i = 0; i < k; ++i) pool.push_back({.parent = -1, .token = static_cast<int32_t>(host[i]), .score = host[k + i]});
-    for (int level = 0; level < depth_; ++level) {
-      const double* entries = host.data() + 2 * k + 3 * level * k * k;  // tokens, parents, scores
-      for (int64_t i = 0; i < k * k; ++i)
-        pool.push_back({.parent = static_cast<int>(entries[k * k + i]), .token = static_cast<int32_t>(entries[i]),
-                        .score = entries[2 * k * k + i]});
+    std::vector<at::Tensor> pool_tokens{root_tokens}, pool_parents{at::full({k}, -1, longs)}, pool_scores{carry[0]};
+    for (const std::vector<at::Tensor>& level : *levels) {
+      pool_tokens.push_back(level[0]);
+      pool_parents.push_back(level[1]);
+      pool_scores.push_back(level[2]);
     }
-    ASSIGN_OR_RETURN(DraftTree tree, tree_builders::TreeFromCandidates(
-                                         request.root_token, pool, tree_builders::BestCandidates(pool, total_tokens_ - 1),
-                                         request.device));
-    return tree;
+    // The kept candidates in pool order, which is topological: node i + 1 of
+    // the tree is selected[i]; node_of maps pool index + 1 (0: the root) to node.
+    const int64_t kept = total_tokens_ - 1;
+    const at::Tensor selected = std::get<0>(BestInOrder(at::cat(pool_scores), kept).sort());
+    const at::Tensor node_of = at::zeros({k + depth_ * k * k + 1}, longs)
+                                   .index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));
+    const at::Tensor parent_nodes = node_of.index_select(0, at::cat(pool_parents).index_select(0, selected) + 1);
+    DraftTree::DeviceShape shape;
+    shape.parents = at::cat({at::full({1}, -1, longs), parent_nodes});
+    // Pool indices [0, k) are depth 1; then each level's K² entries.
+    shape.depths = at::cat({at::zeros({1}, longs),
+                            at::where(selected < k, 1, at::div(selected - k, k * k, "floor") + 2)});
+    // Each row: itself, then its parent's row; depth_ + 1 rounds reach the deepest node's root.
+    const at::Tensor up = at::cat({at::zeros({1}, longs), parent_nodes});
+    const at::Tensor self = at::eye(kept + 1, longs.dtype(at::kBool));
+    shape.mask = self;
+    for (int round = 0; round <= depth_; ++round) shape.mask = self.logical_or(shape.mask.index_select(0, up));
+    DraftTree draft;
+    draft.tree = TokenTree(request.root_token);
+    draft.tokens = at::cat({at::full({1}, request.root_token, longs), at::cat(pool_tokens).index_select(0, selected)});
+    draft.sampling = DraftSampling::kDeterministic;
+    draft.device_shape = std::move(shape);
+    return draft;
+  }
+
+  // The indices of the `count` largest scores, ties to the earlier index.
+  static at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
+    return std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true)).narrow(0, 0, count);
   }
 
   // Level by level with one read per level: the frontier's parents decide

@@ -20,7 +20,9 @@ absl::StatusOr<DraftTree> BuildOnce(TreeBuilder& builder, Drafter& drafter, cons
   RETURN_IF_ERROR(drafter.BeginStep(context));
   BuildRequest request{.root_token = settings.root_token, .sampling = settings.sampling, .policy = policy.get(),
                        .generator = &generator, .device = c10::Device(c10::kCPU)};
-  return builder.Build(drafter, request);
+  ASSIGN_OR_RETURN(DraftTree draft, builder.Build(drafter, request));
+  RETURN_IF_ERROR(ReadShape(draft));  // a device-chosen shape becomes a host tree, as the engine makes it
+  return draft;
 }
 
 std::vector<int32_t> HostTokens(const DraftTree& draft) {
