@@ -617,5 +617,25 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   return (temperature == 1.0 ? x : x / temperature).softmax(-1);
 }
 
+std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k) {
+  TORCH_CHECK(x.dim() == 2, "TopKLogSoftmax: x must be [rows, cols], got ", x.sizes());
+  TORCH_CHECK(k >= 1 && k <= x.size(1), "TopKLogSoftmax: k = ", k, " outside [1, ", x.size(1), "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(x) && k <= 32) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    const int64_t rows = x.size(0);
+    at::Tensor values = at::empty({rows, k}, x.options());
+    at::Tensor indices = at::empty({rows, k}, x.options().dtype(at::kLong));
+    CheckLaunch(row_kernels::LaunchTopKLogSoftmax(x.data_ptr<float>(), values.data_ptr<float>(),
+                                                  indices.data_ptr<int64_t>(), rows, x.size(1), static_cast<int>(k),
+                                                  CurrentStream(x)),
+                "TopKLogSoftmax");
+    return {values, indices};
+  }
+#endif
+  const at::Tensor indices = std::get<1>(at::sort(x, /*stable=*/true, /*dim=*/-1, /*descending=*/true)).narrow(-1, 0, k);
+  return {x.log_softmax(-1).gather(-1, indices), indices};
+}
+
 }  // namespace fused
 }  // namespace speclab

@@ -221,6 +221,13 @@ at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tens
 // order (results agree to a few ulps). temperature > 0.
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
 
+// The k largest entries of each row of x [rows, cols] float32, best first
+// (ties: the smaller index; NaN beats every number), and their log-softmax:
+// (log-probabilities [rows, k] float32, indices [rows, k] int64). 1 <= k <=
+// cols. One launch on CUDA for k <= 32 (at::topk's radix select takes ~27 us
+// for an 8000-token row); ATen: a stable descending sort and log_softmax.
+std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k);
+
 }  // namespace fused
 }  // namespace speclab
 

@@ -169,6 +169,30 @@ TEST(FusedRowOps, CudaResidualRaceMatchesAtenOnTheCpu) {
   }
 }
 
+TEST(FusedRowOps, TopKLogSoftmaxRanksByValueThenIndex) {
+  const at::Tensor x = at::tensor({1.0f, 3.0f, 3.0f, 0.0f, 3.0f, -kInf}, at::kFloat).view({1, 6});
+  auto [values, indices] = fused::TopKLogSoftmax(x, 4);
+  EXPECT_TRUE(at::equal(indices, at::tensor({1, 2, 4, 0}, at::kLong).view({1, 4}))) << indices;
+  EXPECT_TRUE(at::allclose(values, x.log_softmax(-1).index_select(1, indices[0])));
+  EXPECT_THROW(fused::TopKLogSoftmax(x, 7), c10::Error);
+}
+
+TEST(FusedRowOps, CudaTopKLogSoftmaxMatchesAtenOnTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  for (int64_t cols : {40, 300, 8000, 40000}) {
+    const at::Tensor x = HardRows(6, cols, 11);
+    x[5].copy_(at::randn({cols}).round_());  // many ties
+    for (int64_t k : {1, 4, 5, 16, 32}) {
+      const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k);
+      auto [values, indices] = fused::TopKLogSoftmax(x.cuda(), k);
+      auto [expected_values, expected_indices] = fused::TopKLogSoftmax(x, k);
+      // Row 4 is all -inf: every entry ties, and log_softmax is NaN.
+      EXPECT_TRUE(at::equal(indices.cpu(), expected_indices)) << where;
+      EXPECT_TRUE(at::allclose(values.cpu(), expected_values, 1e-5, 1e-5, /*equal_nan=*/true)) << where;
+    }
+  }
+}
+
 TEST(FusedRowOps, CudaGraphReplay) {
   SPECLAB_SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;

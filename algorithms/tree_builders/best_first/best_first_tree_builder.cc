@@ -96,7 +96,7 @@ class BestFirstTreeBuilder final : public TreeBuilder {
       }
       ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, fed));
       const int width = static_cast<int>(std::min<int64_t>(o_.max_branch_width, logits.size(-1)));
-      tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), width);
+      tree_builders::TopK top = tree_builders::MostProbable(logits, width);
       const std::vector<double> host = tree_builders::ReadToHost({top.tokens, top.scores});  // one read
       const size_t scores_at = host.size() / 2;
 

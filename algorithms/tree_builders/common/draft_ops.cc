@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/device_transfer.h"
+#include "framework/model/fused_ops.h"
 
 namespace speclab {
 namespace tree_builders {
@@ -15,7 +16,10 @@ TopK BestTokens(const at::Tensor& scores, int64_t k) {
   return {indices, values};
 }
 
-at::Tensor LogProbabilities(const at::Tensor& logits) { return logits.to(at::kFloat).log_softmax(-1); }
+TopK MostProbable(const at::Tensor& logits, int64_t k) {
+  auto [scores, tokens] = fused::TopKLogSoftmax(logits.to(at::kFloat).contiguous(), k);
+  return {tokens, scores};
+}
 
 TopK DrawWithoutReplacement(const at::Tensor& q, int64_t k, at::Generator& generator) {
   const auto options = q.options().dtype(at::kDouble);

@@ -26,11 +26,14 @@ struct TopK {
 // The k best tokens of every row of `scores` [n, V]: a deterministic top-k.
 TopK BestTokens(const at::Tensor& scores, int64_t k);
 
-// The drafter's unwarped log-probabilities log_softmax(logits) as float32.
-// Deterministic builders rank by these (as EAGLE-2 and SpecExec do): the
-// experiment's warp is what the verifier applies to p, and at temperature 0
-// the warped q is one-hot, which would leave every rank but 0 a tie.
-at::Tensor LogProbabilities(const at::Tensor& logits);
+// The k most probable tokens of every row of logits [n, V] under the
+// drafter's unwarped distribution, best first (ties: the smaller id), scored
+// by their log-probabilities as float32 (one kernel on CUDA:
+// fused::TopKLogSoftmax). Deterministic builders rank by these (as EAGLE-2
+// and SpecExec do): the experiment's warp is what the verifier applies to p,
+// and at temperature 0 the warped q is one-hot, which would leave every rank
+// but 0 a tie.
+TopK MostProbable(const at::Tensor& logits, int64_t k);
 
 // k draws without replacement from every row of q [n, V], in draw order
 // (Gumbel-top-k: the order of log q(x) + Gumbel_x is the order of successive

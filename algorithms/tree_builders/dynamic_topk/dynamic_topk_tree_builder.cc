@@ -51,7 +51,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
     TokenTree scratch = tree_builders::ScratchTree(request.root_token, total_tokens_ - 1);
     ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, {0}));
     RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", top_k_, logits.size(-1)));
-    const tree_builders::TopK root_top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), top_k_);
+    const tree_builders::TopK root_top = tree_builders::MostProbable(logits, top_k_);
     ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, root_top));
     if (grown) return *std::move(grown);
     return GrowOnHost(drafter, request, scratch, root_top);
@@ -59,7 +59,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
 
  private:
   // Every level on the device (Drafter::DraftLevels; ModelDrafter on CUDA:
-  // one graph), then the tree kept from the pool, also on the device: the
+  // one graph), and the tree kept from the pool inside that graph too: the
   // engine queues the target's forward without reading the draft back
   // (DraftTree::DeviceShape). The same pool, in the same order, as
   // GrowOnHost: scores are added in double from the same float32
@@ -68,65 +68,72 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   // has no DraftLevels.
   absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
                                                         const tree_builders::TopK& root_top) {
-    const int64_t k = top_k_;
+    const int64_t k = top_k_, depth = depth_, kept = total_tokens_ - 1;
     const auto longs = at::TensorOptions().dtype(at::kLong).device(root_top.tokens.device());
     const at::Tensor root_tokens = root_top.tokens.reshape({-1});
-    // Carry: the frontier's scores and pool indices. Kept: each level's K²
-    // pool entries (tokens, parents' pool indices, scores).
-    const std::vector<at::Tensor> carry{root_top.scores.reshape({-1}).to(at::kDouble),  // 0 + log q, as on the host
-                                        at::arange(k, longs)};
+    const at::Tensor root_scores = root_top.scores.reshape({-1}).to(at::kDouble);  // 0 + log q, as on the host
+    // Carry: the frontier (scores, pool indices) and the pool so far (tokens,
+    // parents' pool indices, scores), level 1 being the root's top K.
+    const std::vector<at::Tensor> carry{root_scores, at::arange(k, longs), root_tokens, at::full({k}, -1, longs),
+                                        root_scores};
     const LevelPick pick{
-        .key = absl::StrCat(kName, "/", k),
-        .pick = [k](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& frontier) {
-          const tree_builders::TopK top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), k);
+        .key = absl::StrCat(kName, "/", k, "/", kept),
+        .pick = [k, depth, kept](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+          const tree_builders::TopK top = tree_builders::MostProbable(logits, k);
           const at::Tensor tokens = top.tokens.reshape({-1});
-          const at::Tensor scores = (frontier[0].unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
-          const at::Tensor parents = frontier[1].unsqueeze(1).expand({k, k}).reshape({-1});
+          const at::Tensor scores = (carry[0].unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
+          const at::Tensor parents = carry[1].unsqueeze(1).expand({k, k}).reshape({-1});
+          const at::Tensor pool_tokens = at::cat({carry[2], tokens}), pool_parents = at::cat({carry[3], parents}),
+                           pool_scores = at::cat({carry[4], scores});
           // The K best of the level (ties: the earlier), fed in pool order.
           const at::Tensor chosen = std::get<0>(BestInOrder(scores, k).sort());
           const int64_t offset = k + (level - 1) * k * k;  // the level's first pool index
-          return LevelPick::Choice{.tokens = tokens.index_select(0, chosen),
+          LevelPick::Choice choice{.tokens = tokens.index_select(0, chosen),
                                    .parents = at::div(chosen, k, "floor"),
-                                   .carry = {scores.index_select(0, chosen), chosen + offset},
-                                   .kept = {tokens, parents, scores}};
+                                   .carry = {scores.index_select(0, chosen), chosen + offset, pool_tokens,
+                                             pool_parents, pool_scores}};
+          if (level == depth) choice.kept = KeepBest(pool_tokens, pool_parents, pool_scores, k, depth, kept);
+          return choice;
         }};
     absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(root_tokens, depth_, carry, pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
-    std::vector<at::Tensor> pool_tokens{root_tokens}, pool_parents{at::full({k}, -1, longs)}, pool_scores{carry[0]};
-    for (const std::vector<at::Tensor>& level : *levels) {
-      pool_tokens.push_back(level[0]);
-      pool_parents.push_back(level[1]);
-      pool_scores.push_back(level[2]);
-    }
-    // The kept candidates in pool order, which is topological: node i + 1 of
-    // the tree is selected[i]; node_of maps pool index + 1 (0: the root) to node.
-    const int64_t kept = total_tokens_ - 1;
-    const at::Tensor selected = std::get<0>(BestInOrder(at::cat(pool_scores), kept).sort());
-    const at::Tensor node_of = at::zeros({k + depth_ * k * k + 1}, longs)
-                                   .index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));
-    const at::Tensor parent_nodes = node_of.index_select(0, at::cat(pool_parents).index_select(0, selected) + 1);
-    DraftTree::DeviceShape shape;
-    shape.parents = at::cat({at::full({1}, -1, longs), parent_nodes});
-    // Pool indices [0, k) are depth 1; then each level's K² entries.
-    shape.depths = at::cat({at::zeros({1}, longs),
-                            at::where(selected < k, 1, at::div(selected - k, k * k, "floor") + 2)});
-    // Each row: itself, then its parent's row; depth_ + 1 rounds reach the deepest node's root.
-    const at::Tensor up = at::cat({at::zeros({1}, longs), parent_nodes});
-    const at::Tensor self = at::eye(kept + 1, longs.dtype(at::kBool));
-    shape.mask = self;
-    for (int round = 0; round <= depth_; ++round) shape.mask = self.logical_or(shape.mask.index_select(0, up));
+    const std::vector<at::Tensor>& tree = levels->back();
     DraftTree draft;
     draft.tree = TokenTree(request.root_token);
-    draft.tokens = at::cat({at::full({1}, request.root_token, longs), at::cat(pool_tokens).index_select(0, selected)});
+    draft.tokens = at::cat({at::full({1}, request.root_token, longs), tree[0]});
     draft.sampling = DraftSampling::kDeterministic;
-    draft.device_shape = std::move(shape);
+    draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3]};
     return draft;
   }
 
   // The indices of the `count` largest scores, ties to the earlier index.
   static at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
     return std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true)).narrow(0, 0, count);
+  }
+
+  // The `kept` best candidates of the pool as a tree of kept + 1 nodes, in
+  // pool order (topological: node i + 1 is the i-th kept candidate): their
+  // tokens [kept], and the tree's parents, depths and ancestor mask
+  // (DraftTree::DeviceShape).
+  static std::vector<at::Tensor> KeepBest(const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
+                                          const at::Tensor& pool_scores, int64_t k, int64_t depth, int64_t kept) {
+    const auto longs = pool_tokens.options().dtype(at::kLong);
+    const at::Tensor selected = std::get<0>(BestInOrder(pool_scores, kept).sort());
+    // node_of[pool index + 1]: the tree node (0: the root, the parent of pool entries without one).
+    const at::Tensor node_of = at::zeros({pool_tokens.size(0) + 1}, longs)
+                                   .index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));
+    const at::Tensor parent_nodes = node_of.index_select(0, pool_parents.index_select(0, selected) + 1);
+    const at::Tensor zero = at::zeros({1}, longs);
+    // Pool indices [0, k) are depth 1; then each level's K² entries.
+    const at::Tensor depths =
+        at::cat({zero, at::where(selected < k, 1, at::div(selected - k, k * k, "floor") + 2)});
+    // Each row: itself, then its parent's row; depth + 1 rounds reach the deepest node's root.
+    const at::Tensor up = at::cat({zero, parent_nodes});
+    const at::Tensor self = at::eye(kept + 1, longs.dtype(at::kBool));
+    at::Tensor mask = self;
+    for (int64_t round = 0; round <= depth; ++round) mask = self.logical_or(mask.index_select(0, up));
+    return {pool_tokens.index_select(0, selected), at::cat({zero - 1, parent_nodes}), depths, mask};
   }
 
   // Level by level with one read per level: the frontier's parents decide
@@ -141,7 +148,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
       tree_builders::TopK top = root_top;
       if (level > 0) {
         ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, fed));
-        top = tree_builders::BestTokens(tree_builders::LogProbabilities(logits), k);
+        top = tree_builders::MostProbable(logits, k);
       }
       const std::vector<double> host = tree_builders::ReadToHost({top.tokens, top.scores});  // the level's one read
       const size_t scores_at = host.size() / 2;

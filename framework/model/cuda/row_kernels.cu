@@ -221,6 +221,57 @@ __global__ void RejectionAccepted(const int64_t* __restrict__ tokens, const floa
   out[0] = accepted;
 }
 
+// One block per row: each thread keeps its K best keys (sorted, in
+// registers: every index is a compile-time constant) and its online
+// (max, sum of exp); then k rounds of a block-wide max over the threads'
+// heads, the winning thread popping its head.
+template <int K>
+__global__ void TopKLogSoftmaxRows(const float* __restrict__ x, float* __restrict__ values,
+                                   int64_t* __restrict__ indices, int64_t cols, int k) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  uint64_t best[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) best[j] = 0;
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += kThreads) {
+    const float v = xr[i];
+    if (v > m) {
+      s = s * expf(m - v) + 1.0f;
+      m = v;
+    } else if (v != -INFINITY) {
+      s += expf(v - m);  // NaN makes the sum NaN, as log_softmax's
+    }
+    const uint64_t key = ArgmaxKey(v, static_cast<uint32_t>(i));
+    if (key > best[K - 1]) {
+      best[K - 1] = key;
+#pragma unroll
+      for (int j = K - 1; j > 0; --j) {
+        if (best[j] > best[j - 1]) {
+          const uint64_t t = best[j];
+          best[j] = best[j - 1];
+          best[j - 1] = t;
+        }
+      }
+    }
+  }
+  const float2 total = BlockMaxSum(m, s);
+  const float log_sum = logf(total.y);
+  for (int r = 0; r < k; ++r) {
+    const uint64_t top = BlockMaxKey(best[0]);
+    if (best[0] == top) {
+#pragma unroll
+      for (int j = 0; j < K - 1; ++j) best[j] = best[j + 1];
+      best[K - 1] = 0;
+    }
+    if (threadIdx.x == 0) {
+      const uint32_t index = 0xFFFFFFFFu - static_cast<uint32_t>(top & 0xFFFFFFFFu);
+      indices[row * k + r] = index;
+      values[row * k + r] = xr[index] - total.x - log_sum;
+    }
+  }
+}
+
 }  // namespace
 
 int LaunchRejectionAccepted(const int64_t* tokens, const float* p, const float* q, const float* u, int64_t* out,
@@ -268,6 +319,23 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
   SoftmaxChunks<<<grid, kThreads, 0, s>>>(x, parts, cols, temperature);
   SoftmaxNormalize<<<grid, kThreads, 0, s>>>(x, parts, out, cols, temperature);
+  return cudaGetLastError();
+}
+
+int LaunchTopKLogSoftmax(const float* x, float* values, int64_t* indices, int64_t rows, int64_t cols, int k,
+                         void* stream) {
+  if (rows < 1 || rows > 65535 || k < 1 || k > 32 || cols < k || cols >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
+  auto s = static_cast<cudaStream_t>(stream);
+  const auto grid = static_cast<unsigned>(rows);
+  if (k <= 4) {
+    TopKLogSoftmaxRows<4><<<grid, kThreads, 0, s>>>(x, values, indices, cols, k);
+  } else if (k <= 8) {
+    TopKLogSoftmaxRows<8><<<grid, kThreads, 0, s>>>(x, values, indices, cols, k);
+  } else if (k <= 16) {
+    TopKLogSoftmaxRows<16><<<grid, kThreads, 0, s>>>(x, values, indices, cols, k);
+  } else {
+    TopKLogSoftmaxRows<32><<<grid, kThreads, 0, s>>>(x, values, indices, cols, k);
+  }
   return cudaGetLastError();
 }
 

@@ -63,6 +63,15 @@ int LaunchRejectionAccepted(const int64_t* tokens, const float* p, const float* 
 int LaunchResidualRace(const float* p, const float* q, const float* noise, const int64_t* row, int64_t* out,
                        uint64_t* workspace, int64_t rows, int64_t cols, void* stream);
 
+// The k largest x[r][i] of each row, best first (among equal values the
+// smaller index; NaN above every number, as ArgmaxRows), and their
+// log-softmax x[r][i] - M_r - log S_r (M_r the row's maximum, S_r its sum of
+// exp(x - M_r), summed in another order than ATen's). x [rows, cols] float32;
+// values [rows, k] float32; indices [rows, k] int64. 1 <= k <= 32, k <= cols
+// < 2^32. One block per row, one launch.
+int LaunchTopKLogSoftmax(const float* x, float* values, int64_t* indices, int64_t rows, int64_t cols, int k,
+                         void* stream);
+
 }  // namespace row_kernels
 }  // namespace speclab
 
