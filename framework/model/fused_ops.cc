@@ -22,6 +22,7 @@
 
 #include "framework/model/cuda/decode_kernels.h"
 #include "framework/model/cuda/row_kernels.h"
+#include "framework/model/cuda/tree_kernels.h"
 #endif
 
 namespace speclab {
@@ -635,6 +636,59 @@ std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k)
 #endif
   const at::Tensor indices = std::get<1>(at::sort(x, /*stable=*/true, /*dim=*/-1, /*descending=*/true)).narrow(-1, 0, k);
   return {x.log_softmax(-1).gather(-1, indices), indices};
+}
+
+at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
+  TORCH_CHECK(scores.dim() == 1 && scores.scalar_type() == at::kDouble, "BestInOrder: scores must be float64 [n], got ",
+              scores.sizes(), " ", scores.scalar_type());
+  TORCH_CHECK(count >= 1 && count <= scores.size(0), "BestInOrder: count = ", count, " outside [1, ", scores.size(0),
+              "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (scores.is_cuda() && scores.size(0) <= tree_kernels::kMaxTreeItems) {
+    const c10::cuda::CUDAGuard guard(scores.device());
+    const at::Tensor in = scores.contiguous();
+    at::Tensor out = at::empty({count}, scores.options().dtype(at::kLong));
+    CheckLaunch(tree_kernels::LaunchBestInOrder(in.data_ptr<double>(), out.data_ptr<int64_t>(), in.size(0), count,
+                                                CurrentStream(in)),
+                "BestInOrder");
+    return out;
+  }
+#endif
+  const at::Tensor best = std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true));
+  return std::get<0>(best.narrow(0, 0, count).sort());
+}
+
+std::pair<at::Tensor, at::Tensor> TreeMask(const at::Tensor& parents) {
+  TORCH_CHECK(parents.dim() == 1 && parents.size(0) >= 1 && parents.scalar_type() == at::kLong,
+              "TreeMask: parents must be int64 [n >= 1], got ", parents.sizes(), " ", parents.scalar_type());
+  const int64_t n = parents.size(0);
+#ifdef SPECLAB_WITH_CUDA
+  if (parents.is_cuda() && n <= tree_kernels::kMaxTreeItems) {
+    const c10::cuda::CUDAGuard guard(parents.device());
+    const at::Tensor in = parents.contiguous();
+    at::Tensor mask = at::empty({n, n}, parents.options().dtype(at::kBool));
+    at::Tensor depths = at::empty({n}, parents.options());
+    CheckLaunch(tree_kernels::LaunchTreeMask(in.data_ptr<int64_t>(), mask.data_ptr<bool>(),
+                                             depths.data_ptr<int64_t>(), n, CurrentStream(in)),
+                "TreeMask");
+    return {mask, depths};
+  }
+#endif
+  const at::Tensor host = parents.to(at::kCPU).contiguous();
+  const int64_t* up = host.data_ptr<int64_t>();
+  at::Tensor mask = at::zeros({n, n}, at::TensorOptions().dtype(at::kBool));
+  at::Tensor depths = at::zeros({n}, at::TensorOptions().dtype(at::kLong));
+  bool* m = mask.data_ptr<bool>();
+  int64_t* d = depths.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t node = i;
+    m[i * n + node] = true;
+    for (; node > 0 && up[node] >= 0 && up[node] < node; node = up[node]) {
+      m[i * n + up[node]] = true;
+      ++d[i];
+    }
+  }
+  return {mask.to(parents.device()), depths.to(parents.device())};
 }
 
 }  // namespace fused

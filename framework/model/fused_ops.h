@@ -228,6 +228,21 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
 // for an 8000-token row); ATen: a stable descending sort and log_softmax.
 std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k);
 
+// --- Trees grown on the device --------------------------------------------
+// Index work on a few hundred entries, which ATen spreads over several
+// launches; one each on CUDA (cuda/tree_kernels.h) for up to 1024 entries.
+
+// The indices of the `count` largest entries of scores [n] float64 (among
+// equal scores the smaller index; NaN above every number), in increasing
+// order: int64 [count]. 1 <= count <= n. ATen: two stable sorts.
+at::Tensor BestInOrder(const at::Tensor& scores, int64_t count);
+
+// The tree given by parents [n] int64 (node 0 the root, whose entry is
+// ignored; 0 <= parents[i] < i otherwise): (mask [n, n] bool, row i true at
+// i and at each of its ancestors; depths [n] int64). Elsewhere than CUDA,
+// a walk on the host.
+std::pair<at::Tensor, at::Tensor> TreeMask(const at::Tensor& parents);
+
 }  // namespace fused
 }  // namespace speclab
 

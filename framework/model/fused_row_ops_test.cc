@@ -181,7 +181,7 @@ TEST(FusedRowOps, CudaTopKLogSoftmaxMatchesAtenOnTheCpu) {
   SPECLAB_SKIP_UNLESS_CUDA();
   for (int64_t cols : {40, 300, 8000, 40000}) {
     const at::Tensor x = HardRows(6, cols, 11);
-    x[5].copy_(at::randn({cols}).round_());  // many ties
+    x[5].copy_(at::randn({cols}).round_());  // many ties, -0 and +0 among them
     for (int64_t k : {1, 4, 5, 16, 32}) {
       const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k);
       auto [values, indices] = fused::TopKLogSoftmax(x.cuda(), k);

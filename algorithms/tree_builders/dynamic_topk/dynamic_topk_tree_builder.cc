@@ -29,6 +29,7 @@
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/common/pruned_tree.h"
 #include "framework/core/status_macros.h"
+#include "framework/model/fused_ops.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -63,7 +64,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   // engine queues the target's forward without reading the draft back
   // (DraftTree::DeviceShape). The same pool, in the same order, as
   // GrowOnHost: scores are added in double from the same float32
-  // log-probabilities, and stable sorts break ties toward the earlier node
+  // log-probabilities, and fused::BestInOrder breaks ties toward the earlier node
   // as BestCandidates does. nullopt, having fed nothing, where the drafter
   // has no DraftLevels.
   absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
@@ -86,13 +87,13 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
           const at::Tensor pool_tokens = at::cat({carry[2], tokens}), pool_parents = at::cat({carry[3], parents}),
                            pool_scores = at::cat({carry[4], scores});
           // The K best of the level (ties: the earlier), fed in pool order.
-          const at::Tensor chosen = std::get<0>(BestInOrder(scores, k).sort());
+          const at::Tensor chosen = fused::BestInOrder(scores, k);
           const int64_t offset = k + (level - 1) * k * k;  // the level's first pool index
           LevelPick::Choice choice{.tokens = tokens.index_select(0, chosen),
                                    .parents = at::div(chosen, k, "floor"),
                                    .carry = {scores.index_select(0, chosen), chosen + offset, pool_tokens,
                                              pool_parents, pool_scores}};
-          if (level == depth) choice.kept = KeepBest(pool_tokens, pool_parents, pool_scores, k, depth, kept);
+          if (level == depth) choice.kept = KeepBest(pool_tokens, pool_parents, pool_scores, kept);
           return choice;
         }};
     absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(root_tokens, depth_, carry, pick);
@@ -107,33 +108,21 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
     return draft;
   }
 
-  // The indices of the `count` largest scores, ties to the earlier index.
-  static at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
-    return std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true)).narrow(0, 0, count);
-  }
-
   // The `kept` best candidates of the pool as a tree of kept + 1 nodes, in
   // pool order (topological: node i + 1 is the i-th kept candidate): their
   // tokens [kept], and the tree's parents, depths and ancestor mask
   // (DraftTree::DeviceShape).
   static std::vector<at::Tensor> KeepBest(const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
-                                          const at::Tensor& pool_scores, int64_t k, int64_t depth, int64_t kept) {
+                                          const at::Tensor& pool_scores, int64_t kept) {
     const auto longs = pool_tokens.options().dtype(at::kLong);
-    const at::Tensor selected = std::get<0>(BestInOrder(pool_scores, kept).sort());
+    const at::Tensor selected = fused::BestInOrder(pool_scores, kept);
     // node_of[pool index + 1]: the tree node (0: the root, the parent of pool entries without one).
     const at::Tensor node_of = at::zeros({pool_tokens.size(0) + 1}, longs)
                                    .index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));
-    const at::Tensor parent_nodes = node_of.index_select(0, pool_parents.index_select(0, selected) + 1);
-    const at::Tensor zero = at::zeros({1}, longs);
-    // Pool indices [0, k) are depth 1; then each level's K² entries.
-    const at::Tensor depths =
-        at::cat({zero, at::where(selected < k, 1, at::div(selected - k, k * k, "floor") + 2)});
-    // Each row: itself, then its parent's row; depth + 1 rounds reach the deepest node's root.
-    const at::Tensor up = at::cat({zero, parent_nodes});
-    const at::Tensor self = at::eye(kept + 1, longs.dtype(at::kBool));
-    at::Tensor mask = self;
-    for (int64_t round = 0; round <= depth; ++round) mask = self.logical_or(mask.index_select(0, up));
-    return {pool_tokens.index_select(0, selected), at::cat({zero - 1, parent_nodes}), depths, mask};
+    const at::Tensor parents =
+        at::cat({at::full({1}, -1, longs), node_of.index_select(0, pool_parents.index_select(0, selected) + 1)});
+    auto [mask, depths] = fused::TreeMask(parents);
+    return {pool_tokens.index_select(0, selected), parents, depths, mask};
   }
 
   // Level by level with one read per level: the frontier's parents decide

@@ -1,0 +1,84 @@
+// Candidate selection and ancestor masks for device-grown trees; see tree_kernels.h.
+#include "framework/model/cuda/tree_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace speclab {
+namespace tree_kernels {
+namespace {
+
+constexpr int kThreads = static_cast<int>(kMaxTreeItems);
+
+// A float64 as an orderable key: unsigned order is numeric order, every NaN
+// above +inf, -0 equal to +0.
+__device__ __forceinline__ uint64_t OrderKey(double v) {
+  if (isnan(v)) return ~uint64_t{0};
+  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v + 0.0));  // -0 + 0 = +0
+  return (bits >> 63) ? ~bits : (bits | (uint64_t{1} << 63));
+}
+
+// Thread i ranks entry i against all others (O(n) each, n <= 1024), then
+// places it among the kept by counting the kept entries before it.
+__global__ void __launch_bounds__(kThreads) BestInOrder(const double* __restrict__ scores, int64_t* __restrict__ out,
+                                                       int n, int count) {
+  __shared__ uint64_t keys[kThreads];
+  __shared__ unsigned char kept[kThreads];
+  const int i = threadIdx.x;
+  if (i < n) keys[i] = OrderKey(scores[i]);
+  __syncthreads();
+  bool keep = false;
+  if (i < n) {
+    int above = 0;
+    for (int j = 0; j < n; ++j) above += keys[j] > keys[i] || (keys[j] == keys[i] && j < i);
+    keep = above < count;
+    kept[i] = keep;
+  }
+  __syncthreads();
+  if (keep) {
+    int before = 0;
+    for (int j = 0; j < i; ++j) before += kept[j];
+    out[before] = i;
+  }
+}
+
+// Thread i writes row i: false, then true at i and up its parent chain.
+__global__ void __launch_bounds__(kThreads) TreeMask(const int64_t* __restrict__ parents, bool* __restrict__ mask,
+                                                    int64_t* __restrict__ depths, int n) {
+  const int i = threadIdx.x;
+  if (i >= n) return;
+  bool* row = mask + static_cast<int64_t>(i) * n;
+  for (int c = 0; c < n; ++c) row[c] = false;
+  int64_t depth = 0;
+  int64_t node = i;
+  row[node] = true;
+  // parents[node] < node bounds the walk; a malformed entry stops it.
+  while (node > 0) {
+    const int64_t parent = parents[node];
+    if (parent < 0 || parent >= node) break;
+    node = parent;
+    row[node] = true;
+    ++depth;
+  }
+  depths[i] = depth;
+}
+
+}  // namespace
+
+int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t count, void* stream) {
+  if (n < 1 || n > kMaxTreeItems || count < 1 || count > n) return cudaErrorInvalidValue;
+  BestInOrder<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(scores, out, static_cast<int>(n),
+                                                                     static_cast<int>(count));
+  return cudaGetLastError();
+}
+
+int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t n, void* stream) {
+  if (n < 1 || n > kMaxTreeItems) return cudaErrorInvalidValue;
+  TreeMask<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(parents, mask, depths, static_cast<int>(n));
+  return cudaGetLastError();
+}
+
+}  // namespace tree_kernels
+}  // namespace speclab

@@ -1,0 +1,38 @@
+// CUDA kernels for the small index work of trees grown on the device
+// (dynamic_topk inside a CUDA graph): which candidates to keep, and the kept
+// tree's ancestor mask. ATen spells each as several launches of a few
+// microseconds (two sorts, a round of gathers per tree level); these are one
+// launch each.
+//
+// Like row_kernels.h, this header knows nothing of torch or CUDA:
+// framework/model/fused_ops.h wraps it for at::Tensor. Pointers are device
+// pointers to contiguous data; `stream` is a cudaStream_t; launches are
+// asynchronous, allocate nothing, never synchronise (graph-capturable) and
+// return a cudaError_t (0 == cudaSuccess).
+#ifndef SPECLAB_FRAMEWORK_MODEL_CUDA_TREE_KERNELS_H_
+#define SPECLAB_FRAMEWORK_MODEL_CUDA_TREE_KERNELS_H_
+
+#include <cstdint>
+
+namespace speclab {
+namespace tree_kernels {
+
+// The most entries one launch handles.
+constexpr int64_t kMaxTreeItems = 1024;
+
+// out = the indices of the `count` largest scores[i] (among equal scores the
+// smaller index; NaN above every number; -0 equal to +0), in increasing
+// index order. scores [n] float64; out [count] int64. 1 <= count <= n <=
+// kMaxTreeItems. One block.
+int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t count, void* stream);
+
+// The tree given by parents [n] int64 (node 0 the root, whose entry is
+// ignored; 0 <= parents[i] < i otherwise): mask [n, n] bool, row i true at
+// i and at each of its ancestors, and depths [n] int64. 1 <= n <=
+// kMaxTreeItems. One block.
+int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t n, void* stream);
+
+}  // namespace tree_kernels
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_MODEL_CUDA_TREE_KERNELS_H_

@@ -1,0 +1,61 @@
+// fused::BestInOrder and fused::TreeMask: their contracts on the CPU, and the
+// one-block kernels (cuda/tree_kernels.h) on CUDA against the CPU.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
+#include "framework/model/fused_ops.h"
+#include "tests/support/cuda_tests.h"
+
+namespace speclab {
+namespace {
+
+at::Tensor Longs(const std::vector<int64_t>& v) { return at::tensor(v, at::kLong); }
+
+TEST(FusedTreeOps, BestInOrderKeepsTheLargestTiesToTheSmallerIndex) {
+  const at::Tensor scores = at::tensor({-1.0, 2.0, 0.5, 2.0, -0.0, 0.0, 0.5}, at::kDouble);
+  EXPECT_TRUE(at::equal(fused::BestInOrder(scores, 1), Longs({1})));
+  EXPECT_TRUE(at::equal(fused::BestInOrder(scores, 3), Longs({1, 2, 3})));
+  EXPECT_TRUE(at::equal(fused::BestInOrder(scores, 5), Longs({1, 2, 3, 4, 6})));  // -0 == +0: index 4 first
+  EXPECT_THROW(fused::BestInOrder(scores, 8), c10::Error);
+  EXPECT_THROW(fused::BestInOrder(scores.to(at::kFloat), 2), c10::Error);
+}
+
+TEST(FusedTreeOps, TreeMaskMarksEachNodesAncestors) {
+  //      0
+  //    1   2
+  //    3     4
+  //    5
+  auto [mask, depths] = fused::TreeMask(Longs({-1, 0, 0, 1, 2, 3}));
+  const std::vector<std::vector<int>> expected = {{1, 0, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0}, {1, 0, 1, 0, 0, 0},
+                                                  {1, 1, 0, 1, 0, 0}, {1, 0, 1, 0, 1, 0}, {1, 1, 0, 1, 0, 1}};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(mask[i][j].item<bool>(), expected[i][j] == 1) << i << "," << j;
+  EXPECT_TRUE(at::equal(depths, Longs({0, 1, 1, 2, 2, 3})));
+}
+
+TEST(FusedTreeOps, CudaKernelsMatchTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  for (int64_t n : {1, 7, 84, 341, 1024}) {
+    // Many ties (rounded scores), a NaN and -inf among them.
+    at::Tensor scores = at::randn({n}, gen, at::TensorOptions().dtype(at::kDouble)).mul_(3).round_();
+    if (n > 3) scores[2] = std::numeric_limits<double>::quiet_NaN(), scores[3] = -std::numeric_limits<double>::infinity();
+    for (int64_t count : {int64_t{1}, (n + 1) / 2, n}) {
+      EXPECT_TRUE(at::equal(fused::BestInOrder(scores.cuda(), count).cpu(), fused::BestInOrder(scores, count)))
+          << "n " << n << " count " << count;
+    }
+    // A random tree: each node's parent an earlier node.
+    std::vector<int64_t> parents{-1};
+    for (int64_t i = 1; i < n; ++i) parents.push_back(at::randint(i, {1}, gen).item<int64_t>());
+    auto [mask, depths] = fused::TreeMask(Longs(parents).cuda());
+    auto [expected_mask, expected_depths] = fused::TreeMask(Longs(parents));
+    EXPECT_TRUE(at::equal(mask.cpu(), expected_mask)) << "n " << n;
+    EXPECT_TRUE(at::equal(depths.cpu(), expected_depths)) << "n " << n;
+  }
+}
+
+}  // namespace
+}  // namespace speclab
