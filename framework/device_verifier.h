@@ -1,20 +1,22 @@
-// DeviceChainVerifier: a chain verification rule computed on the device.
+// DeviceVerifier: a verification rule computed on the device.
 //
-// Host rules (framework/core/verifier.h) read |chain| x vocab probabilities:
+// Host rules (framework/core/verifier.h) read |tree| x vocab probabilities:
 // with a 128k-token vocabulary that is megabytes to move and scan every step.
-// The device form of a chain rule keeps them where they are, and the step's one
-// device-to-host transfer brings back the drafted tokens and two integers.
+// The device form of a rule keeps them where they are, and the step's one
+// device-to-host transfer brings back the drafted tokens and a few integers.
 //
 // A device form is registered under its host rule's name, from the rule's own
-// plugin folder, and must draw the same output law; the engine uses it for
-// chains when DecodeOptions::verify_on_device is set (the default), and the
-// host rule otherwise.
+// plugin folder, and must draw the same output law; the engine uses it when
+// DecodeOptions::verify_on_device is set (the default): for chains, and for
+// the trees of branching builders where the form verifies trees. Otherwise
+// the host rule.
 #ifndef SPECLAB_FRAMEWORK_DEVICE_VERIFIER_H_
 #define SPECLAB_FRAMEWORK_DEVICE_VERIFIER_H_
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "framework/core/registry.h"
 
@@ -30,15 +32,28 @@ struct DeviceChainProblem {
   bool greedy = false;
 };
 
-class DeviceChainVerifier {
+struct DeviceTreeProblem {
+  at::Tensor tokens;        // [n] int64: the root, then the n - 1 drafts
+  at::Tensor parents;       // [n] int64: -1 for the root, else an earlier node
+  at::Tensor target_probs;  // [n, vocab] float32: p after each node (one-hot at temperature 0)
+  bool greedy = false;      // temperature 0, as DeviceChainProblem::greedy
+};
+
+class DeviceVerifier {
  public:
-  virtual ~DeviceChainVerifier() = default;
+  virtual ~DeviceVerifier() = default;
   // int64 [2] on the problem's device: the number of accepted drafts, then the
   // extra token. Never waits for the host.
   virtual absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const = 0;
+  // Trees, for rules that verify them on the device (verifies_trees()):
+  // int64 [n + 1] on the problem's device, fused::TreeWalk's answer: the
+  // number a of accepted drafts, the accepted nodes root-down in slots 1..a,
+  // then the extra token. Never waits for the host.
+  virtual bool verifies_trees() const { return false; }
+  virtual absl::StatusOr<at::Tensor> VerifyTree(const DeviceTreeProblem& problem, at::Generator& generator) const;
 };
 
-using DeviceChainVerifierRegistry = Registry<DeviceChainVerifier>;
+using DeviceVerifierRegistry = Registry<DeviceVerifier>;
 
 }  // namespace speclab
 

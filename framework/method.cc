@@ -68,10 +68,10 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
 
 absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec) {
   method.device_verifier.reset();
-  if (method.tree_builder->traits().may_branch) return absl::OkStatus();
-  const auto* entry = DeviceChainVerifierRegistry::Find(method.verifier_name);
+  const auto* entry = DeviceVerifierRegistry::Find(method.verifier_name);
   if (entry == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(method.device_verifier, entry->create(verifier_spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceVerifier> device, entry->create(verifier_spec));
+  if (!method.tree_builder->traits().may_branch || device->verifies_trees()) method.device_verifier = std::move(device);
   return absl::OkStatus();
 }
 

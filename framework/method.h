@@ -22,8 +22,8 @@ struct Method {
   std::unique_ptr<Verifier> verifier;
   std::unique_ptr<DraftLengthPolicy> policy;
   // The verifier's device form, when it has one and the builder draws chains
-  // (framework/device_verifier.h); null otherwise.
-  std::unique_ptr<DeviceChainVerifier> device_verifier;
+  // or the form verifies trees (framework/device_verifier.h); null otherwise.
+  std::unique_ptr<DeviceVerifier> device_verifier;
 
   // Refuses combinations that would be wrong, not merely slow: a verifier that
   // needs q with a builder or drafter that cannot give a sampling law, a
@@ -41,7 +41,7 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
 
 // Sets method.device_verifier from `verifier_spec` (the verifier's config
 // mapping) when the verifier has a registered device form and the method's
-// tree builder only draws chains.
+// tree builder only draws chains, or the form verifies trees too.
 absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec);
 
 }  // namespace speclab

@@ -132,7 +132,7 @@ void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generat
 
 // Verifies a chain with the verifier's device form: one transfer brings back
 // the drafted tokens, the number accepted and the extra token.
-absl::StatusOr<Verdict> VerifyChainOnDevice(const DeviceChainVerifier& verifier, TokenTree& tree,
+absl::StatusOr<Verdict> VerifyChainOnDevice(const DeviceVerifier& verifier, TokenTree& tree,
                                             const at::Tensor& tokens, const at::Tensor& probs,
                                             const at::Tensor& draft_probs, bool greedy, at::Generator& generator) {
   DeviceChainProblem problem{.tokens = tokens.to(probs.device()), .target_probs = probs,
@@ -153,6 +153,39 @@ absl::StatusOr<Verdict> VerifyChainOnDevice(const DeviceChainVerifier& verifier,
 }
 
 bool IsChain(const TokenTree& tree) { return tree.max_depth() == tree.size() - 1; }
+
+// Verifies a tree with the verifier's device form: one transfer brings back
+// the drafted tokens, the parents of a device-shaped draft, and the walk's
+// answer (the accepted path and the extra token).
+absl::StatusOr<Verdict> VerifyTreeOnDevice(const DeviceVerifier& verifier, DraftTree& draft, const at::Tensor& probs,
+                                           bool greedy, at::Generator& generator) {
+  const c10::Device device = probs.device();
+  const int64_t n = DraftSize(draft);
+  std::vector<int64_t> host_parents;
+  at::Tensor parents;
+  if (draft.device_shape) {
+    parents = draft.device_shape->parents.to(device);
+  } else {
+    for (int i = 0; i < draft.tree.size(); ++i) host_parents.push_back(draft.tree.parent(i));
+    parents = LongsToDevice(host_parents, device);
+  }
+  DeviceTreeProblem problem{.tokens = draft.tokens.to(device), .parents = parents, .target_probs = probs,
+                            .greedy = greedy};
+  ASSIGN_OR_RETURN(at::Tensor answer, verifier.VerifyTree(problem, generator));
+  const at::Tensor host = at::cat({problem.tokens, parents, answer}).to(at::kCPU);  // the step's one synchronisation
+  const int64_t* data = host.data_ptr<int64_t>();
+  const std::vector<int32_t> tokens(data, data + n);
+  if (draft.device_shape) RETURN_IF_ERROR(AdoptShape(draft, absl::MakeConstSpan(data + n, n), tokens));
+  for (int i = 1; i < n; ++i) draft.tree.set_token(i, tokens[i]);
+  const int64_t* walk = data + 2 * n;
+  if (walk[0] < 0 || walk[0] >= n)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", walk[0], " of ", n - 1, " drafts"));
+  Verdict verdict;
+  for (int64_t i = 1; i <= walk[0]; ++i) verdict.accepted.push_back(static_cast<int>(walk[i]));
+  verdict.extra_token = static_cast<int32_t>(walk[n]);
+  return verdict;
+}
+
 
 absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
   int parent = 0;
@@ -271,7 +304,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   Randomness random{.draft = MakeGenerator(device, options.seed),
                     .verify_host = SeededRandomSource(options.seed ^ kVerifySalt),
                     .verify = MakeGenerator(device, options.seed ^ kVerifySalt)};
-  const DeviceChainVerifier* device_verifier = options.verify_on_device ? method.device_verifier.get() : nullptr;
+  const DeviceVerifier* device_verifier = options.verify_on_device ? method.device_verifier.get() : nullptr;
   const bool sync = options.time_phases;
   const bool want_rows = method.verifier->traits().needs_target_rows;
 
@@ -313,9 +346,12 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(draft.tokens.to(device), positions, mask));
     at::Tensor probs = Probabilities(logits, options.sampling);
     Verdict verdict;
-    if (device_verifier != nullptr && !shape && IsChain(tree)) {
+    if (device_verifier != nullptr && !shape && IsChain(tree) && !method.tree_builder->traits().may_branch) {
       ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
                                                     options.sampling.greedy(), random.verify));
+    } else if (device_verifier != nullptr && device_verifier->verifies_trees()) {
+      ASSIGN_OR_RETURN(verdict, VerifyTreeOnDevice(*device_verifier, draft, probs, options.sampling.greedy(),
+                                                   random.verify));
     } else {
       HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs,
                                            draft.sampling != DraftSampling::kDeterministic, want_rows,

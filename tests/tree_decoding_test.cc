@@ -102,7 +102,8 @@ class TreeLawTest : public ::testing::Test {
   }
 
   // Returns {chi-square statistic, critical value}.
-  std::pair<double, double> Sample(const std::string& builder, const std::string& verifier) {
+  std::pair<double, double> Sample(const std::string& builder, const std::string& verifier,
+                                   bool verify_on_device = true) {
     const auto start = std::chrono::steady_clock::now();
     // The target's own network at a lower logit scale: q is p at temperature
     // 40/15, different but close enough that trees are accepted deeply.
@@ -110,7 +111,9 @@ class TreeLawTest : public ::testing::Test {
     std::map<std::pair<int, int>, int> counts;
     int accepted = 0, branching_steps = 0, steps = 0;
     for (int i = 0; i < kRuns; ++i) {
-      auto out = GenerateSpeculative(*target_, method, kPrompt, Decoding(1, 2, 1000 + i));
+      DecodeOptions options = Decoding(1, 2, 1000 + i);
+      options.verify_on_device = verify_on_device;
+      auto out = GenerateSpeculative(*target_, method, kPrompt, options);
       EXPECT_TRUE(out.ok()) << builder << " + " << verifier << ": " << out.status();
       if (!out.ok()) return {INFINITY, 0};
       ++counts[{out->tokens[0], out->tokens[1]}];
@@ -130,8 +133,8 @@ class TreeLawTest : public ::testing::Test {
     return {statistic, critical};
   }
 
-  void ExpectExact(const std::string& builder, const std::string& verifier) {
-    auto [statistic, critical] = Sample(builder, verifier);
+  void ExpectExact(const std::string& builder, const std::string& verifier, bool verify_on_device = true) {
+    auto [statistic, critical] = Sample(builder, verifier, verify_on_device);
     EXPECT_LT(statistic, critical) << builder << " + " << verifier;
   }
 
@@ -144,8 +147,13 @@ TEST_F(TreeLawTest, MultiSampleSpecInferMatchesTargetLawAtTemperatureOne) { Expe
 TEST_F(TreeLawTest, MultiSampleWithoutReplacementRrsWorMatchesTargetLaw) { ExpectExact(kMultiWor, "rrs_wor"); }
 TEST_F(TreeLawTest, StaticSamplingRrsWorMatchesTargetLawAtTemperatureOne) { ExpectExact(kSampledTree, "rrs_wor"); }
 TEST_F(TreeLawTest, StaticSamplingTraversalMatchesTargetLawAtTemperatureOne) { ExpectExact(kSampledTree, "traversal"); }
+// point_mass verifies trees on the device (sample-then-match, the default)
+// or on the host (the rule walking children in order): both exact.
 TEST_F(TreeLawTest, DynamicTopKPointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass");
+}
+TEST_F(TreeLawTest, DynamicTopKHostPointMassMatchesTargetLawAtTemperatureOne) {
+  ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass", /*verify_on_device=*/false);
 }
 TEST_F(TreeLawTest, MultiSampleSpecTrMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "spectr"); }
 TEST_F(TreeLawTest, MultiSampleRrsMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "rrs"); }

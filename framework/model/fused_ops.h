@@ -243,6 +243,14 @@ at::Tensor BestInOrder(const at::Tensor& scores, int64_t count);
 // a walk on the host.
 std::pair<at::Tensor, at::Tensor> TreeMask(const at::Tensor& parents);
 
+// The sample-then-match walk (the point-mass rule given one y ~ p per node):
+// from the root, descend into the first child, in index order, whose token
+// equals y at the current node, until none does. parents (as TreeMask's),
+// tokens, y [n] int64. Returns int64 [n + 1]: the number a of accepted
+// nodes, the accepted nodes root-down in slots 1..a (0 after), then y at the
+// node where the walk stopped. Elsewhere than CUDA, a walk on the host.
+at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y);
+
 }  // namespace fused
 }  // namespace speclab
 

@@ -1,4 +1,4 @@
-// fused::BestInOrder and fused::TreeMask: their contracts on the CPU, and the
+// fused::BestInOrder, fused::TreeMask and fused::TreeWalk: their contracts on the CPU, and the
 // one-block kernels (cuda/tree_kernels.h) on CUDA against the CPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -36,6 +36,20 @@ TEST(FusedTreeOps, TreeMaskMarksEachNodesAncestors) {
   EXPECT_TRUE(at::equal(depths, Longs({0, 1, 1, 2, 2, 3})));
 }
 
+TEST(FusedTreeOps, TreeWalkDescendsIntoTheFirstMatchingChild) {
+  //      0:t5
+  //   1:t7  2:t7  3:t8
+  //   4:t2        5:t2
+  const at::Tensor parents = Longs({-1, 0, 0, 0, 1, 3}), tokens = Longs({5, 7, 7, 8, 2, 2});
+  // y at node 0 is 7: node 1 (the first 7) is accepted, then y at node 1 is 2: node 4.
+  EXPECT_TRUE(at::equal(fused::TreeWalk(parents, tokens, Longs({7, 2, 0, 0, 9, 0})), Longs({2, 1, 4, 0, 0, 0, 9})));
+  // No child matches y at the root: nothing accepted, y at the root is the extra token.
+  EXPECT_TRUE(at::equal(fused::TreeWalk(parents, tokens, Longs({3, 2, 0, 0, 9, 0})), Longs({0, 0, 0, 0, 0, 0, 3})));
+  // Node 3, then a mismatch below it.
+  EXPECT_TRUE(at::equal(fused::TreeWalk(parents, tokens, Longs({8, 0, 0, 4, 0, 0})), Longs({1, 3, 0, 0, 0, 0, 4})));
+  EXPECT_THROW(fused::TreeWalk(parents, tokens, Longs({1, 2})), c10::Error);
+}
+
 TEST(FusedTreeOps, CudaKernelsMatchTheCpu) {
   SPECLAB_SKIP_UNLESS_CUDA();
   at::Generator gen = at::detail::createCPUGenerator(3);
@@ -54,6 +68,12 @@ TEST(FusedTreeOps, CudaKernelsMatchTheCpu) {
     auto [expected_mask, expected_depths] = fused::TreeMask(Longs(parents));
     EXPECT_TRUE(at::equal(mask.cpu(), expected_mask)) << "n " << n;
     EXPECT_TRUE(at::equal(depths.cpu(), expected_depths)) << "n " << n;
+    // Walks with tokens and y drawn from a few values, so that matches are common.
+    const at::Tensor tokens = at::randint(3, {n}, gen, at::TensorOptions().dtype(at::kLong));
+    const at::Tensor y = at::randint(3, {n}, gen, at::TensorOptions().dtype(at::kLong));
+    EXPECT_TRUE(at::equal(fused::TreeWalk(Longs(parents).cuda(), tokens.cuda(), y.cuda()).cpu(),
+                          fused::TreeWalk(Longs(parents), tokens, y)))
+        << "n " << n;
   }
 }
 

@@ -22,7 +22,7 @@
 namespace speclab {
 namespace {
 
-class BlockOnDevice final : public DeviceChainVerifier {
+class BlockOnDevice final : public DeviceVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "block", /*needs_draft=*/!problem.greedy));
@@ -57,11 +57,11 @@ class BlockOnDevice final : public DeviceChainVerifier {
   }
 };
 
-const bool kRegistered = DeviceChainVerifierRegistry::Add(
+const bool kRegistered = DeviceVerifierRegistry::Add(
     {.name = "block",
      .description = "block verification on the device (§1.9)",
      .lossless = "lossless",
-     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceChainVerifier>> {
+     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceVerifier>> {
        return std::make_unique<BlockOnDevice>();
      }});
 

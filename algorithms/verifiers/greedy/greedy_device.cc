@@ -12,7 +12,7 @@
 namespace speclab {
 namespace {
 
-class GreedyOnDevice final : public DeviceChainVerifier {
+class GreedyOnDevice final : public DeviceVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator&) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "greedy", /*needs_draft=*/false));
@@ -20,11 +20,11 @@ class GreedyOnDevice final : public DeviceChainVerifier {
   }
 };
 
-const bool kRegistered = DeviceChainVerifierRegistry::Add(
+const bool kRegistered = DeviceVerifierRegistry::Add(
     {.name = "greedy",
      .description = "greedy exact match on a chain, on the device (§1.1)",
      .lossless = "lossless",
-     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceChainVerifier>> {
+     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceVerifier>> {
        return std::make_unique<GreedyOnDevice>();
      }});
 

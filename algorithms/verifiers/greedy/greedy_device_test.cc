@@ -2,7 +2,7 @@
 // every chain drafted from the instances (T = 0 and sampled drafters).
 #include <gtest/gtest.h>
 
-#include "algorithms/verifiers/testing/device_chain_adapter.h"
+#include "algorithms/verifiers/testing/device_rule_adapter.h"
 #include "tests/support/exact_enumeration.h"
 
 namespace speclab {
@@ -14,7 +14,7 @@ TEST(GreedyDeviceTest, MatchesGreedyAtTemperatureZero) {
     for (DraftMode mode : {DraftMode::kTopK, DraftMode::kIndependent}) {
       Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, mode, 5 + depth);
       instance.target.one_hot = true;
-      auto rule = enumeration::DeviceChainAdapter::Create("greedy", MakeVerifier("greedy")->traits(), 3);
+      auto rule = enumeration::DeviceRuleAdapter::Create("greedy", MakeVerifier("greedy")->traits(), 3);
       ASSERT_TRUE(rule.ok()) << rule.status();
       EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0) << instance.Describe();
     }

@@ -17,7 +17,7 @@
 namespace speclab {
 namespace {
 
-class RejectionOnDevice final : public DeviceChainVerifier {
+class RejectionOnDevice final : public DeviceVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "rejection", /*needs_draft=*/!problem.greedy));
@@ -38,11 +38,11 @@ class RejectionOnDevice final : public DeviceChainVerifier {
   }
 };
 
-const bool kRegistered = DeviceChainVerifierRegistry::Add(
+const bool kRegistered = DeviceVerifierRegistry::Add(
     {.name = "rejection",
      .description = "chain speculative sampling on the device (§1.2)",
      .lossless = "lossless",
-     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceChainVerifier>> {
+     .create = [](Options&) -> absl::StatusOr<std::unique_ptr<DeviceVerifier>> {
        return std::make_unique<RejectionOnDevice>();
      }});
 

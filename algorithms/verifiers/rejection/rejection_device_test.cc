@@ -3,7 +3,7 @@
 // negative control that the same check catches, and greedy equality at T=0.
 #include <gtest/gtest.h>
 
-#include "algorithms/verifiers/testing/device_chain_adapter.h"
+#include "algorithms/verifiers/testing/device_rule_adapter.h"
 #include "algorithms/verifiers/testing/law_check.h"
 #include "tests/support/exact_enumeration.h"
 
@@ -11,13 +11,13 @@ namespace speclab {
 namespace enumeration_test {
 namespace {
 
-using enumeration::DeviceChainAdapter;
+using enumeration::DeviceRuleAdapter;
 
 TEST(RejectionDeviceTest, SampledLawMatchesTarget) {
   for (const Instance& instance : {MakeInstance({1}, 5, DraftMode::kIndependent, 3),
                                    MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5),
                                    MakeInstance({1, 1, 1}, 3, DraftMode::kWithoutReplacement, 7)}) {
-    auto rule = DeviceChainAdapter::ForRule("rejection", 11);
+    auto rule = DeviceRuleAdapter::ForRule("rejection", 11);
     ASSERT_TRUE(rule.ok()) << rule.status();
     auto sampled = enumeration::SampleAgainstTarget(**rule, instance, 20000, 13);
     ASSERT_TRUE(sampled.ok()) << sampled.status();
@@ -26,7 +26,7 @@ TEST(RejectionDeviceTest, SampledLawMatchesTarget) {
 }
 
 TEST(RejectionDeviceTest, WrongDraftRowsAreCaught) {
-  auto rule = DeviceChainAdapter::ForRule("rejection", 11, /*flag_greedy=*/true, /*shift_draft_rows=*/true);
+  auto rule = DeviceRuleAdapter::ForRule("rejection", 11, /*flag_greedy=*/true, /*shift_draft_rows=*/true);
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto sampled = enumeration::SampleAgainstTarget(**rule, MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5), 20000, 13);
   ASSERT_TRUE(sampled.ok()) << sampled.status();
@@ -38,7 +38,7 @@ TEST(RejectionDeviceTest, MatchesGreedyAtTemperatureZero) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kIndependent, 5 + depth);
     instance.target.one_hot = instance.draft.one_hot = true;
     for (bool flag_greedy : {true, false}) {  // the fast path, and the general rule on one-hot rows
-      auto rule = DeviceChainAdapter::ForRule("rejection", 3, flag_greedy, /*shift_draft_rows=*/false);
+      auto rule = DeviceRuleAdapter::ForRule("rejection", 3, flag_greedy, /*shift_draft_rows=*/false);
       ASSERT_TRUE(rule.ok()) << rule.status();
       EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0);
     }

@@ -65,6 +65,22 @@ __global__ void __launch_bounds__(kThreads) TreeMask(const int64_t* __restrict__
   depths[i] = depth;
 }
 
+// One thread: n is a tree's size, a few dozen nodes, and the walk is a
+// chain of dependent steps.
+__global__ void TreeWalk(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens,
+                         const int64_t* __restrict__ y, int64_t* __restrict__ out, int n) {
+  int64_t node = 0, accepted = 0;
+  for (int i = 1; i < n; ++i) out[i] = 0;
+  for (int i = 1; i < n; ++i) {
+    if (parents[i] == node && tokens[i] == y[node]) {  // children follow their parent in index order
+      out[++accepted] = i;
+      node = i;
+    }
+  }
+  out[0] = accepted;
+  out[n] = y[node];
+}
+
 }  // namespace
 
 int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t count, void* stream) {
@@ -77,6 +93,13 @@ int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t cou
 int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t n, void* stream) {
   if (n < 1 || n > kMaxTreeItems) return cudaErrorInvalidValue;
   TreeMask<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(parents, mask, depths, static_cast<int>(n));
+  return cudaGetLastError();
+}
+
+int LaunchTreeWalk(const int64_t* parents, const int64_t* tokens, const int64_t* y, int64_t* out, int64_t n,
+                   void* stream) {
+  if (n < 1 || n > kMaxTreeItems) return cudaErrorInvalidValue;
+  TreeWalk<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(parents, tokens, y, out, static_cast<int>(n));
   return cudaGetLastError();
 }
 

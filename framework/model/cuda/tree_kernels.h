@@ -32,6 +32,15 @@ int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t cou
 // kMaxTreeItems. One block.
 int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t n, void* stream);
 
+// The sample-then-match walk of a tree: from the root, descend into the
+// first child (in index order) whose token equals y at the current node,
+// until none does. parents (as LaunchTreeMask's), tokens, y [n] int64;
+// out [n + 1] int64: the number a of accepted nodes, the accepted nodes
+// root-down in out[1..a] (0 after), then y at the node where the walk
+// stopped. 1 <= n <= kMaxTreeItems. One thread.
+int LaunchTreeWalk(const int64_t* parents, const int64_t* tokens, const int64_t* y, int64_t* out, int64_t n,
+                   void* stream);
+
 }  // namespace tree_kernels
 }  // namespace speclab
 

@@ -1,4 +1,4 @@
-#include "algorithms/verifiers/testing/device_chain_adapter.h"
+#include "algorithms/verifiers/testing/device_rule_adapter.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -20,7 +20,7 @@ at::Tensor RowsToTensor(const ProbabilityRows& rows) {
 
 }  // namespace
 
-DeviceChainAdapter::DeviceChainAdapter(std::unique_ptr<DeviceChainVerifier> rule, VerifierTraits traits, uint64_t seed,
+DeviceRuleAdapter::DeviceRuleAdapter(std::unique_ptr<DeviceVerifier> rule, VerifierTraits traits, uint64_t seed,
                                        bool flag_greedy, bool shift_draft_rows)
     : rule_(std::move(rule)),
       traits_(traits),
@@ -28,31 +28,31 @@ DeviceChainAdapter::DeviceChainAdapter(std::unique_ptr<DeviceChainVerifier> rule
       flag_greedy_(flag_greedy),
       shift_draft_rows_(shift_draft_rows) {}
 
-absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> DeviceChainAdapter::Create(const std::string& name,
+absl::StatusOr<std::unique_ptr<DeviceRuleAdapter>> DeviceRuleAdapter::Create(const std::string& name,
                                                                                VerifierTraits traits, uint64_t seed,
                                                                                bool flag_greedy,
                                                                                bool shift_draft_rows) {
-  const auto* entry = DeviceChainVerifierRegistry::Find(name);
+  const auto* entry = DeviceVerifierRegistry::Find(name);
   if (entry == nullptr) return absl::NotFoundError(absl::StrCat("no device rule named '", name, "'"));
-  ASSIGN_OR_RETURN(Options options, Options::FromString("{}", "device_chain_adapter"));
+  ASSIGN_OR_RETURN(Options options, Options::FromString("{}", "device_rule_adapter"));
   ASSIGN_OR_RETURN(auto rule, entry->create(options));
-  return std::unique_ptr<DeviceChainAdapter>(
-      new DeviceChainAdapter(std::move(rule), traits, seed, flag_greedy, shift_draft_rows));
+  return std::unique_ptr<DeviceRuleAdapter>(
+      new DeviceRuleAdapter(std::move(rule), traits, seed, flag_greedy, shift_draft_rows));
 }
 
-absl::StatusOr<std::unique_ptr<DeviceChainAdapter>> DeviceChainAdapter::ForRule(const std::string& name,
+absl::StatusOr<std::unique_ptr<DeviceRuleAdapter>> DeviceRuleAdapter::ForRule(const std::string& name,
                                                                                 uint64_t seed, bool flag_greedy,
                                                                                 bool shift_draft_rows) {
-  ASSIGN_OR_RETURN(Options spec, Options::FromString(absl::StrCat("{type: ", name, "}"), "device_chain_adapter"));
+  ASSIGN_OR_RETURN(Options spec, Options::FromString(absl::StrCat("{type: ", name, "}"), "device_rule_adapter"));
   ASSIGN_OR_RETURN(std::unique_ptr<Verifier> host, VerifierRegistry::Create(spec, "verifier"));
   return Create(name, host->traits(), seed, flag_greedy, shift_draft_rows);
 }
 
-absl::StatusOr<Verdict> DeviceChainAdapter::Verify(const VerificationProblem& problem, RandomSource&) const {
+absl::StatusOr<Verdict> DeviceRuleAdapter::Verify(const VerificationProblem& problem, RandomSource&) const {
   const TokenTree& tree = *problem.tree;
-  if (tree.max_depth() != tree.size() - 1) return absl::InvalidArgumentError("device rules verify chains only");
   std::vector<int64_t> tokens(tree.size());
   for (int i = 0; i < tree.size(); ++i) tokens[i] = tree.token(i);
+  if (tree.max_depth() != tree.size() - 1) return VerifyTree(problem, tokens);
   DeviceChainProblem device{.tokens = at::tensor(tokens, at::kLong), .target_probs = RowsToTensor(problem.target)};
   // Probability rows whose maximum is 1 are one-hot.
   device.greedy = flag_greedy_ && device.target_probs.amax(1).eq(1).all().item<bool>();
@@ -65,6 +65,23 @@ absl::StatusOr<Verdict> DeviceChainAdapter::Verify(const VerificationProblem& pr
   Verdict verdict;
   for (int i = 1; i <= accepted; ++i) verdict.accepted.push_back(i);
   verdict.extra_token = static_cast<int32_t>(answer[1].item<int64_t>());
+  return verdict;
+}
+
+absl::StatusOr<Verdict> DeviceRuleAdapter::VerifyTree(const VerificationProblem& problem,
+                                                      const std::vector<int64_t>& tokens) const {
+  if (!rule_->verifies_trees()) return absl::InvalidArgumentError("this device rule verifies chains only");
+  const TokenTree& tree = *problem.tree;
+  std::vector<int64_t> parents(tree.size());
+  for (int i = 0; i < tree.size(); ++i) parents[i] = tree.parent(i);
+  DeviceTreeProblem device{.tokens = at::tensor(tokens, at::kLong), .parents = at::tensor(parents, at::kLong),
+                           .target_probs = RowsToTensor(problem.target)};
+  device.greedy = flag_greedy_ && device.target_probs.amax(1).eq(1).all().item<bool>();
+  ASSIGN_OR_RETURN(at::Tensor answer, rule_->VerifyTree(device, generator_));
+  const int64_t n = tree.size(), accepted = answer[0].item<int64_t>();
+  Verdict verdict;
+  for (int64_t i = 1; i <= accepted; ++i) verdict.accepted.push_back(static_cast<int>(answer[i].item<int64_t>()));
+  verdict.extra_token = static_cast<int32_t>(answer[n].item<int64_t>());
   return verdict;
 }
 
