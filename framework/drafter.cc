@@ -11,8 +11,7 @@ absl::StatusOr<ChainResult> Drafter::DraftChain(int, const ChainPick&) {
   return absl::UnimplementedError("this drafter drafts token by token");
 }
 
-absl::StatusOr<LevelsKept> Drafter::DraftLevels(const at::Tensor&, int, const std::vector<at::Tensor>&,
-                                                const LevelPick&) {
+absl::StatusOr<LevelsKept> Drafter::DraftLevels(int, const LevelPick&) {
   return absl::UnimplementedError("this drafter feeds tree levels from the host");
 }
 

@@ -67,18 +67,17 @@ class Drafter {
   // builders then draft token by token.
   virtual absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick);
 
-  // kDistributions, optional: levels of a tree grown on the device, as
+  // kDistributions, optional: a tree grown on the device, as
   // LanguageModel::ForwardLevels, so that builders choosing each level from
-  // the one before read back once per tree, not once per level. Called after
-  // NextTokenLogits fed the root, and only the root, this step. Level 1 is
-  // `first` ([m] int64, target vocabulary, on the device) at depth 1; pick
-  // gets each level's logits [m, target vocab] and chooses the next level in
-  // the target vocabulary. Returns each level's kept tensors. The nodes have
-  // no index in the step's tree, so EndStep keeps none of them.
+  // the one before never wait for the host. Called right after BeginStep: the
+  // drafter feeds the context its cache lacks and the root as the prefix;
+  // pick gets the root's logits [1, target vocab] at level 0, each level's
+  // [width, target vocab] after, and chooses in the target vocabulary.
+  // Returns each level's kept tensors (level 0 first). Only the root counts
+  // as a fed node of the step's tree (EndStep keeps no level node).
   // Unimplemented where the drafter has no such path (the default): builders
   // then read each level back to the host.
-  virtual absl::StatusOr<LevelsKept> DraftLevels(const at::Tensor& first, int levels,
-                                                 const std::vector<at::Tensor>& carry, const LevelPick& pick);
+  virtual absl::StatusOr<LevelsKept> DraftLevels(int levels, const LevelPick& pick);
 
   // kDistributions, optional: DraftChain for pipelined decoding, where the
   // root and its position are on the device and no BeginStep/EndStep frame

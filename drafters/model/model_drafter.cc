@@ -201,22 +201,17 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   return ToTargetLogits(at::stack(rows));
 }
 
-absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(const at::Tensor& first, int levels,
-                                                     const std::vector<at::Tensor>& carry, const LevelPick& pick) {
-  const bool only_root_fed =
-      !node_slot_.empty() && node_slot_[0] >= 0 &&
-      std::all_of(node_slot_.begin() + 1, node_slot_.end(), [](int64_t slot) { return slot < 0; });
-  if (!only_root_fed)
-    return absl::FailedPreconditionError("DraftLevels: NextTokenLogits must have fed the root, and only the root");
-  if (!first.defined() || first.dim() != 1 || first.size(0) < 1 || levels < 1)
-    return absl::InvalidArgumentError("DraftLevels: the first level must be [m >= 1], levels >= 1");
-  if (model_->tentative_length() != node_slot_[0] + 1)
-    return absl::FailedPreconditionError("DraftLevels: the step has fed nodes past the root");
+absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick& pick) {
+  if (!node_slot_.empty() || pending_slots_ > 0)
+    return absl::FailedPreconditionError("DraftLevels must come right after BeginStep");
+  if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("DraftLevels: levels must be >= 1, got ", levels));
   const c10::Device device = model_->device();
-  at::Tensor ids = first.to(device, at::kLong);
+  // The prefix: the context the cache lacks, then the root.
+  std::vector<int64_t> prefix;
+  for (int32_t token : pending_) prefix.push_back(ToDraftToken(token));
+  prefix.push_back(ToDraftToken(context_.back()));
   LevelPick in_draft_vocabulary = pick;
   if (vocab_map_) {
-    ids = target_to_draft_device_.index_select(0, ids);
     in_draft_vocabulary.key = absl::StrCat(pick.key, "/in draft vocabulary");
     in_draft_vocabulary.pick = [this, pick](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
       LevelPick::Choice choice = pick.pick(level, ToTargetLogits(logits), carry);
@@ -224,8 +219,15 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(const at::Tensor& first, in
       return choice;
     };
   }
+  const int64_t pending = static_cast<int64_t>(pending_.size());
+  const int64_t first_slot = model_->tentative_length();
   const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
-  return model_->ForwardLevels(ids, root_position + 1, levels, carry, in_draft_vocabulary);
+  ASSIGN_OR_RETURN(LevelsKept kept, model_->ForwardLevels(LongsToDevice(prefix, device), root_position - pending,
+                                                          levels, in_draft_vocabulary));
+  pending_slots_ = pending;
+  node_slot_.assign(1, first_slot + pending);  // the root; the levels' nodes have no index in the step's tree
+  node_logits_.assign(1, at::Tensor());
+  return kept;
 }
 
 absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick& pick) {

@@ -39,8 +39,7 @@ class ModelDrafter final : public Drafter {
   absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick) override;
   // One forward of the level: the mask (context and root visible, the
   // given ancestors, itself) is built on the device.
-  absl::StatusOr<LevelsKept> DraftLevels(const at::Tensor& first, int levels, const std::vector<at::Tensor>& carry,
-                                         const LevelPick& pick) override;
+  absl::StatusOr<LevelsKept> DraftLevels(int levels, const LevelPick& pick) override;
   // The model's ForwardChainAt with last_two as the first forward's prefix
   // (the token before the root is fed again: one fixed shape whether or not
   // the previous chain's last draft was accepted). Unimplemented with a

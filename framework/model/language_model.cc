@@ -67,21 +67,22 @@ at::Tensor Positions(int64_t from, int64_t count, const at::Tensor& like) {
 }
 
 // Checks ForwardLevels' arguments (every implementation's).
-absl::Status ValidateLevels(const at::Tensor& first, int64_t levels, const LevelPick& pick) {
-  if (!first.defined() || first.dim() != 1 || first.size(0) < 1)
-    return absl::InvalidArgumentError("ForwardLevels: the first level must be a non-empty [m] tensor");
+absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) {
+  if (!prefix.defined() || prefix.dim() != 1 || prefix.size(0) < 1)
+    return absl::InvalidArgumentError("ForwardLevels: the prefix must be a non-empty [c] tensor");
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: levels must be >= 1, got ", levels));
   if (!pick.pick) return absl::InvalidArgumentError("ForwardLevels: pick has no function");
+  if (pick.width < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: width must be >= 1, got ", pick.width));
   return absl::OkStatus();
 }
 
-// A node sees what its parent sees, and itself: `visible` holds the rows of
-// the level just fed ([m, columns]); the next level's nodes sit in the m
-// columns past them.
-at::Tensor NextLevelVisible(const at::Tensor& visible, const at::Tensor& parents) {
-  const int64_t m = visible.size(0);
-  const auto bools = visible.options();
-  return at::cat({visible.index_select(0, parents), at::eye(m, bools)}, 1);
+// The nodes of a level, each checked against the pick's width.
+absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level) {
+  for (const at::Tensor* t : {&choice.tokens, &choice.parents})
+    if (!t->defined() || t->dim() != 1 || t->size(0) != pick.width)
+      return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key, "' at level ", level,
+                                                     " must give tokens and parents of [", pick.width, "]"));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -123,24 +124,29 @@ absl::StatusOr<ChainResult> LanguageModel::ForwardChain(const at::Tensor& first,
   }
 }
 
-absl::StatusOr<LevelsKept> LanguageModel::ForwardLevels(const at::Tensor& first, int64_t position, int64_t levels,
-                                                        const std::vector<at::Tensor>& carry, const LevelPick& pick) {
-  RETURN_IF_ERROR(ValidateLevels(first, levels, pick));
+absl::StatusOr<LevelsKept> LanguageModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                        const LevelPick& pick) {
+  RETURN_IF_ERROR(ValidateLevels(prefix, levels, pick));
   try {
-    const int64_t m = first.size(0);
-    const auto bools = first.options().dtype(at::kBool);
-    at::Tensor tokens = first.to(at::kLong);
+    const int64_t c = prefix.size(0), m = pick.width;
+    ASSIGN_OR_RETURN(at::Tensor prefix_logits, Forward(prefix.to(at::kLong), Positions(position, c, prefix), at::Tensor()));
+    LevelPick::Choice choice = pick.pick(0, prefix_logits.narrow(0, c - 1, 1), {});
+    RETURN_IF_ERROR(CheckChoice(choice, pick, 0));
+    LevelsKept kept{std::move(choice.kept)};
+    // A node sees what its parent sees, and itself: `visible` holds the rows
+    // of the level being fed, over every tentative slot up to its own.
+    const auto bools = prefix.options().dtype(at::kBool);
     at::Tensor visible = at::cat({at::ones({m, tentative_length()}, bools), at::eye(m, bools)}, 1);
-    std::vector<at::Tensor> level_carry = carry;
-    LevelsKept kept;
     for (int64_t level = 1; level <= levels; ++level) {
-      ASSIGN_OR_RETURN(at::Tensor logits, Forward(tokens, at::full({m}, position + level - 1, tokens.options()), visible));
-      LevelPick::Choice choice = pick.pick(level, logits, level_carry);
+      const at::Tensor tokens = choice.tokens.to(at::kLong);
+      ASSIGN_OR_RETURN(at::Tensor logits,
+                       Forward(tokens, at::full({m}, position + c - 1 + level, tokens.options()), visible));
+      const std::vector<at::Tensor> carry = std::move(choice.carry);
+      choice = pick.pick(level, logits, carry);
       kept.push_back(std::move(choice.kept));
       if (level == levels) break;
-      tokens = choice.tokens.to(at::kLong);
-      visible = NextLevelVisible(visible, choice.parents);
-      level_carry = std::move(choice.carry);
+      RETURN_IF_ERROR(CheckChoice(choice, pick, level));
+      visible = at::cat({visible.index_select(0, choice.parents), at::eye(m, bools)}, 1);
     }
     return kept;
   } catch (const std::exception& e) {

@@ -47,25 +47,28 @@ struct ChainResult {
   at::Tensor rows;    // [steps, vocab] float32: each pick's row (undefined when pick gives none)
 };
 
-// How ForwardLevels() grows a tree on the device, one level of m nodes at a
-// time: from the logits of a level's nodes, pick chooses the next level's
-// nodes, each extending one node of that level (EAGLE-2's frontier).
+// How ForwardLevels() grows a tree on the device, one level of `width`
+// nodes at a time: from the logits of a level's nodes, pick chooses the next
+// level's nodes, each extending one node of that level (EAGLE-2's frontier).
 struct LevelPick {
   struct Choice {
-    at::Tensor tokens;              // [m] int64: the next level's tokens
-    at::Tensor parents;             // [m] int64 in [0, m): the node of this level each extends
+    at::Tensor tokens;              // [width] int64: the next level's tokens
+    at::Tensor parents;             // [width] int64: the node of this level each extends (0 at level 0)
     std::vector<at::Tensor> carry;  // handed to the next level's pick
     std::vector<at::Tensor> kept;   // returned to the caller, level by level
   };
   // Names `pick` as ChainPick::key does; equal keys must also give equal
-  // shapes for equal m and carry shapes.
+  // shapes.
   std::string key;
-  // (level 1.., logits [m, vocab] float32, carry) -> Choice. Device work
-  // only, depending on nothing but its arguments: no host reads, no RNG.
+  int64_t width = 1;  // nodes per level
+  // (level, logits float32, carry) -> Choice: level 0 gets the last prefix
+  // token's logits [1, vocab] and an empty carry, level l >= 1 the logits of
+  // its width nodes [width, vocab] and level l - 1's carry. Device work only,
+  // depending on nothing but its arguments: no host reads, no RNG.
   std::function<Choice(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry)> pick;
 };
 
-// ForwardLevels' result: each level's Choice::kept, level 1 first.
+// ForwardLevels' result: each level's Choice::kept, level 0 (the prefix's) first.
 using LevelsKept = std::vector<std::vector<at::Tensor>>;
 
 // Where a forward's tokens go when only the device knows it: decoding loops
@@ -127,17 +130,20 @@ class LanguageModel {
   virtual absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
                                                      const ChainPick& pick);
 
-  // A tree grown level by level on the device: level 1 is `first` ([m]
-  // int64) at `position`, level l + 1 is pick's choice from level l's logits,
-  // at position + l. Each node sees the committed prefix, the tentative slots
-  // written before this call, its ancestors among the levels and itself.
-  // pick also runs on the last level (its choice is not fed). `carry` goes to
-  // level 1's pick. Appends levels * m tentative slots, level by level, and
-  // counts as `levels` forwards of m tokens. This default makes those
-  // Forward() calls; a model may run them without the host in between
-  // (LlamaModel on CUDA: one CUDA graph).
-  virtual absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& first, int64_t position, int64_t levels,
-                                                   const std::vector<at::Tensor>& carry, const LevelPick& pick);
+  // A tree grown level by level on the device after a causal prefix:
+  // `prefix` ([c] int64, c >= 1) is fed at positions position .. position +
+  // c - 1, each token seeing every tentative slot before it (as Forward()
+  // without a mask), and level 1's nodes are pick's choice from the prefix's
+  // last token; level l + 1 is pick's choice from level l's logits. Level l's
+  // nodes sit at position + c - 1 + l and each sees the committed prefix, the
+  // tentative slots written before it (the prefix included), its ancestors
+  // among the levels and itself. pick also runs on the last level (its choice
+  // is not fed). Appends c + levels * width tentative slots and counts as a
+  // forward of c tokens and `levels` forwards of width tokens. This default
+  // makes those Forward() calls; a model may run them without the host in
+  // between (LlamaModel on CUDA: one CUDA graph).
+  virtual absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                   const LevelPick& pick);
   // The final hidden states (after the last norm) of the last Forward(): [n, hidden].
   virtual at::Tensor last_hidden_states() const = 0;
 

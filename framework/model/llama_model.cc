@@ -217,20 +217,19 @@ struct LlamaModel::Impl {
   };
   // By (steps, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedChain> chain_graphs;
-  // Trees grown level by level (ForwardLevels): the first level's tokens,
-  // the cache slot of its first node and its position.
+  // Trees grown level by level (ForwardLevels): the prefix, the cache slot
+  // of its first token and its position.
   struct LevelsInputs {
     at::Tensor tokens;           // [kMaxTokenBucket] int64
     at::Tensor start, position;  // [1] int64
   } levels_in;
   struct CapturedLevels {
     std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
-    std::vector<at::Tensor> carry;     // level 1's carry, refilled before each run
     LevelsKept kept;                   // outputs, per level
     std::vector<at::Tensor> flat;      // kept[.][i] of every level flattened into one, where their dtypes agree
     at::Tensor hidden;                 // output: the last level's [m, hidden]
   };
-  // By (levels, m, KV length, pick key).
+  // By (levels, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedLevels> level_graphs;
   std::vector<const void*> captured_weights;  // the weight addresses the graphs read
   int64_t captures = 0;
@@ -257,11 +256,10 @@ struct LlamaModel::Impl {
                                                       const at::Tensor& write_slots, const at::Tensor& allowed,
                                                       int64_t kv_length);
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
-  void LevelsBody(int64_t levels, int64_t m, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured);
-  absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t m, int64_t kv_length, const std::vector<at::Tensor>& carry,
-                                         const LevelPick& pick);
-  absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& first, int64_t position, int64_t levels,
-                                                 const std::vector<at::Tensor>& carry, const LevelPick& pick);
+  void LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured);
+  absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick);
+  absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                 const LevelPick& pick);
   void DropGraphs();
   void DropGraphsIfWeightsMoved();
   const CudaGraph* PoolOwner() const;
@@ -791,32 +789,37 @@ ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int6
   return result;
 }
 
-// The levels of ForwardLevels over levels_in: level 1's m nodes at slots
-// start.., each next level in the m slots after the one before, all of a
-// level at one position. A node sees what its parent sees, and itself; level
-// 1's nodes see every slot below start.
-void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t m, int64_t kv_length, const LevelPick& pick,
+// The levels of ForwardLevels over levels_in: the prefix's c tokens at
+// slots start.. as a causal chain, then each level's width nodes in the
+// slots after the one before, all of a level at one position. A node sees
+// what its parent sees, and itself; level 1's nodes see every slot below
+// their own level. Then the kept tensors of every level, one buffer per
+// index where the levels agree (the copy out is then one copy, not one a level).
+void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
                                   CapturedLevels& captured) {
+  const int64_t m = pick.width;
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
-  const at::Tensor offsets = static_in.columns.narrow(0, 0, m);
-  at::Tensor slots = levels_in.start + offsets;
-  at::Tensor visible = at::logical_or(at::lt(columns, levels_in.start), at::eq(columns, slots.unsqueeze(1)));
-  at::Tensor tokens = levels_in.tokens.narrow(0, 0, m);
-  std::vector<at::Tensor> carry = captured.carry;
-  captured.kept.clear();
+  const at::Tensor prefix_slots = levels_in.start + static_in.columns.narrow(0, 0, prefix);
+  auto [prefix_logits, prefix_hidden] =
+      StaticForwardBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.position + static_in.columns.narrow(0, 0, prefix),
+                        prefix_slots, at::le(columns, prefix_slots.unsqueeze(1)), kv_length);
+  captured.hidden = prefix_hidden;
+  LevelPick::Choice choice = pick.pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
+  captured.kept.assign(1, std::move(choice.kept));
+  const at::Tensor level_start = levels_in.start + prefix;
+  at::Tensor slots = level_start + static_in.columns.narrow(0, 0, m);
+  at::Tensor visible = at::logical_or(at::lt(columns, level_start), at::eq(columns, slots.unsqueeze(1)));
   for (int64_t level = 1; level <= levels; ++level) {
-    const at::Tensor positions = (levels_in.position + (level - 1)).expand({m}).contiguous();
-    auto [logits, hidden] = StaticForwardBody(tokens, positions, slots, visible, kv_length);
+    const at::Tensor positions = (levels_in.position + (prefix - 1 + level)).expand({m}).contiguous();
+    auto [logits, hidden] = StaticForwardBody(choice.tokens.to(at::kLong), positions, slots, visible, kv_length);
     captured.hidden = hidden;
-    LevelPick::Choice choice = pick.pick(level, logits.to(at::kFloat), carry);
+    const std::vector<at::Tensor> carry = std::move(choice.carry);
+    choice = pick.pick(level, logits.to(at::kFloat), carry);
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
     slots = slots + m;
     visible = at::logical_or(visible.index_select(0, choice.parents), at::eq(columns, slots.unsqueeze(1)));
-    tokens = choice.tokens.to(at::kLong);
-    carry = std::move(choice.carry);
   }
-  // One buffer per kept index, so that the copy out is one copy, not one a level.
   captured.flat.clear();
   const size_t per_level = captured.kept[0].size();
   for (size_t i = 0; i < per_level; ++i) {
@@ -833,23 +836,21 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t m, int64_t kv_length, 
   }
 }
 
-// The levels for (levels, m, kv_length, pick.key), captured as Chain() is:
-// on first use, for every KV length bucket, each run once on the spare slots
-// past the capacity. The carry's buffers take the first call's shapes.
-absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t m, int64_t kv_length,
-                                                                          const std::vector<at::Tensor>& carry,
-                                                                          const LevelPick& pick) {
+// The levels for (levels, prefix, kv_length, pick.key), captured as Chain()
+// is: on first use, for every KV length bucket, each run once on the spare
+// slots past the capacity.
+absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t prefix,
+                                                                          int64_t kv_length, const LevelPick& pick) {
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
-  const auto key = std::make_tuple(levels, m, kv_length, pick.key);
+  const auto key = std::make_tuple(levels, prefix, kv_length, pick.key);
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedLevels> {
     CapturedLevels captured;
-    for (const at::Tensor& c : carry) captured.carry.push_back(c.to(device).clone());
     if (!device.is_cuda()) return captured;
     levels_in.start.fill_(capacity);
     levels_in.position.fill_(0);
     levels_in.tokens.zero_();
     ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] {
-                       LevelsBody(levels, m, length, pick, captured);
+                       LevelsBody(levels, prefix, length, pick, captured);
                      }));
     ++captures;
     return captured;
@@ -859,10 +860,11 @@ absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64
       ASSIGN_OR_RETURN(CapturedLevels captured, make(kv_length));
       level_graphs.emplace(key, std::move(captured));
     }
+    const int64_t fed = prefix + levels * pick.width;
     for (int64_t length = KvBucket(1, cache_slots); device.is_cuda(); length = KvBucket(2 * length, cache_slots)) {
-      if (length >= levels * m && !level_graphs.count({levels, m, length, pick.key})) {
+      if (length >= fed && !level_graphs.count({levels, prefix, length, pick.key})) {
         ASSIGN_OR_RETURN(CapturedLevels captured, make(length));
-        level_graphs.emplace(std::make_tuple(levels, m, length, pick.key), std::move(captured));
+        level_graphs.emplace(std::make_tuple(levels, prefix, length, pick.key), std::move(captured));
       }
       if (length == cache_slots) break;
     }
@@ -873,33 +875,23 @@ absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64
   return &it->second;
 }
 
-absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& first, int64_t position,
-                                                                 int64_t levels, const std::vector<at::Tensor>& carry,
-                                                                 const LevelPick& pick) {
-  const int64_t m = first.size(0);
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& prefix, int64_t position,
+                                                                 int64_t levels, const LevelPick& pick) {
+  const int64_t c = prefix.size(0);
   const int64_t start = committed + tentative;
   if (!static_in.tokens.defined()) AllocateStaticInputs();
-  const int64_t kv_length = KvBucket(start + levels * m, cache_slots);
-  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, m, kv_length, carry, pick));
-  if (captured->carry.size() != carry.size())
-    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardLevels: pick '", pick.key, "' took ",
-                                                   captured->carry.size(), " carry tensors, now ", carry.size()));
-  for (size_t i = 0; i < carry.size(); ++i) {
-    if (!carry[i].defined() || carry[i].sizes() != captured->carry[i].sizes())
-      return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardLevels: pick '", pick.key, "': carry ", i,
-                                                     " must keep the shape of its first use"));
-    captured->carry[i].copy_(carry[i], /*non_blocking=*/true);
-  }
+  const int64_t kv_length = KvBucket(start + c + levels * pick.width, cache_slots);
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
   levels_in.start.fill_(start);
   levels_in.position.fill_(position);
-  levels_in.tokens.narrow(0, 0, m).copy_(first, /*non_blocking=*/true);
+  levels_in.tokens.narrow(0, 0, c).copy_(prefix, /*non_blocking=*/true);
   if (captured->graph) {
     captured->graph->Replay();
   } else {
-    LevelsBody(levels, m, kv_length, pick, *captured);
+    LevelsBody(levels, c, kv_length, pick, *captured);
   }
   last_hidden = captured->hidden;
-  tentative += levels * m;
+  tentative += c + levels * pick.width;
   // The outputs live in the graph's buffers, which the next replay overwrites.
   LevelsKept kept(captured->kept.size());
   if (captured->flat.empty()) {
@@ -1352,29 +1344,31 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
   return result;
 }
 
-absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& first, int64_t position, int64_t levels,
-                                                     const std::vector<at::Tensor>& carry, const LevelPick& pick) {
+absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                     const LevelPick& pick) {
   Impl& m = *impl_;
-  // Every level's slots must fit the spare slots that captures write.
-  const bool graph = m.static_shapes && m.config.sliding_window == 0 && first.defined() && first.dim() == 1 &&
-                     levels >= 1 && first.size(0) * levels <= kMaxTokenBucket;
-  if (!graph) return LanguageModel::ForwardLevels(first, position, levels, carry, pick);
+  // Every slot must fit the spare slots that captures write.
+  const bool graph = m.static_shapes && m.config.sliding_window == 0 && prefix.defined() && prefix.dim() == 1 &&
+                     levels >= 1 && pick.width >= 1 && prefix.size(0) + levels * pick.width <= kMaxTokenBucket;
+  if (!graph) return LanguageModel::ForwardLevels(prefix, position, levels, pick);
   if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: pick has no function");
-  if (first.size(0) < 1 || first.scalar_type() != at::kLong || first.device() != m.device)
+  if (prefix.size(0) < 1 || prefix.scalar_type() != at::kLong || prefix.device() != m.device)
     return absl::InvalidArgumentError(
-        absl::StrCat("LlamaModel::ForwardLevels: the first level must be int64 [m >= 1] on ", m.device.str()));
+        absl::StrCat("LlamaModel::ForwardLevels: the prefix must be int64 [c >= 1] on ", m.device.str()));
   if (position < 0) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: negative position");
-  const int64_t fed = first.size(0) * levels;
+  const int64_t fed = prefix.size(0) + pick.width * levels;
   if (m.committed + m.tentative + fed > m.capacity)
     return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::ForwardLevels: ", fed,
                                                      " more tokens exceed the KV capacity ", m.capacity, " (",
                                                      m.committed + m.tentative, " slots in use)"));
   absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevels", [&] {
     c10::InferenceMode guard;
-    return m.ForwardLevelsStatic(first, position, levels, carry, pick);
+    return m.ForwardLevelsStatic(prefix, position, levels, pick);
   });
-  if (kept.ok())
-    for (int64_t i = 0; i < levels; ++i) CountForward(first.size(0));
+  if (kept.ok()) {
+    CountForward(prefix.size(0));
+    for (int64_t i = 0; i < levels; ++i) CountForward(pick.width);
+  }
   return kept;
 }
 

@@ -70,11 +70,12 @@ class LlamaModel final : public LanguageModel {
   absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
                                              const ChainPick& pick) override;
 
-  // With static shapes and levels * m <= 128, every level in one CUDA graph
-  // (captured, as chains are, for every KV length bucket on first use); the
-  // CPU with static shapes runs the same body eagerly. Otherwise the default.
-  absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& first, int64_t position, int64_t levels,
-                                           const std::vector<at::Tensor>& carry, const LevelPick& pick) override;
+  // With static shapes and c + levels * width <= 128, the prefix and every
+  // level in one CUDA graph (captured, as chains are, for every KV length
+  // bucket on first use); the CPU with static shapes runs the same body
+  // eagerly. Otherwise the default.
+  absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                           const LevelPick& pick) override;
 
   // Static-shape forwards: token counts up to 128 are padded to a power of
   // two and attention covers the KV cache up to a multiple of 256 slots, so

@@ -509,26 +509,34 @@ TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
   }
 }
 
-// A LevelPick for tests: child i extends node parents[i] = m - 1 - i with
-// that node's greedy token; the carry sums the level's best logits.
+// A LevelPick for tests, two nodes a level: level 1 is the prefix's two
+// best tokens; after that child i extends node 1 - i with that node's greedy
+// token. The carry sums each node's path of best logits.
 LevelPick MirrorPick() {
-  return {.key = "test mirror", .pick = [](int64_t, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
-            const int64_t m = logits.size(0);
-            const at::Tensor parents = at::arange(m - 1, -1, -1, logits.options().dtype(at::kLong));
-            const at::Tensor best = std::get<0>(logits.max(-1));
+  return {.key = "test mirror", .width = 2,
+          .pick = [](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+            const auto longs = logits.options().dtype(at::kLong);
+            if (level == 0) {
+              auto [best, tokens] = logits[0].topk(2);
+              return LevelPick::Choice{.tokens = tokens, .parents = at::zeros({2}, longs), .carry = {best},
+                                       .kept = {tokens}};
+            }
+            const at::Tensor parents = at::arange(1, -1, -1, longs);
+            const at::Tensor sums = carry[0] + std::get<0>(logits.max(-1));
             return LevelPick::Choice{.tokens = GreedyTokens(logits).index_select(0, parents),
                                      .parents = parents,
-                                     .carry = {carry[0] + best},
-                                     .kept = {GreedyTokens(logits), carry[0] + best}};
+                                     .carry = {sums.index_select(0, parents)},
+                                     .kept = {GreedyTokens(logits), sums}};
           }};
 }
 
 TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
-  // Three levels of two nodes, each level's nodes extending the previous
-  // level's in mirror order, against Forward() calls with hand-built masks:
-  // a node sees the slots before the levels, its ancestors and itself. Static
-  // shapes off: the default; on: one graph (the same body eagerly on the CPU).
-  // The levels cross a KV bucket's edge; the caches must agree afterwards.
+  // A two-token prefix, then three levels of two nodes, each level's nodes
+  // extending the previous level's in mirror order, against Forward() calls
+  // with hand-built masks: a node sees the slots before the levels, its
+  // ancestors and itself. Static shapes off: the default; on: one graph (the
+  // same body eagerly on the CPU). The levels cross a KV bucket's edge; the
+  // caches must agree afterwards.
   for (const Variant& variant : Variants()) {
     for (bool static_shapes : {false, true}) {
       SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
@@ -537,40 +545,42 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
       reference->EnableCudaGraphs(false);
       subject->EnableCudaGraphs(static_shapes);
       for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*model));
-      // Tentative columns: the slot before the levels, then a0 a1 | b0 b1 | c0 c1,
+      // Tentative columns: the slot before, the prefix (two), then a0 a1 | b0 b1 | c0 c1,
       // where b0 extends a1, b1 extends a0, c0 extends b1 and c1 extends b0.
       const std::vector<std::vector<int64_t>> masks[3] = {
-          {{1, 1, 0}, {1, 0, 1}},
-          {{1, 0, 1, 1, 0}, {1, 1, 0, 0, 1}},
-          {{1, 1, 0, 0, 1, 1, 0}, {1, 0, 1, 1, 0, 0, 1}}};
-      std::vector<int64_t> tokens{4, 5};
+          {{1, 1, 1, 1, 0}, {1, 1, 1, 0, 1}},
+          {{1, 1, 1, 0, 1, 1, 0}, {1, 1, 1, 1, 0, 0, 1}},
+          {{1, 1, 1, 1, 0, 0, 1, 1, 0}, {1, 1, 1, 0, 1, 1, 0, 0, 1}}};
+      const at::Tensor prefix_logits = FeedChain(*reference, {4, 5});
+      auto [best, first] = prefix_logits[1].topk(2);
+      std::vector<int64_t> tokens{first[0].item<int64_t>(), first[1].item<int64_t>()};
       std::vector<at::Tensor> expected_tokens, expected_sums;
-      at::Tensor sum = at::zeros({2}, at::TensorOptions().device(Dev()));
+      at::Tensor sum = best;
       for (int level = 0; level < 3; ++level) {
         std::vector<uint8_t> flat;
         for (const auto& row : masks[level]) flat.insert(flat.end(), row.begin(), row.end());
-        const at::Tensor mask =
-            at::tensor(flat, at::kByte).view({2, -1}).to(at::kBool).to(Dev());
-        auto logits = reference->Forward(Longs(tokens), Longs({251 + level, 251 + level}), mask);
+        const at::Tensor mask = at::tensor(flat, at::kByte).view({2, -1}).to(at::kBool).to(Dev());
+        auto logits = reference->Forward(Longs(tokens), Longs({253 + level, 253 + level}), mask);
         ASSERT_TRUE(logits.ok()) << logits.status();
         const at::Tensor greedy = GreedyTokens(*logits).cpu();
         sum = sum + std::get<0>(logits->max(-1));
         expected_tokens.push_back(greedy);
         expected_sums.push_back(sum);
+        sum = sum.flip(0);
         tokens = {greedy[1].item<int64_t>(), greedy[0].item<int64_t>()};
       }
-      auto kept = subject->ForwardLevels(Longs({4, 5}), 251, 3, {at::zeros({2}, at::TensorOptions().device(Dev()))},
-                                         MirrorPick());
+      auto kept = subject->ForwardLevels(Longs({4, 5}), 251, 3, MirrorPick());
       ASSERT_TRUE(kept.ok()) << kept.status();
-      ASSERT_EQ(kept->size(), 3u);
+      ASSERT_EQ(kept->size(), 4u);
+      EXPECT_TRUE(at::equal((*kept)[0][0].cpu(), first.cpu()));
       for (int level = 0; level < 3; ++level) {
-        EXPECT_TRUE(at::equal((*kept)[level][0].cpu(), expected_tokens[level])) << "level " << level + 1;
-        EXPECT_LT(RelError((*kept)[level][1], expected_sums[level]), kTol) << "level " << level + 1;
+        EXPECT_TRUE(at::equal((*kept)[level + 1][0].cpu(), expected_tokens[level])) << "level " << level + 1;
+        EXPECT_LT(RelError((*kept)[level + 1][1], expected_sums[level]), kTol) << "level " << level + 1;
       }
-      EXPECT_EQ(subject->tentative_length(), 7);
-      EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, 3}}));
-      // Keep the slot before the levels and the path a0 b1 c0.
-      for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_TRUE(model->Commit({0, 1, 4, 5}).ok());
+      EXPECT_EQ(subject->tentative_length(), 9);
+      EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, 4}}));
+      // Keep the slot before, the prefix, and the path a0 b1 c0.
+      for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_TRUE(model->Commit({0, 1, 2, 3, 6, 7}).ok());
       EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
     }
   }
@@ -583,21 +593,16 @@ TEST(LlamaModelTest, ForwardLevelsErrors) {
     model->EnableCudaGraphs(static_shapes);
     FeedChain(*model, {1, 2, 3});
     ASSERT_TRUE(model->Commit({0, 1, 2}).ok());
-    const std::vector<at::Tensor> carry{at::zeros({2}, at::TensorOptions().device(Dev()))};
-    EXPECT_FALSE(model->ForwardLevels(at::Tensor(), 3, 2, carry, MirrorPick()).ok());
-    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 0, carry, MirrorPick()).ok());
-    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, carry, LevelPick{.key = "none"}).ok());
-    auto full = model->ForwardLevels(Longs({1, 2}), 3, 7, carry, MirrorPick());
+    EXPECT_FALSE(model->ForwardLevels(at::Tensor(), 3, 2, MirrorPick()).ok());
+    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 0, MirrorPick()).ok());
+    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, LevelPick{.key = "none"}).ok());
+    LevelPick narrow = MirrorPick();
+    narrow.width = 3;  // the pick gives two nodes
+    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, narrow).ok());
+    ASSERT_TRUE(model->Truncate(3).ok());
+    auto full = model->ForwardLevels(Longs({1, 2}), 3, 6, MirrorPick());
     EXPECT_FALSE(full.ok());
-    if (static_shapes) {
-      EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
-      ASSERT_TRUE(model->Truncate(3).ok());
-      ASSERT_TRUE(model->ForwardLevels(Longs({1, 2}), 3, 2, carry, MirrorPick()).ok());
-      ASSERT_TRUE(model->Truncate(3).ok());
-      auto reshaped = model->ForwardLevels(Longs({1, 2}), 3, 2, {at::zeros({3}, carry[0].options())}, MirrorPick());
-      EXPECT_EQ(reshaped.status().code(), absl::StatusCode::kInvalidArgument) << reshaped.status();
-      EXPECT_TRUE(Contains(reshaped.status(), "carry 0 must keep the shape of its first use")) << reshaped.status();
-    }
+    if (static_shapes) EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
     ASSERT_TRUE(model->Truncate(3).ok());
   }
 }

@@ -49,13 +49,12 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
+    if (grown) return *std::move(grown);
     TokenTree scratch = tree_builders::ScratchTree(request.root_token, total_tokens_ - 1);
     ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, {0}));
     RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", top_k_, logits.size(-1)));
-    const tree_builders::TopK root_top = tree_builders::MostProbable(logits, top_k_);
-    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, root_top));
-    if (grown) return *std::move(grown);
-    return GrowOnHost(drafter, request, scratch, root_top);
+    return GrowOnHost(drafter, request, scratch, tree_builders::MostProbable(logits, top_k_));
   }
 
  private:
@@ -67,21 +66,22 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   // log-probabilities, and fused::BestInOrder breaks ties toward the earlier node
   // as BestCandidates does. nullopt, having fed nothing, where the drafter
   // has no DraftLevels.
-  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
-                                                        const tree_builders::TopK& root_top) {
+  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request) {
     const int64_t k = top_k_, depth = depth_, kept = total_tokens_ - 1;
-    const auto longs = at::TensorOptions().dtype(at::kLong).device(root_top.tokens.device());
-    const at::Tensor root_tokens = root_top.tokens.reshape({-1});
-    const at::Tensor root_scores = root_top.scores.reshape({-1}).to(at::kDouble);  // 0 + log q, as on the host
     // Carry: the frontier (scores, pool indices) and the pool so far (tokens,
-    // parents' pool indices, scores), level 1 being the root's top K.
-    const std::vector<at::Tensor> carry{root_scores, at::arange(k, longs), root_tokens, at::full({k}, -1, longs),
-                                        root_scores};
+    // parents' pool indices, scores); the root's top K are level 1.
     const LevelPick pick{
         .key = absl::StrCat(kName, "/", k, "/", kept),
+        .width = k,
         .pick = [k, depth, kept](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
           const tree_builders::TopK top = tree_builders::MostProbable(logits, k);
           const at::Tensor tokens = top.tokens.reshape({-1});
+          const auto longs = tokens.options();
+          if (level == 0) {
+            const at::Tensor scores = top.scores.reshape({-1}).to(at::kDouble);  // 0 + log q, as on the host
+            return LevelPick::Choice{.tokens = tokens, .parents = at::zeros({k}, longs),
+                                     .carry = {scores, at::arange(k, longs), tokens, at::full({k}, -1, longs), scores}};
+          }
           const at::Tensor scores = (carry[0].unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
           const at::Tensor parents = carry[1].unsqueeze(1).expand({k, k}).reshape({-1});
           const at::Tensor pool_tokens = at::cat({carry[2], tokens}), pool_parents = at::cat({carry[3], parents}),
@@ -96,13 +96,16 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
           if (level == depth) choice.kept = KeepBest(pool_tokens, pool_parents, pool_scores, kept);
           return choice;
         }};
-    absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(root_tokens, depth_, carry, pick);
+    // The picks cannot fail politely inside the drafter's graph: check top_k here.
+    for (LanguageModel* model : drafter.models())
+      RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", k, model->config().vocab_size));
+    absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(depth_, pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
     const std::vector<at::Tensor>& tree = levels->back();
     DraftTree draft;
     draft.tree = TokenTree(request.root_token);
-    draft.tokens = at::cat({at::full({1}, request.root_token, longs), tree[0]});
+    draft.tokens = at::cat({at::full({1}, request.root_token, tree[0].options()), tree[0]});
     draft.sampling = DraftSampling::kDeterministic;
     draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3]};
     return draft;
