@@ -70,7 +70,9 @@ class Drafter {
   // kDistributions, optional: a tree grown on the device, as
   // LanguageModel::ForwardLevels, so that builders choosing each level from
   // the one before never wait for the host. Called right after BeginStep: the
-  // drafter feeds the context its cache lacks and the root as the prefix;
+  // drafter feeds the context its cache lacks and the root as the prefix
+  // (ModelDrafter: levels + 2 tokens where the context allows, re-feeding
+  // cached context, so that one graph serves every step);
   // pick gets the root's logits [1, target vocab] at level 0, each level's
   // [width, target vocab] after, and chooses in the target vocabulary.
   // Returns each level's kept tensors (level 0 first). Only the root counts

@@ -206,7 +206,17 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick
     return absl::FailedPreconditionError("DraftLevels must come right after BeginStep");
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("DraftLevels: levels must be >= 1, got ", levels));
   const c10::Device device = model_->device();
-  // The prefix: the context the cache lacks, then the root.
+  // The prefix: the context the cache lacks, then the root. Its length picks
+  // the model's graph, so it is levels + 2 tokens wherever the context
+  // allows (one more than a step can accept), re-feeding cached context
+  // rather than capturing a graph per length.
+  const size_t fixed = std::min<size_t>(context_.size(), static_cast<size_t>(levels) + 2);
+  if (pending_.size() + 1 < fixed) {
+    const size_t keep = context_.size() - fixed;
+    RETURN_IF_ERROR(model_->Truncate(static_cast<int64_t>(keep)));
+    cached_.resize(keep);
+    pending_.assign(context_.begin() + static_cast<int64_t>(keep), context_.end() - 1);
+  }
   std::vector<int64_t> prefix;
   for (int32_t token : pending_) prefix.push_back(ToDraftToken(token));
   prefix.push_back(ToDraftToken(context_.back()));

@@ -153,6 +153,38 @@ TEST_F(VocabularyMapTest, MappedDrafterIsExactAtTemperatureZero) {
   EXPECT_EQ(out->tokens, greedy->tokens);
 }
 
+TEST_F(VocabularyMapTest, MappedDrafterGrowsDynamicTreesExactlyAtTemperatureZero) {
+  // DraftLevels maps every level's pick between the vocabularies.
+  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2};
+  DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 30, .time_phases = false};
+  auto greedy = GenerateAutoregressive(*target_, prompt, options);
+  auto method = MethodFromYaml("{name: m, drafter: {type: model, path: " + dir_ + "/drafter, vocab_map: " + dir_ +
+                                   "/map.yaml}, tree_builder: {type: dynamic_topk, top_k: 3, depth: 2, "
+                                   "total_tokens: 8}, verifier: {type: point_mass}}",
+                               target_.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  auto out = GenerateSpeculative(*target_, *method, prompt, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens);
+}
+
+TEST(ModelDrafterTest, DraftLevelsFeedsOnePrefixLength) {
+  // Whatever a step accepted, the levels' prefix is depth + 2 tokens (cached
+  // context re-fed), so that one graph serves every step: the drafter's
+  // forwards are that prefix and the levels' top_k-wide forwards only.
+  auto target = TinyModel(1);
+  Method method = ModelDrafterMethod(TinyModel(1), "{type: dynamic_topk, top_k: 2, depth: 3, total_tokens: 7}",
+                                     "{type: point_mass}", 3);
+  DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 24, .time_phases = false};
+  auto out = GenerateSpeculative(*target, method, {1, 5, 3, 7, 2, 4}, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  int accepted = 0;
+  for (const StepStats& step : out->steps) accepted += step.accepted;
+  EXPECT_GT(accepted, 0) << "drafted by the target itself, some steps must accept";
+  const int64_t steps = static_cast<int64_t>(out->steps.size());
+  EXPECT_EQ(out->draft_forwards, (std::map<int64_t, int64_t>{{2, 3 * steps}, {5, steps}}));
+}
+
 TEST_F(VocabularyMapTest, DifferentVocabulariesWithoutAMapAreRefused) {
   auto method = MethodFromYaml(Method(""), target_.get());
   ASSERT_FALSE(method.ok());
