@@ -186,7 +186,6 @@ absl::StatusOr<Verdict> VerifyTreeOnDevice(const DeviceVerifier& verifier, Draft
   return verdict;
 }
 
-
 absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
   int parent = 0;
   for (int node : verdict.accepted) {

@@ -13,6 +13,7 @@
 #include "framework/device_transfer.h"
 #include "framework/sampling.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/host_only_drafter.h"
 #include "tests/support/tiny_models.h"
 
 namespace speclab {
@@ -50,26 +51,6 @@ class VocabularyMapTest : public ::testing::Test {
   std::unique_ptr<LlamaModel> target_;
 };
 
-// A drafter without DraftChain: the chain builder drafts token by token.
-class TokenByToken final : public Drafter {
- public:
-  explicit TokenByToken(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
-  DrafterKind kind() const override { return inner_->kind(); }
-  absl::Status Reset(absl::Span<const int32_t> prompt) override { return inner_->Reset(prompt); }
-  absl::Status BeginStep(absl::Span<const int32_t> context) override { return inner_->BeginStep(context); }
-  absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
-                                             const at::Tensor& node_tokens) override {
-    return inner_->NextTokenLogits(tree, nodes, node_tokens);
-  }
-  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override {
-    return inner_->EndStep(tree, accepted_path);
-  }
-  std::vector<LanguageModel*> models() override { return inner_->models(); }
-
- private:
-  std::unique_ptr<Drafter> inner_;
-};
-
 TEST(ModelDrafterTest, DraftChainDraftsWhatTokenByTokenDraftingDoes) {
   // Three ways to draft the same chains: token by token, ForwardChain's
   // default (one Forward() per token) and its chain body (eager on the CPU;
@@ -89,7 +70,7 @@ TEST(ModelDrafterTest, DraftChainDraftsWhatTokenByTokenDraftingDoes) {
       std::unique_ptr<LlamaModel> drafter = TinyModel(drafter_seed, 16, 2, drafter_seed == 1 ? 20 : 30);
       drafter->EnableCudaGraphs(way == 2);
       Method method = ModelDrafterMethod(std::move(drafter), "{type: chain}", "{type: rejection}", 4);
-      if (way == 0) method.drafter = std::make_unique<TokenByToken>(std::move(method.drafter));
+      if (way == 0) method.drafter = std::make_unique<testing::HostOnlyDrafter>(std::move(method.drafter));  // token by token
       auto out = GenerateSpeculative(*target, method, prompt, options);
       ASSERT_TRUE(out.ok()) << out.status();
       runs.push_back(*std::move(out));

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -165,6 +166,31 @@ constexpr int64_t kMaxChainPrefix = 4;
 
 int64_t KvBucket(int64_t slots, int64_t cache_slots) {
   return std::min(std::max(TokenBucket(slots), kMinKvBucket), cache_slots);
+}
+
+// The entry of `graphs` for key(kv_length), made on first use: on CUDA for
+// every KV length bucket that holds `fed` slots at once (so that later calls
+// never capture), elsewhere for kv_length alone (the bodies run eagerly).
+// make(length) -> StatusOr<Captured>.
+template <typename Captured, typename Key, typename Make>
+absl::StatusOr<Captured*> EveryKvBucket(std::map<Key, Captured>& graphs, const std::function<Key(int64_t)>& key,
+                                        int64_t kv_length, int64_t fed, bool on_cuda, int64_t cache_slots,
+                                        const Make& make) {
+  if (auto it = graphs.find(key(kv_length)); it != graphs.end()) return &it->second;
+  if (!on_cuda) {
+    ASSIGN_OR_RETURN(Captured captured, make(kv_length));
+    return &graphs.emplace(key(kv_length), std::move(captured)).first->second;
+  }
+  for (int64_t length = KvBucket(1, cache_slots);; length = KvBucket(2 * length, cache_slots)) {
+    if (length >= fed && !graphs.count(key(length))) {
+      ASSIGN_OR_RETURN(Captured captured, make(length));
+      graphs.emplace(key(length), std::move(captured));
+    }
+    if (length == cache_slots) break;
+  }
+  auto it = graphs.find(key(kv_length));
+  if (it == graphs.end()) return absl::InternalError(absl::StrCat("LlamaModel: no graph for KV length ", kv_length));
+  return &it->second;
 }
 
 }  // namespace
@@ -709,8 +735,6 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_lengt
 absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t prefix,
                                                                         int64_t kv_length, const ChainPick& pick) {
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
-  auto key = std::make_tuple(steps, prefix, kv_length, pick.key);
-  if (auto it = chain_graphs.find(key); it != chain_graphs.end()) return &it->second;
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
     CapturedChain chain;
     if (pick.noise_generator != nullptr)
@@ -723,21 +747,10 @@ absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t
     ++captures;
     return chain;
   };
-  if (!device.is_cuda()) {
-    ASSIGN_OR_RETURN(CapturedChain chain, make(kv_length));
-    return &chain_graphs.emplace(key, std::move(chain)).first->second;
-  }
-  for (int64_t length = KvBucket(1, cache_slots);; length = KvBucket(2 * length, cache_slots)) {
-    if (length >= prefix + steps - 1 && !chain_graphs.count({steps, prefix, length, pick.key})) {
-      ASSIGN_OR_RETURN(CapturedChain chain, make(length));
-      chain_graphs.emplace(std::make_tuple(steps, prefix, length, pick.key), std::move(chain));
-    }
-    if (length == cache_slots) break;
-  }
-  auto it = chain_graphs.find(key);
-  if (it == chain_graphs.end())
-    return absl::InternalError(absl::StrCat("LlamaModel: no chain graph for KV length ", kv_length));
-  return &it->second;
+  using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
+  return EveryKvBucket<CapturedChain, Key>(
+      chain_graphs, [&](int64_t length) { return Key{steps, prefix, length, pick.key}; }, kv_length,
+      prefix + steps - 1, device.is_cuda(), cache_slots, make);
 }
 
 absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainStatic(const at::Tensor& first, int64_t position,
@@ -842,7 +855,6 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
 absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t prefix,
                                                                           int64_t kv_length, const LevelPick& pick) {
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
-  const auto key = std::make_tuple(levels, prefix, kv_length, pick.key);
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedLevels> {
     CapturedLevels captured;
     if (!device.is_cuda()) return captured;
@@ -855,24 +867,10 @@ absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64
     ++captures;
     return captured;
   };
-  if (!level_graphs.count(key)) {
-    if (!device.is_cuda()) {
-      ASSIGN_OR_RETURN(CapturedLevels captured, make(kv_length));
-      level_graphs.emplace(key, std::move(captured));
-    }
-    const int64_t fed = prefix + levels * pick.width;
-    for (int64_t length = KvBucket(1, cache_slots); device.is_cuda(); length = KvBucket(2 * length, cache_slots)) {
-      if (length >= fed && !level_graphs.count({levels, prefix, length, pick.key})) {
-        ASSIGN_OR_RETURN(CapturedLevels captured, make(length));
-        level_graphs.emplace(std::make_tuple(levels, prefix, length, pick.key), std::move(captured));
-      }
-      if (length == cache_slots) break;
-    }
-  }
-  auto it = level_graphs.find(key);
-  if (it == level_graphs.end())
-    return absl::InternalError(absl::StrCat("LlamaModel: no levels graph for KV length ", kv_length));
-  return &it->second;
+  using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
+  return EveryKvBucket<CapturedLevels, Key>(
+      level_graphs, [&](int64_t length) { return Key{levels, prefix, length, pick.key}; }, kv_length,
+      prefix + levels * pick.width, device.is_cuda(), cache_slots, make);
 }
 
 absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& prefix, int64_t position,

@@ -409,6 +409,19 @@ void FillToBucketEdge(LlamaModel& model) {
   model.ResetForwardCounts();
 }
 
+// Two models of `variant` filled to the bucket edge: the reference runs the
+// plain forward, the subject static shapes or not.
+struct ModelPair {
+  std::unique_ptr<LlamaModel> reference, subject;
+};
+void MakePairAtBucketEdge(const Variant& variant, bool static_shapes, ModelPair& pair) {
+  pair.reference = MakeModel(variant.config, 320);
+  pair.subject = MakeModel(variant.config, 320);
+  pair.reference->EnableCudaGraphs(false);
+  pair.subject->EnableCudaGraphs(static_shapes);
+  for (LlamaModel* model : {pair.reference.get(), pair.subject.get()}) ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*model));
+}
+
 TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
   // The chain body (a CUDA graph on CUDA, eager on the CPU with static
   // shapes) against LanguageModel's default (one Forward() per step), after
@@ -473,11 +486,10 @@ TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
   for (const Variant& variant : Variants()) {
     for (bool static_shapes : {false, true}) {
       SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
-      auto reference = MakeModel(variant.config, 320);
-      auto subject = MakeModel(variant.config, 320);
-      reference->EnableCudaGraphs(false);
-      subject->EnableCudaGraphs(static_shapes);
-      for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*model));
+      ModelPair pair;
+      ASSERT_NO_FATAL_FAILURE(MakePairAtBucketEdge(variant, static_shapes, pair));
+      LlamaModel* reference = pair.reference.get();
+      LlamaModel* subject = pair.subject.get();
       const at::Tensor expected = FeedChain(*reference, {4, 5, 6});
       auto actual = subject->ForwardAt(Longs({4, 5, 6}), {.start = Longs({251}), .max_start = 260});
       ASSERT_TRUE(actual.ok()) << actual.status();
@@ -540,11 +552,10 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
   for (const Variant& variant : Variants()) {
     for (bool static_shapes : {false, true}) {
       SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
-      auto reference = MakeModel(variant.config, 320);
-      auto subject = MakeModel(variant.config, 320);
-      reference->EnableCudaGraphs(false);
-      subject->EnableCudaGraphs(static_shapes);
-      for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*model));
+      ModelPair pair;
+      ASSERT_NO_FATAL_FAILURE(MakePairAtBucketEdge(variant, static_shapes, pair));
+      LlamaModel* reference = pair.reference.get();
+      LlamaModel* subject = pair.subject.get();
       // Tentative columns: the slot before, the prefix (two), then a0 a1 | b0 b1 | c0 c1,
       // where b0 extends a1, b1 extends a0, c0 extends b1 and c1 extends b0.
       const std::vector<std::vector<int64_t>> masks[3] = {
@@ -580,7 +591,7 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
       EXPECT_EQ(subject->tentative_length(), 9);
       EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, 4}}));
       // Keep the slot before, the prefix, and the path a0 b1 c0.
-      for (LlamaModel* model : {reference.get(), subject.get()}) ASSERT_TRUE(model->Commit({0, 1, 2, 3, 6, 7}).ok());
+      for (LlamaModel* model : {reference, subject}) ASSERT_TRUE(model->Commit({0, 1, 2, 3, 6, 7}).ok());
       EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
     }
   }

@@ -8,6 +8,7 @@
 #include "algorithms/tree_builders/testing/builder_harness.h"
 #include "algorithms/tree_builders/testing/table_drafter.h"
 #include "drafters/model/model_drafter.h"
+#include "tests/support/host_only_drafter.h"
 #include "tests/support/tiny_models.h"
 
 namespace speclab {
@@ -78,31 +79,11 @@ TEST(DynamicTopKTreeBuilderTest, KeepsTheBestPoolNodesOfEagle2) {
   }
 }
 
-// A model drafter without NextLevelLogits: the builder grows the tree on the host.
-class HostLevels final : public Drafter {
- public:
-  explicit HostLevels(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
-  DrafterKind kind() const override { return inner_->kind(); }
-  absl::Status Reset(absl::Span<const int32_t> prompt) override { return inner_->Reset(prompt); }
-  absl::Status BeginStep(absl::Span<const int32_t> context) override { return inner_->BeginStep(context); }
-  absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
-                                             const at::Tensor& node_tokens) override {
-    return inner_->NextTokenLogits(tree, nodes, node_tokens);
-  }
-  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override {
-    return inner_->EndStep(tree, accepted_path);
-  }
-  std::vector<LanguageModel*> models() override { return inner_->models(); }
-
- private:
-  std::unique_ptr<Drafter> inner_;
-};
-
 TEST(DynamicTopKTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
   // The model drafter grows the levels on the device (each frontier chosen
-  // there, one read at the end; with static shapes, the body of the one CUDA
-  // graph); hidden behind HostLevels it is fed from the host tree, one read
-  // per level. Same tree, node for node, and the same forwards.
+  // there, the tree kept there; with static shapes, the body of the one CUDA
+  // graph); behind testing::HostOnlyDrafter it is fed from the host tree, one
+  // read per level. Same tree, node for node, and the same forwards.
   for (bool static_shapes : {false, true}) {
     for (auto [k, depth, total] : {std::tuple{3, 3, 12}, std::tuple{4, 2, 16}, std::tuple{2, 5, 9}}) {
       SCOPED_TRACE(::testing::Message() << "k " << k << " depth " << depth << (static_shapes ? " static" : ""));
@@ -112,7 +93,7 @@ TEST(DynamicTopKTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
       std::unique_ptr<LlamaModel> device_model = testing::TinyModel(2);
       device_model->EnableCudaGraphs(static_shapes);
       std::unique_ptr<Drafter> drafters[2] = {std::make_unique<ModelDrafter>(std::move(device_model)),
-                                              std::make_unique<HostLevels>(
+                                              std::make_unique<testing::HostOnlyDrafter>(
                                                   std::make_unique<ModelDrafter>(testing::TinyModel(2)))};
       DraftTree drafts[2];
       for (int d = 0; d < 2; ++d) {

@@ -1,0 +1,39 @@
+// A drafter that forwards Drafter's required methods to another and hides its
+// optional device paths (DraftChain, DraftLevels, DraftChainAt, which return
+// Unimplemented here): tests compare what a builder draws with and without them.
+#ifndef SPECLAB_TESTS_SUPPORT_HOST_ONLY_DRAFTER_H_
+#define SPECLAB_TESTS_SUPPORT_HOST_ONLY_DRAFTER_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "framework/drafter.h"
+
+namespace speclab::testing {
+
+class HostOnlyDrafter final : public Drafter {
+ public:
+  explicit HostOnlyDrafter(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
+  DrafterKind kind() const override { return inner_->kind(); }
+  absl::Status Reset(absl::Span<const int32_t> prompt) override { return inner_->Reset(prompt); }
+  absl::Status BeginStep(absl::Span<const int32_t> context) override { return inner_->BeginStep(context); }
+  absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
+                                             const at::Tensor& node_tokens) override {
+    return inner_->NextTokenLogits(tree, nodes, node_tokens);
+  }
+  absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
+    return inner_->Continuation(tree, node, max_tokens);
+  }
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override {
+    return inner_->EndStep(tree, accepted_path);
+  }
+  std::vector<LanguageModel*> models() override { return inner_->models(); }
+
+ private:
+  std::unique_ptr<Drafter> inner_;
+};
+
+}  // namespace speclab::testing
+
+#endif  // SPECLAB_TESTS_SUPPORT_HOST_ONLY_DRAFTER_H_
