@@ -68,32 +68,33 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   // has no DraftLevels.
   absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request) {
     const int64_t k = top_k_, depth = depth_, kept = total_tokens_ - 1;
-    // Carry: the frontier (scores, pool indices) and the pool so far (tokens,
-    // parents' pool indices, scores); the root's top K are level 1.
+    // Carry: the frontier (scores, pool indices) and the pool (tokens,
+    // parents' pool indices, scores), allocated at level 0 and filled level by
+    // level in place (fused::ExpandFrontier); the root's top K are level 1.
     const LevelPick pick{
-        .key = absl::StrCat(kName, "/", k, "/", kept),
+        .key = absl::StrCat(kName, "/", k, "/", depth, "/", kept),
         .width = k,
         .pick = [k, depth, kept](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
           const tree_builders::TopK top = tree_builders::MostProbable(logits, k);
-          const at::Tensor tokens = top.tokens.reshape({-1});
-          const auto longs = tokens.options();
           if (level == 0) {
+            const at::Tensor tokens = top.tokens.reshape({-1});
             const at::Tensor scores = top.scores.reshape({-1}).to(at::kDouble);  // 0 + log q, as on the host
+            const int64_t pool = k + depth * k * k;
+            const auto longs = tokens.options();
+            const at::Tensor pool_tokens = at::empty({pool}, longs), pool_parents = at::empty({pool}, longs),
+                             pool_scores = at::empty({pool}, scores.options());
+            pool_tokens.narrow(0, 0, k).copy_(tokens);
+            pool_parents.narrow(0, 0, k).fill_(-1);
+            pool_scores.narrow(0, 0, k).copy_(scores);
             return LevelPick::Choice{.tokens = tokens, .parents = at::zeros({k}, longs),
-                                     .carry = {scores, at::arange(k, longs), tokens, at::full({k}, -1, longs), scores}};
+                                     .carry = {scores, at::arange(k, longs), pool_tokens, pool_parents, pool_scores}};
           }
-          const at::Tensor scores = (carry[0].unsqueeze(1) + top.scores.to(at::kDouble)).reshape({-1});
-          const at::Tensor parents = carry[1].unsqueeze(1).expand({k, k}).reshape({-1});
-          const at::Tensor pool_tokens = at::cat({carry[2], tokens}), pool_parents = at::cat({carry[3], parents}),
-                           pool_scores = at::cat({carry[4], scores});
-          // The K best of the level (ties: the earlier), fed in pool order.
-          const at::Tensor chosen = fused::BestInOrder(scores, k);
-          const int64_t offset = k + (level - 1) * k * k;  // the level's first pool index
-          LevelPick::Choice choice{.tokens = tokens.index_select(0, chosen),
-                                   .parents = at::div(chosen, k, "floor"),
-                                   .carry = {scores.index_select(0, chosen), chosen + offset, pool_tokens,
-                                             pool_parents, pool_scores}};
-          if (level == depth) choice.kept = KeepBest(pool_tokens, pool_parents, pool_scores, kept);
+          // The K best children of the level (ties: the earlier), fed in pool order.
+          const fused::Frontier next = fused::ExpandFrontier(top.scores, top.tokens, carry[0], carry[1], carry[2],
+                                                             carry[3], carry[4], k + (level - 1) * k * k);
+          LevelPick::Choice choice{.tokens = next.tokens, .parents = next.rows,
+                                   .carry = {next.scores, next.pool, carry[2], carry[3], carry[4]}};
+          if (level == depth) choice.kept = KeepBest(carry[2], carry[3], carry[4], kept);
           return choice;
         }};
     // The picks cannot fail politely inside the drafter's graph: check top_k here.

@@ -81,6 +81,47 @@ __global__ void TreeWalk(const int64_t* __restrict__ parents, const int64_t* __r
   out[n] = y[node];
 }
 
+// Thread c = i * k + j scores child (i, j), writes it to the pool, ranks it
+// against the level's other k * k children and, if among the k best, takes
+// its place in the next frontier (by the kept children before it).
+__global__ void __launch_bounds__(kThreads)
+    ExpandFrontier(const float* __restrict__ top_scores, const int64_t* __restrict__ top_tokens,
+                   const double* __restrict__ frontier_scores, const int64_t* __restrict__ frontier_pool,
+                   int64_t* __restrict__ pool_tokens, int64_t* __restrict__ pool_parents,
+                   double* __restrict__ pool_scores, int64_t offset, int64_t* __restrict__ next_tokens,
+                   int64_t* __restrict__ next_rows, double* __restrict__ next_scores,
+                   int64_t* __restrict__ next_pool, int k) {
+  __shared__ uint64_t keys[kThreads];
+  __shared__ unsigned char kept[kThreads];
+  const int c = threadIdx.x, n = k * k;
+  double score = 0;
+  if (c < n) {
+    const int i = c / k;
+    score = frontier_scores[i] + static_cast<double>(top_scores[c]);
+    pool_tokens[offset + c] = top_tokens[c];
+    pool_parents[offset + c] = frontier_pool[i];
+    pool_scores[offset + c] = score;
+    keys[c] = OrderKey(score);
+  }
+  __syncthreads();
+  bool keep = false;
+  if (c < n) {
+    int above = 0;
+    for (int j = 0; j < n; ++j) above += keys[j] > keys[c] || (keys[j] == keys[c] && j < c);
+    keep = above < k;
+    kept[c] = keep;
+  }
+  __syncthreads();
+  if (keep) {
+    int before = 0;
+    for (int j = 0; j < c; ++j) before += kept[j];
+    next_tokens[before] = top_tokens[c];
+    next_rows[before] = c / k;
+    next_scores[before] = score;
+    next_pool[before] = offset + c;
+  }
+}
+
 }  // namespace
 
 int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t count, void* stream) {
@@ -100,6 +141,17 @@ int LaunchTreeWalk(const int64_t* parents, const int64_t* tokens, const int64_t*
                    void* stream) {
   if (n < 1 || n > kMaxTreeItems) return cudaErrorInvalidValue;
   TreeWalk<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(parents, tokens, y, out, static_cast<int>(n));
+  return cudaGetLastError();
+}
+
+int LaunchExpandFrontier(const float* top_scores, const int64_t* top_tokens, const double* frontier_scores,
+                         const int64_t* frontier_pool, int64_t* pool_tokens, int64_t* pool_parents,
+                         double* pool_scores, int64_t offset, int64_t* next_tokens, int64_t* next_rows,
+                         double* next_scores, int64_t* next_pool, int k, void* stream) {
+  if (k < 1 || k > 32 || offset < 0) return cudaErrorInvalidValue;
+  ExpandFrontier<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents, pool_scores, offset,
+      next_tokens, next_rows, next_scores, next_pool, k);
   return cudaGetLastError();
 }
 

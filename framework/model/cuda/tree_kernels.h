@@ -41,6 +41,19 @@ int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t 
 int LaunchTreeWalk(const int64_t* parents, const int64_t* tokens, const int64_t* y, int64_t* out, int64_t n,
                    void* stream);
 
+// One frontier step of a top-k tree (EAGLE-2's): frontier node i (score
+// frontier_scores[i], pool index frontier_pool[i]) has children
+// top_tokens[i][j] with log-probabilities top_scores[i][j]; child (i, j) is
+// pool entry offset + i * k + j, scored frontier_scores[i] + top_scores[i][j]
+// in float64. Writes the k * k children into pool_tokens, pool_parents and
+// pool_scores at offset, and the next frontier, the k best children (among
+// equal scores the earlier entry) in pool order: next_tokens, next_rows (the
+// frontier row each extends), next_scores, next_pool. 1 <= k <= 32. One block.
+int LaunchExpandFrontier(const float* top_scores, const int64_t* top_tokens, const double* frontier_scores,
+                         const int64_t* frontier_pool, int64_t* pool_tokens, int64_t* pool_parents,
+                         double* pool_scores, int64_t offset, int64_t* next_tokens, int64_t* next_rows,
+                         double* next_scores, int64_t* next_pool, int k, void* stream);
+
 }  // namespace tree_kernels
 }  // namespace speclab
 
