@@ -819,19 +819,23 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
   captured.hidden = prefix_hidden;
   LevelPick::Choice choice = pick.pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
   captured.kept.assign(1, std::move(choice.kept));
+  // Every level's slots [levels, m], positions [levels, m] and own-slot
+  // columns [levels, m, kv_length] at once: three launches, not three a level.
   const at::Tensor level_start = levels_in.start + prefix;
-  at::Tensor slots = level_start + static_in.columns.narrow(0, 0, m);
-  at::Tensor visible = at::logical_or(at::lt(columns, level_start), at::eq(columns, slots.unsqueeze(1)));
+  const at::Tensor slots = (level_start + static_in.columns.narrow(0, 0, levels * m)).view({levels, m});
+  const at::Tensor positions =
+      levels_in.position + static_in.columns.narrow(0, prefix, levels).unsqueeze(1).expand({levels, m});
+  const at::Tensor own = at::eq(columns.unsqueeze(0), slots.unsqueeze(2));
+  at::Tensor visible = at::logical_or(at::lt(columns, level_start), own[0]);
   for (int64_t level = 1; level <= levels; ++level) {
-    const at::Tensor positions = (levels_in.position + (prefix - 1 + level)).expand({m}).contiguous();
-    auto [logits, hidden] = StaticForwardBody(choice.tokens.to(at::kLong), positions, slots, visible, kv_length);
+    auto [logits, hidden] = StaticForwardBody(choice.tokens.to(at::kLong), positions[level - 1], slots[level - 1],
+                                              visible, kv_length);
     captured.hidden = hidden;
     const std::vector<at::Tensor> carry = std::move(choice.carry);
     choice = pick.pick(level, logits.to(at::kFloat), carry);
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
-    slots = slots + m;
-    visible = at::logical_or(visible.index_select(0, choice.parents), at::eq(columns, slots.unsqueeze(1)));
+    visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
   }
   captured.flat.clear();
   const size_t per_level = captured.kept[0].size();
