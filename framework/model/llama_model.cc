@@ -252,7 +252,6 @@ struct LlamaModel::Impl {
   struct CapturedLevels {
     std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
     LevelsKept kept;                   // outputs, per level
-    std::vector<at::Tensor> flat;      // kept[.][i] of every level flattened into one, where their dtypes agree
     at::Tensor hidden;                 // output: the last level's [m, hidden]
   };
   // By (levels, prefix length, KV length, pick key).
@@ -281,6 +280,8 @@ struct LlamaModel::Impl {
   std::pair<at::Tensor, at::Tensor> StaticForwardBody(const at::Tensor& tokens, const at::Tensor& positions,
                                                       const at::Tensor& write_slots, const at::Tensor& allowed,
                                                       int64_t kv_length);
+  std::pair<at::Tensor, at::Tensor> CausalBody(const at::Tensor& tokens, const at::Tensor& start,
+                                               const at::Tensor& position, int64_t offset, int64_t kv_length);
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
   void LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured);
   absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick);
@@ -705,21 +706,32 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticForwardBody(const at::
   return {logits, hidden};
 }
 
+// A causal forward of tokens [c] at slots start + offset .. and positions
+// position + offset .. (start, position: [1] int64 on the device), each token
+// seeing every slot up to its own: the forwards of ChainBody, and
+// LevelsBody's prefix.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::CausalBody(const at::Tensor& tokens, const at::Tensor& start,
+                                                               const at::Tensor& position, int64_t offset,
+                                                               int64_t kv_length) {
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
+  const at::Tensor offsets = static_in.columns.narrow(0, offset, tokens.size(0));
+  const at::Tensor write_slots = start + offsets;
+  return StaticForwardBody(tokens, position + offsets, write_slots, at::le(columns, write_slots.unsqueeze(1)),
+                           kv_length);
+}
+
 // The chain of ForwardChain over chain_in: the first forward feeds tokens[0,
 // prefix) at slots start.. and positions position.., each seeing every slot up
 // to its own; each later forward feeds the token the step before picked. Pick
 // writes token i + prefix (from the last row of step i's forward).
 void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
                                  CapturedChain& chain) {
-  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
   std::vector<at::Tensor> rows;
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
     const int64_t fed = i == 0 ? prefix : 1;
-    const at::Tensor offsets = static_in.columns.narrow(0, offset, fed);
-    const at::Tensor write_slots = chain_in.start + offsets;
-    auto [logits, hidden] = StaticForwardBody(chain_in.tokens.narrow(0, offset, fed), chain_in.position + offsets,
-                                              write_slots, at::le(columns, write_slots.unsqueeze(1)), kv_length);
+    auto [logits, hidden] =
+        CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length);
     auto [token, row] = pick.pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
                                   chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
     chain_in.tokens.narrow(0, offset + fed, 1).copy_(token.view({1}));
@@ -806,16 +818,13 @@ ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int6
 // slots start.. as a causal chain, then each level's width nodes in the
 // slots after the one before, all of a level at one position. A node sees
 // what its parent sees, and itself; level 1's nodes see every slot below
-// their own level. Then the kept tensors of every level, one buffer per
-// index where the levels agree (the copy out is then one copy, not one a level).
+// their own level.
 void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
                                   CapturedLevels& captured) {
   const int64_t m = pick.width;
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
-  const at::Tensor prefix_slots = levels_in.start + static_in.columns.narrow(0, 0, prefix);
   auto [prefix_logits, prefix_hidden] =
-      StaticForwardBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.position + static_in.columns.narrow(0, 0, prefix),
-                        prefix_slots, at::le(columns, prefix_slots.unsqueeze(1)), kv_length);
+      CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length);
   captured.hidden = prefix_hidden;
   LevelPick::Choice choice = pick.pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
   captured.kept.assign(1, std::move(choice.kept));
@@ -836,20 +845,6 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
     visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
-  }
-  captured.flat.clear();
-  const size_t per_level = captured.kept[0].size();
-  for (size_t i = 0; i < per_level; ++i) {
-    std::vector<at::Tensor> parts;
-    for (const std::vector<at::Tensor>& level : captured.kept) {
-      if (level.size() != per_level || !level[i].defined() ||
-          level[i].scalar_type() != captured.kept[0][i].scalar_type()) {
-        captured.flat.clear();
-        return;
-      }
-      parts.push_back(level[i].reshape({-1}));
-    }
-    captured.flat.push_back(at::cat(parts));
   }
 }
 
@@ -896,20 +891,8 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tenso
   tentative += c + levels * pick.width;
   // The outputs live in the graph's buffers, which the next replay overwrites.
   LevelsKept kept(captured->kept.size());
-  if (captured->flat.empty()) {
-    for (size_t l = 0; l < kept.size(); ++l)
-      for (const at::Tensor& t : captured->kept[l]) kept[l].push_back(t.clone());
-    return kept;
-  }
-  for (const at::Tensor& flat : captured->flat) {
-    const at::Tensor copy = flat.clone();
-    int64_t offset = 0;
-    for (size_t l = 0; l < kept.size(); ++l) {
-      const at::Tensor& part = captured->kept[l][kept[l].size()];
-      kept[l].push_back(copy.narrow(0, offset, part.numel()).view(part.sizes()));
-      offset += part.numel();
-    }
-  }
+  for (size_t l = 0; l < kept.size(); ++l)
+    for (const at::Tensor& t : captured->kept[l]) kept[l].push_back(t.clone());
   return kept;
 }
 
