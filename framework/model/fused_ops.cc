@@ -571,19 +571,66 @@ at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, cons
   return accepted.to(at::kLong).cumprod(0).sum();
 }
 
-at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row) {
+std::pair<at::Tensor, at::Tensor> BlockAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
+                                                const at::Tensor& u) {
+  TORCH_CHECK(p.dim() == 2 && p.size(0) >= 2 && q.sizes() == p.sizes(), "BlockAccepted: p ", p.sizes(), " and q ",
+              q.sizes(), " must be one [rows >= 2, cols] shape");
+  const int64_t gamma = p.size(0) - 1;
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong,
+              "BlockAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
+  TORCH_CHECK(u.dim() == 1 && u.size(0) == gamma, "BlockAccepted: u ", u.sizes(), " must be [", gamma, "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(u) && q.device() == p.device() &&
+      u.device() == p.device() && tokens.device() == p.device()) {
+    const c10::cuda::CUDAGuard guard(p.device());
+    at::Tensor accepted = at::empty({}, p.options().dtype(at::kLong));
+    at::Tensor weights = at::empty({gamma + 1}, p.options());
+    at::Tensor workspace = at::empty({std::max<int64_t>(1, gamma - 1) * row_kernels::RowChunks(p.size(1))}, p.options());
+    const at::Tensor ids = tokens.contiguous();
+    CheckLaunch(row_kernels::LaunchBlockAccepted(ids.data_ptr<int64_t>(), p.data_ptr<float>(), q.data_ptr<float>(),
+                                                 u.data_ptr<float>(), accepted.data_ptr<int64_t>(),
+                                                 weights.data_ptr<float>(), workspace.data_ptr<float>(), p.size(0),
+                                                 p.size(1), CurrentStream(p)),
+                "BlockAccepted");
+    return {accepted, weights};
+  }
+#endif
+  const at::Tensor x = tokens.narrow(0, 1, gamma).unsqueeze(1);
+  const at::Tensor px = p.narrow(0, 0, gamma).gather(1, x).squeeze(1);  // p[i-1][x_i], i = 1..gamma
+  const at::Tensor qx = q.narrow(0, 1, gamma).gather(1, x).squeeze(1);  // q[i][x_i]
+  const at::Tensor ratio = at::where(qx > 0, px / qx, at::zeros_like(px));
+  const at::Tensor log_weight = at::cat({at::zeros({1}, p.options()), ratio.log().cumsum(0)});  // L_0..L_gamma
+  const at::Tensor weights = (log_weight - std::get<0>(log_weight.cummax(0))).exp();
+  at::Tensor h = weights.narrow(0, gamma, 1);  // h_gamma
+  if (gamma > 1) {
+    const at::Tensor w = weights.narrow(0, 1, gamma - 1);  // w_1..w_{gamma-1}
+    const at::Tensor mass = (w.unsqueeze(1) * p.narrow(0, 1, gamma - 1) - q.narrow(0, 2, gamma - 1)).clamp_min(0).sum(1);
+    const at::Tensor denominator = mass + 1 - w;
+    h = at::cat({at::where(denominator > 0, mass / denominator, at::ones_like(mass)), h});
+  }
+  const at::Tensor drawn = (u < h).to(at::kLong) * at::arange(1, gamma + 1, tokens.options());
+  return {drawn.max(), weights};
+}
+
+at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row,
+                        const at::Tensor& weights) {
   TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes() && noise.sizes() == p.sizes(), "ResidualRace: p ", p.sizes(),
               ", q ", q.sizes(), " and noise ", noise.sizes(), " must be one [rows, cols] shape");
   TORCH_CHECK(row.numel() == 1 && row.scalar_type() == at::kLong, "ResidualRace: row must be int64 [1]");
+  TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == p.size(0)), "ResidualRace: weights ",
+              weights.sizes(), " must be [", p.size(0), "]");
 #ifdef SPECLAB_WITH_CUDA
   if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(noise) && q.device() == p.device() &&
-      noise.device() == p.device() && row.device() == p.device()) {
+      noise.device() == p.device() && row.device() == p.device() &&
+      (!weights.defined() || (RowKernelsCover(weights) && weights.device() == p.device()))) {
     const c10::cuda::CUDAGuard guard(p.device());
     const int64_t rows = p.size(0), cols = p.size(1);
     at::Tensor out = at::empty({1}, p.options().dtype(at::kLong));
     at::Tensor workspace = at::empty({3 * row_kernels::RowChunks(cols)}, p.options().dtype(at::kLong));
     CheckLaunch(row_kernels::LaunchResidualRace(p.data_ptr<float>(), q.data_ptr<float>(), noise.data_ptr<float>(),
-                                                row.contiguous().data_ptr<int64_t>(), out.data_ptr<int64_t>(),
+                                                row.contiguous().data_ptr<int64_t>(),
+                                                weights.defined() ? weights.data_ptr<float>() : nullptr,
+                                                out.data_ptr<int64_t>(),
                                                 reinterpret_cast<uint64_t*>(workspace.data_ptr<int64_t>()), rows, cols,
                                                 CurrentStream(p)),
                 "ResidualRace");
@@ -593,7 +640,8 @@ at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tens
   const int64_t last = p.size(0) - 1;
   const at::Tensor r = row.reshape({1});
   const at::Tensor p_row = p.index_select(0, r);
-  const at::Tensor residual = (p_row - q.index_select(0, (r + 1).clamp_max(last))).clamp_min(0);
+  const at::Tensor scaled = weights.defined() ? weights.index_select(0, r).unsqueeze(1) * p_row : p_row;
+  const at::Tensor residual = (scaled - q.index_select(0, (r + 1).clamp_max(last))).clamp_min(0);
   at::Tensor s = at::where(r.eq(last).unsqueeze(1), p_row, residual);
   s = at::where(s.gt(0).any(1, /*keepdim=*/true), s, p_row);
   return ArgmaxRows(s, noise.index_select(0, r));

@@ -207,14 +207,31 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tenso
 // One tiny kernel on CUDA; ATen: gathers, a compare and a cumulative product.
 at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u);
 
+// Block verification's stopping point (shared/ALGORITHMS.md §1.9) for the
+// drafts x_i = tokens[i], i = 1..gamma (gamma = rows - 1 >= 1), with one
+// uniform per position (u[i - 1] for position i): the weights w_i =
+// min(1, w_{i-1} p[i-1][x_i] / q[i][x_i]), w_0 = 1 (0 where q[i][x_i] = 0),
+// as exp(L_i - max_{j<=i} L_j) over the running sum L of log ratios; h_i =
+// m_i / (m_i + 1 - w_i) with m_i the mass of r_i = (w_i p[i] - q[i + 1])+ for
+// 0 < i < gamma (1 where that denominator is not positive), h_gamma =
+// w_gamma; and the largest i with u[i - 1] < h_i (0 if none). tokens [rows]
+// int64, p, q [rows, cols] float32, u [gamma] float32. Returns (that i as a
+// 0-d int64, the weights w_0..w_gamma [rows] float32): the stopping token is
+// then ResidualRace(p, q, noise, i, weights). Two launches on CUDA instead of
+// about twenty; ATen: gathers, a cumulative sum and max, the masses.
+std::pair<at::Tensor, at::Tensor> BlockAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
+                                                const at::Tensor& u);
+
 // The stopping token of chain rejection sampling at the stopping row
 // r = row[0] (row: [1] int64 on the device, 0 <= r < rows), raced with
 // `noise`: the exponential race (ArgmaxRows with a divisor) over
-// s = (p[r] - q[r + 1])+ for r < rows - 1 and s = p[r] for the last row, or
-// over p[r] where s has no positive entry. p, q, noise [rows, cols] float32.
-// Returns [1] int64. Equal to racing every row's s and keeping row r, reading
-// one row instead of all. ATen: that formula on row r.
-at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row);
+// s = (w p[r] - q[r + 1])+ for r < rows - 1 and s = p[r] for the last row, or
+// over p[r] where s has no positive entry; w = weights[r] (block
+// verification's, [rows] float32), 1 where weights is undefined. p, q, noise
+// [rows, cols] float32. Returns [1] int64. Equal to racing every row's s and
+// keeping row r, reading one row instead of all. ATen: that formula on row r.
+at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row,
+                        const at::Tensor& weights = at::Tensor());
 
 // at::softmax(x / temperature, -1) for x [rows, cols] float32; on CUDA the
 // chunked kernel with the division fused, whose fp32 sum runs in another

@@ -1,4 +1,5 @@
-// fused::ArgmaxRows, fused::SoftmaxRows and fused::ResidualRace: the ATen formula on the CPU, the
+// fused::ArgmaxRows, fused::SoftmaxRows, fused::ResidualRace and the chain
+// rules' counts (RejectionAccepted, BlockAccepted): the ATen formula on the CPU, the
 // chunked kernels (cuda/row_kernels.h) on CUDA, checked against ATen on the
 // CPU: bit for bit for argmax (ties, NaN, -inf, the divisor form), to float64
 // within a few ulps for softmax.
@@ -6,9 +7,11 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "framework/model/cuda_graph.h"
 #include "framework/model/fused_ops.h"
@@ -165,6 +168,110 @@ TEST(FusedRowOps, CudaResidualRaceMatchesAtenOnTheCpu) {
       const at::Tensor got =
           fused::ResidualRace(c.p.cuda(), c.q.cuda(), c.noise.cuda(), at::tensor({row}, at::kLong).cuda()).cpu();
       EXPECT_TRUE(at::equal(got, ResidualRaceByAllRows(c, row))) << "cols " << cols << ", row " << row;
+    }
+  }
+}
+
+// Block verification's stopping point against the rule written out in
+// float64 (ALGORITHMS.md §1.9): w_i = min(1, w_{i-1} p/q), h_i = m_i / (m_i +
+// 1 - w_i), h_gamma = w_gamma; u placed so that position t is the last to
+// succeed, for every t. Rows of 6 positions, one with q = p (no residual
+// mass), on the CPU and, where requested, on CUDA.
+struct BlockCase {
+  at::Tensor tokens, p, q;
+  std::vector<double> w, h;  // w_0..w_gamma; h_1..h_gamma (h[0] unused)
+};
+
+BlockCase MakeBlockCase(int64_t cols, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const auto f = at::TensorOptions().dtype(at::kFloat);
+  constexpr int64_t kRows = 6, kGamma = kRows - 1;
+  // Drafts likely under both laws (the largest p_{i-1} q_i), so that the
+  // weights stay away from 0, but for the last (the largest q_i / p_{i-1}),
+  // so that h_gamma = w_gamma is below 1; row 3 has no residual mass (q_3 = p_2).
+  BlockCase c{.p = at::rand({kRows, cols}, gen, f).pow_(3), .q = at::rand({kRows, cols}, gen, f).pow_(3)};
+  c.p.div_(c.p.sum(1, true));
+  c.q.div_(c.q.sum(1, true));
+  c.q[3].copy_(c.p[2]);
+  c.tokens = at::cat({at::zeros({1}, at::kLong), (c.p.narrow(0, 0, kGamma) * c.q.narrow(0, 1, kGamma)).argmax(1)});
+  c.tokens[kGamma] = (c.q[kGamma] / c.p[kGamma - 1]).argmax();
+  const auto p = c.p.accessor<float, 2>();
+  const auto q = c.q.accessor<float, 2>();
+  c.w = {1.0};
+  c.h = {1.0};
+  for (int64_t i = 1; i <= kGamma; ++i) {
+    const int64_t x = c.tokens[i].item<int64_t>();
+    c.w.push_back(std::min(1.0, c.w.back() * static_cast<double>(p[i - 1][x]) / q[i][x]));
+  }
+  for (int64_t i = 1; i < kGamma; ++i) {
+    double mass = 0;
+    for (int64_t v = 0; v < cols; ++v) mass += std::max(0.0, c.w[i] * p[i][v] - static_cast<double>(q[i + 1][v]));
+    const double denominator = mass + 1 - c.w[i];
+    c.h.push_back(denominator > 0 ? mass / denominator : 1.0);
+  }
+  c.h.push_back(c.w[kGamma]);
+  return c;
+}
+
+TEST(FusedRowOps, BlockAcceptedIsTheLastSuccessfulPosition) {
+  c10::InferenceMode guard;
+  for (int64_t cols : {9, 8000, 128256}) {
+    const BlockCase c = MakeBlockCase(cols, static_cast<uint64_t>(cols));
+    const int64_t gamma = c.p.size(0) - 1;
+    int checked = 0;
+    for (int64_t t = 0; t <= gamma; ++t) {
+      // Positions after t fail (u above h), t succeeds (u below h).
+      bool feasible = t == 0 || c.h[t] > 1e-4;
+      at::Tensor u = at::zeros({gamma});
+      for (int64_t i = 1; i <= gamma; ++i) {
+        if (i > t) {
+          feasible = feasible && c.h[i] < 1 - 1e-4;
+          u[i - 1] = static_cast<float>((c.h[i] + 1) / 2);
+        } else {
+          u[i - 1] = static_cast<float>(i == t ? c.h[i] / 2 : 0.5);
+        }
+      }
+      if (!feasible) continue;
+      ++checked;
+      SCOPED_TRACE(::testing::Message() << "cols " << cols << ", last success " << t);
+      for (const bool cuda : {false, true}) {
+        if (cuda && !(::speclab::testing::CudaTestsRequested() && at::hasCUDA())) continue;
+        const auto device = cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+        auto [tau, weights] =
+            fused::BlockAccepted(c.tokens.to(device), c.p.to(device), c.q.to(device), u.to(device));
+        EXPECT_EQ(tau.item<int64_t>(), t) << (cuda ? "cuda" : "cpu");
+        for (int64_t i = 0; i <= gamma; ++i) EXPECT_NEAR(weights[i].item<float>(), c.w[i], 1e-5 * (1 + c.w[i]));
+      }
+    }
+    EXPECT_GE(checked, 3) << "cols " << cols;  // the random case leaves most stopping points reachable
+  }
+  const BlockCase c = MakeBlockCase(9, 1);
+  EXPECT_THROW(fused::BlockAccepted(c.tokens, c.p, c.q, at::zeros({4})), c10::Error);
+  EXPECT_THROW(fused::BlockAccepted(c.tokens.narrow(0, 0, 1), c.p.narrow(0, 0, 1), c.q.narrow(0, 0, 1), at::zeros({0})),
+               c10::Error);
+}
+
+// The weighted race (block verification's stopping law) at every row, as
+// racing every row's (w p - q)+ and keeping that one; CUDA bit for bit.
+TEST(FusedRowOps, WeightedResidualRaceIsTheRaceOfTheStoppingRow) {
+  c10::InferenceMode guard;
+  for (int64_t cols : {7, 8000, 128256}) {
+    const ResidualCase c = MakeResidualCase(cols, static_cast<uint64_t>(cols) + 2);
+    const at::Tensor weights = at::tensor({1.0f, 0.5f, 0.0f, 0.25f});  // row 2: no residual mass
+    const int64_t last = c.p.size(0) - 1;
+    at::Tensor stops = at::cat({(weights.narrow(0, 0, last).unsqueeze(1) * c.p.narrow(0, 0, last) -
+                                 c.q.narrow(0, 1, last)).clamp_min(0),
+                                c.p.narrow(0, last, 1)});
+    stops = at::where(stops.sum(1, true) > 0, stops, c.p);
+    const at::Tensor expected = at::div(stops, c.noise.clamp_min(FLT_MIN)).argmax(-1);
+    for (int64_t row = 0; row <= last; ++row) {
+      const at::Tensor r = at::tensor({row}, at::kLong);
+      EXPECT_EQ(fused::ResidualRace(c.p, c.q, c.noise, r, weights).item<int64_t>(), expected[row].item<int64_t>())
+          << "cols " << cols << ", row " << row;
+      if (::speclab::testing::CudaTestsRequested() && at::hasCUDA())
+        EXPECT_EQ(fused::ResidualRace(c.p.cuda(), c.q.cuda(), c.noise.cuda(), r.cuda(), weights.cuda()).item<int64_t>(),
+                  expected[row].item<int64_t>())
+            << "cuda, cols " << cols << ", row " << row;
     }
   }
 }

@@ -6,10 +6,11 @@
 //     s = L_{i-1} - M_{i-1} is L_i - max(L_i, M_{i-1}));
 //   - every h_i, and one Bernoulli draw per position; the backward scan's
 //     first success is the largest i that succeeds (h_0 = 1 always does);
-//   - one draw from every stopping law (norm(r_i), or p_{γ+1} at i = γ), of
-//     which the one at τ is emitted.
+//   - one draw from the stopping law at τ (norm(r_τ), or p_{γ+1} at τ = γ),
+//     raced with noise drawn after the Bernoulli draws, so independent of τ.
 // The draws are independent of one another, so drawing them all up front
-// gives the host scan's law.
+// gives the host scan's law. fused::BlockAccepted and fused::ResidualRace
+// run it in about five launches.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -17,6 +18,7 @@
 #include "algorithms/verifiers/common/chain_on_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_verifier.h"
+#include "framework/model/fused_ops.h"
 #include "framework/sampling.h"
 
 namespace speclab {
@@ -30,30 +32,14 @@ class BlockOnDevice final : public DeviceVerifier {
     // the longest matching prefix and then the argmax, as token-wise rejection.
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);
     const at::Tensor& p = problem.target_probs;
-    const at::Tensor& q = problem.draft_probs;
     const int64_t gamma = p.size(0) - 1;
-    const auto options = p.options();
-    if (gamma == 0) return verifiers::ChainAnswer(at::zeros({}, options.dtype(at::kLong)), SampleRows(p, generator));
-    const at::Tensor x = problem.tokens.narrow(0, 1, gamma).unsqueeze(1);
-    const at::Tensor px = p.narrow(0, 0, gamma).gather(1, x).squeeze(1);  // p_i(x_i), i = 1..γ
-    const at::Tensor qx = q.narrow(0, 1, gamma).gather(1, x).squeeze(1);  // q_i(x_i)
-    // q_i(x_i) = 0 (a draft q could not have drawn) gives weight 0, as the host rule.
-    const at::Tensor ratio = at::where(qx > 0, px / qx, at::zeros_like(px));
-    const at::Tensor log_weight = at::cat({at::zeros({1}, options), ratio.log().cumsum(0)});  // L_0..L_γ
-    const at::Tensor w = (log_weight - std::get<0>(log_weight.cummax(0))).exp();          // w_0..w_γ
-    const at::Tensor w_before = w.narrow(0, 0, gamma).unsqueeze(1);                        // w_0..w_{γ-1}
-    // r_i = (w_i p_{i+1} - q_{i+1})+ for i = 0..γ-1.
-    const at::Tensor r = (w_before * p.narrow(0, 0, gamma) - q.narrow(0, 1, gamma)).clamp_min(0);
-    const at::Tensor mass = verifiers::RowSums(r);
-    const at::Tensor denominator = mass + 1 - w_before.squeeze(1);
-    at::Tensor h = at::where(denominator > 0, mass / denominator, at::ones_like(mass));
-    h = at::cat({at::ones({1}, options), h.narrow(0, 1, gamma - 1), w.narrow(0, gamma, 1)});  // h_0 = 1, h_γ = w_γ
-    const at::Tensor success = at::rand({gamma + 1}, generator, options) < h;
-    const at::Tensor tau = (success.to(at::kLong) * at::arange(gamma + 1, options.dtype(at::kLong))).max();
-    // Stopping laws: norm(r_i) (p_{i+1} itself where r_i has no mass, a
-    // probability-zero branch), and p_{γ+1} at i = γ.
-    const at::Tensor stops = at::cat({at::where(mass.unsqueeze(1) > 0, r, p.narrow(0, 0, gamma)), p.narrow(0, gamma, 1)});
-    return verifiers::ChainAnswer(tau, SampleRows(stops, generator));
+    if (gamma == 0) return verifiers::ChainAnswer(at::zeros({}, p.options().dtype(at::kLong)), SampleRows(p, generator));
+    const at::Tensor u = at::rand({gamma}, generator, p.options());  // positions 1..γ
+    auto [tau, weights] = fused::BlockAccepted(problem.tokens, p, problem.draft_probs, u);
+    // Stopping laws: norm(r_τ) (p_{τ+1} itself where r_τ has no mass, a
+    // probability-zero branch), and p_{γ+1} at τ = γ.
+    const at::Tensor noise = at::empty_like(p).exponential_(1.0, generator);
+    return at::cat({tau.view({1}), fused::ResidualRace(p, problem.draft_probs, noise, tau.view({1}), weights)});
   }
 };
 
