@@ -20,15 +20,12 @@ __device__ __forceinline__ uint64_t OrderKey(double v) {
   return (bits >> 63) ? ~bits : (bits | (uint64_t{1} << 63));
 }
 
-// Thread i ranks entry i against all others (O(n) each, n <= 1024), then
-// places it among the kept by counting the kept entries before it.
-__global__ void __launch_bounds__(kThreads) BestInOrder(const double* __restrict__ scores, int64_t* __restrict__ out,
-                                                       int n, int count) {
-  __shared__ uint64_t keys[kThreads];
-  __shared__ unsigned char kept[kThreads];
-  const int i = threadIdx.x;
-  if (i < n) keys[i] = OrderKey(scores[i]);
-  __syncthreads();
+// Entry i's place among the `count` largest of keys[0..n) kept in index
+// order (among equal keys the smaller index ranks higher), or -1 where i is
+// not kept: thread i ranks entry i against all others (O(n) each, n <=
+// 1024), then counts the kept entries before it. Every thread of the block
+// calls it (it synchronises); `kept` is shared scratch of n entries.
+__device__ int SlotAmongBest(const uint64_t* keys, unsigned char* kept, int i, int n, int count) {
   bool keep = false;
   if (i < n) {
     int above = 0;
@@ -37,11 +34,21 @@ __global__ void __launch_bounds__(kThreads) BestInOrder(const double* __restrict
     kept[i] = keep;
   }
   __syncthreads();
-  if (keep) {
-    int before = 0;
-    for (int j = 0; j < i; ++j) before += kept[j];
-    out[before] = i;
-  }
+  if (!keep) return -1;
+  int before = 0;
+  for (int j = 0; j < i; ++j) before += kept[j];
+  return before;
+}
+
+__global__ void __launch_bounds__(kThreads) BestInOrder(const double* __restrict__ scores, int64_t* __restrict__ out,
+                                                       int n, int count) {
+  __shared__ uint64_t keys[kThreads];
+  __shared__ unsigned char kept[kThreads];
+  const int i = threadIdx.x;
+  if (i < n) keys[i] = OrderKey(scores[i]);
+  __syncthreads();
+  const int slot = SlotAmongBest(keys, kept, i, n, count);
+  if (slot >= 0) out[slot] = i;
 }
 
 // Thread i writes row i: false, then true at i and up its parent chain.
@@ -104,21 +111,12 @@ __global__ void __launch_bounds__(kThreads)
     keys[c] = OrderKey(score);
   }
   __syncthreads();
-  bool keep = false;
-  if (c < n) {
-    int above = 0;
-    for (int j = 0; j < n; ++j) above += keys[j] > keys[c] || (keys[j] == keys[c] && j < c);
-    keep = above < k;
-    kept[c] = keep;
-  }
-  __syncthreads();
-  if (keep) {
-    int before = 0;
-    for (int j = 0; j < c; ++j) before += kept[j];
-    next_tokens[before] = top_tokens[c];
-    next_rows[before] = c / k;
-    next_scores[before] = score;
-    next_pool[before] = offset + c;
+  const int slot = SlotAmongBest(keys, kept, c, n, k);
+  if (slot >= 0) {
+    next_tokens[slot] = top_tokens[c];
+    next_rows[slot] = c / k;
+    next_scores[slot] = score;
+    next_pool[slot] = offset + c;
   }
 }
 
