@@ -23,4 +23,8 @@ absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }
 
+absl::StatusOr<at::Tensor> Drafter::ContinuationAt(const DeviceRoot&, int) {
+  return absl::UnimplementedError("this drafter has no device-rooted continuations");
+}
+
 }  // namespace speclab

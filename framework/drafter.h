@@ -94,6 +94,18 @@ class Drafter {
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);
 
+  // kTokensOnly, optional: a continuation of exactly `length` tokens after a
+  // root only the device knows, for pipelined decoding (as DraftChainAt, and
+  // with its contract: the drafter has seen the context up to the token
+  // before last_two[0], as after Reset with the prompt or after the previous
+  // ContinuationAt with any of its drafts accepted). One fixed length, so
+  // where Continuation() would give fewer tokens the drafter fills the rest
+  // by a deterministic rule of its own; any such rule keeps the law (the
+  // drafts are a function of the context). Returns tokens [length + 1] int64
+  // on the device, root first. Unimplemented (the default): the engine then
+  // runs its step-by-step loop.
+  virtual absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length);
+
   // Ends a step: `accepted_path` holds the accepted node indices root first;
   // the next step's context is their tokens followed by the extra token.
   virtual absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) = 0;

@@ -62,16 +62,70 @@ TEST(SpeculativeDecodingTest, ChainRejectionEqualsGreedyAtTemperatureZero) {
 }
 
 TEST(SpeculativeDecodingTest, PromptLookupGreedyEqualsGreedy) {
+  // Step by step (drafts of up to gamma tokens from the host's context) and
+  // pipelined (exactly gamma tokens from the device's: every step's forward
+  // has gamma + 1 tokens), with either rule that verifies tokens-only drafts.
   auto target = TinyModel(3);
   const std::vector<int32_t> expected = Greedy(*target, 30);
-  auto method = MethodFromYaml(
-      "{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2}, verifier: {type: greedy}, "
-      "length_policy: {type: fixed, gamma: 5}}",
-      target.get());
+  for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
+    for (bool pipeline : {false, true}) {
+      auto method = MethodFromYaml(absl::StrCat("{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2, "
+                                                "num_pred_tokens: 5}, verifier: ",
+                                                verifier, ", length_policy: {type: fixed, gamma: 5}}"),
+                                   target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      DecodeOptions options = Options(0, 30, 0);
+      options.pipeline = pipeline;
+      auto out = GenerateSpeculative(*target, *method, kPrompt, options);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->tokens, expected) << verifier << " pipeline " << pipeline;
+      int full_steps = 0;
+      for (const StepStats& step : out->steps) full_steps += step.tree_nodes == 5;
+      if (pipeline) EXPECT_EQ(full_steps, static_cast<int>(out->steps.size())) << verifier;
+    }
+  }
+}
+
+// Pipelined prompt lookup at temperature 1 samples the target's law (the
+// fill rule's drafts included): two-token generations against the
+// enumerated law, as ChainLawTest.
+TEST(SpeculativeDecodingTest, PipelinedPromptLookupMatchesTargetLawAtTemperatureOne) {
+  constexpr int kRuns = 2000;
+  auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const auto law = ExactTwoTokenLaw(*target, kPrompt, 1.0);
+  auto method = MethodFromYaml("{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 3}, "
+                               "verifier: {type: point_mass}, length_policy: {type: fixed, gamma: 3}}",
+                               target.get());
   ASSERT_TRUE(method.ok()) << method.status();
-  auto out = GenerateSpeculative(*target, *method, kPrompt, Options(0, 30, 0));
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->tokens, expected);
+  TwoTokenCounts counts;
+  int accepted = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    auto out = GenerateSpeculative(*target, *method, kPrompt, Options(1, 2, 1000 + i));
+    ASSERT_TRUE(out.ok()) << out.status();
+    ++counts[{out->tokens[0], out->tokens[1]}];
+    for (const StepStats& step : out->steps) {
+      accepted += step.accepted;
+      ASSERT_EQ(step.tree_nodes, 3);  // every step pipelined: gamma drafts, filled where lookup gives fewer
+    }
+  }
+  const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
+  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
+  EXPECT_GT(accepted, kRuns / 20);  // drafts were accepted, so the law test saw the rule at work
+
+  // Negative control: the greedy rule at T=1 (lossy there) on the same drafts is caught.
+  constexpr int kControlRuns = 300;
+  auto lossy = MethodFromYaml("{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 3}, "
+                              "verifier: {type: greedy}, length_policy: {type: fixed, gamma: 3}}",
+                              target.get());
+  ASSERT_TRUE(lossy.ok()) << lossy.status();
+  TwoTokenCounts lossy_counts;
+  for (int i = 0; i < kControlRuns; ++i) {
+    auto out = GenerateSpeculative(*target, *lossy, kPrompt, Options(1, 2, 1000 + i));
+    ASSERT_TRUE(out.ok()) << out.status();
+    ++lossy_counts[{out->tokens[0], out->tokens[1]}];
+  }
+  const ChiSquareResult control = ChiSquareTest(lossy_counts, law, kControlRuns);
+  EXPECT_GT(control.statistic, control.critical);
 }
 
 TEST(SpeculativeDecodingTest, SameSeedSameTokens) {

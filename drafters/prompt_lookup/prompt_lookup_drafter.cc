@@ -1,23 +1,57 @@
 #include "drafters/prompt_lookup/prompt_lookup_drafter.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+
+#ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "drafters/prompt_lookup/cuda/ngram_kernel.h"
+#endif
 
 namespace speclab {
 
-std::vector<int32_t> LookupContinuation(absl::Span<const int32_t> sequence, int max_ngram, int max_tokens) {
+std::optional<int64_t> LookupFrom(absl::Span<const int32_t> sequence, int max_ngram) {
   const int64_t length = static_cast<int64_t>(sequence.size());
   for (int n = std::min<int64_t>(max_ngram, length - 1); n >= 1; --n) {
     absl::Span<const int32_t> key = sequence.subspan(length - n);
     for (int64_t start = 0; start < length - n; ++start) {  // never the trailing key itself
-      if (!std::equal(key.begin(), key.end(), sequence.begin() + start)) continue;
-      const int64_t from = start + n;
-      const int64_t to = std::min<int64_t>(length, from + max_tokens);
-      return std::vector<int32_t>(sequence.begin() + from, sequence.begin() + to);
+      if (std::equal(key.begin(), key.end(), sequence.begin() + start)) return start + n;
     }
   }
-  return {};
+  return std::nullopt;
+}
+
+std::vector<int32_t> LookupContinuation(absl::Span<const int32_t> sequence, int max_ngram, int max_tokens) {
+  const std::optional<int64_t> from = LookupFrom(sequence, max_ngram);
+  if (!from) return {};
+  const int64_t to = std::min<int64_t>(static_cast<int64_t>(sequence.size()), *from + max_tokens);
+  return std::vector<int32_t>(sequence.begin() + *from, sequence.begin() + to);
+}
+
+std::vector<int32_t> FixedLengthContinuation(absl::Span<const int32_t> sequence, int max_ngram, int length) {
+  const std::optional<int64_t> from = LookupFrom(sequence, max_ngram);
+  const int64_t n = static_cast<int64_t>(sequence.size());
+  std::vector<int32_t> drafts;
+  for (int64_t j = 0; j < length; ++j) {
+    const int64_t at = from ? *from + j : -1;
+    drafts.push_back(at < 0 ? sequence.back() : at < n ? sequence[at] : drafts[at - n]);
+  }
+  return drafts;
+}
+
+absl::Status PromptLookupDrafter::Reset(absl::Span<const int32_t> prompt) {
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (!device_context_.defined() || device_context_.size(0) < std::max(capacity_, n))
+    device_context_ = at::zeros({std::max(capacity_, n)}, at::TensorOptions().dtype(at::kLong).device(device_));
+  device_context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device_));
+  return absl::OkStatus();
 }
 
 absl::Status PromptLookupDrafter::BeginStep(absl::Span<const int32_t> context) {
@@ -33,19 +67,61 @@ absl::StatusOr<std::vector<int32_t>> PromptLookupDrafter::Continuation(const Tok
   return LookupContinuation(sequence, max_ngram_, std::min(max_tokens, num_pred_tokens_));
 }
 
+absl::StatusOr<at::Tensor> PromptLookupDrafter::ContinuationAt(const DeviceRoot& root, int length) {
+  if (!device_context_.defined()) return absl::FailedPreconditionError("prompt_lookup: ContinuationAt before Reset");
+  if (length < 0) return absl::InvalidArgumentError(absl::StrCat("prompt_lookup: draft length ", length));
+  if (length > num_pred_tokens_)  // the engine then steps on the host, where num_pred_tokens caps each draft
+    return absl::UnimplementedError(absl::StrCat("prompt_lookup: the length policy asks for ", length,
+                                                 " tokens a step, num_pred_tokens allows ", num_pred_tokens_));
+  // Room for the root, the token before it and the drafts at the host's bound on their positions.
+  const int64_t need = root.position.max_start + 2 + length;
+  if (device_context_.size(0) < need) {
+    at::Tensor grown = at::zeros({std::max(need, 2 * device_context_.size(0))}, device_context_.options());
+    grown.narrow(0, 0, device_context_.size(0)).copy_(device_context_);
+    device_context_ = grown;
+  }
+  const at::Tensor last_two = root.last_two.to(device_context_.device(), at::kLong).contiguous();
+  const at::Tensor start = root.position.start.to(device_context_.device(), at::kLong).contiguous();
+  at::Tensor out = at::empty({length + 1}, device_context_.options());
+#ifdef SPECLAB_WITH_CUDA
+  if (device_context_.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(device_context_.device());
+    const int error = prompt_lookup::LaunchNgramContinuation(
+        device_context_.data_ptr<int64_t>(), device_context_.size(0), last_two.data_ptr<int64_t>(),
+        start.data_ptr<int64_t>(), max_ngram_, length, out.data_ptr<int64_t>(),
+        c10::cuda::getCurrentCUDAStream(device_context_.device().index()).stream());
+    if (error != 0) return absl::InternalError(absl::StrCat("prompt_lookup: n-gram kernel launch failed (", error, ")"));
+    return out;
+  }
+#endif
+  if (!device_context_.is_cpu())
+    return absl::UnimplementedError(absl::StrCat("prompt_lookup: no device-rooted continuations on ", device_.str()));
+  // The same rule on the host (the CPU runs tests): LookupFrom and the fill.
+  int64_t* context = device_context_.data_ptr<int64_t>();
+  const int64_t s = start.item<int64_t>();
+  context[s] = last_two.data_ptr<int64_t>()[0];
+  context[s + 1] = last_two.data_ptr<int64_t>()[1];
+  const std::vector<int32_t> sequence(context, context + s + 2);
+  const std::vector<int32_t> drafts = FixedLengthContinuation(sequence, max_ngram_, length);
+  int64_t* tokens = out.data_ptr<int64_t>();
+  tokens[0] = sequence.back();
+  for (int j = 0; j < length; ++j) tokens[1 + j] = context[s + 2 + j] = drafts[j];
+  return out;
+}
+
 namespace {
 
 const bool kRegistered = DrafterRegistry::Add({
     .name = "prompt_lookup",
     .description = "n-gram match in the prompt and generated text (PLD); gives tokens only",
     .lossless = "-",
-    .create = [](Options& options, const DrafterEnvironment&) -> absl::StatusOr<std::unique_ptr<Drafter>> {
+    .create = [](Options& options, const DrafterEnvironment& env) -> absl::StatusOr<std::unique_ptr<Drafter>> {
       ASSIGN_OR_RETURN(int64_t max_ngram, options.GetInt("max_ngram_size", 3));
       ASSIGN_OR_RETURN(int64_t num_pred, options.GetInt("num_pred_tokens", 10));
       if (max_ngram < 1) return options.Error("max_ngram_size", "expected an integer >= 1");
       if (num_pred < 1) return options.Error("num_pred_tokens", "expected an integer >= 1");
-      return std::unique_ptr<Drafter>(
-          std::make_unique<PromptLookupDrafter>(static_cast<int>(max_ngram), static_cast<int>(num_pred)));
+      return std::unique_ptr<Drafter>(std::make_unique<PromptLookupDrafter>(
+          static_cast<int>(max_ngram), static_cast<int>(num_pred), env.device, env.kv_capacity));
     },
 });
 

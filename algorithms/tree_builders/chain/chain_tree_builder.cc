@@ -7,7 +7,8 @@
 // device chain (Drafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
 // graph) draft the whole chain in one call when the policy fixes the length
 // up front, and can draft it from a root only the device knows
-// (BuildChainAt: the engine's pipelined chains).
+// (BuildChainAt: the engine's pipelined chains), as can token-only drafters
+// with device-rooted continuations (Drafter::ContinuationAt).
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -37,8 +38,12 @@ class ChainTreeBuilder final : public TreeBuilder {
     if (request.policy->wants_progress())
       return absl::UnimplementedError("the length policy reads each drafted token on the host");
     const int length = request.policy->MaxDraftLength();
+    if (drafter.kind() == DrafterKind::kTokensOnly) {
+      ASSIGN_OR_RETURN(at::Tensor tokens, drafter.ContinuationAt(root, length));
+      return ChainTree(request.root_token, length, {.tokens = tokens}, DraftSampling::kDeterministic);
+    }
     ASSIGN_OR_RETURN(ChainResult chain, drafter.DraftChainAt(root, length, Pick(request)));
-    return ChainTree(request.root_token, length, chain);
+    return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent);
   }
 
  private:
@@ -87,18 +92,18 @@ class ChainTreeBuilder final : public TreeBuilder {
     absl::StatusOr<ChainResult> chain = drafter.DraftChain(length, Pick(request));
     if (chain.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!chain.ok()) return chain.status();
-    return ChainTree(request.root_token, length, *chain);
+    return ChainTree(request.root_token, length, *chain, DraftSampling::kIndependent);
   }
 
   // The draft tree of a chain the device drew: host tokens are placeholders.
-  static DraftTree ChainTree(int32_t root_token, int length, const ChainResult& chain) {
+  static DraftTree ChainTree(int32_t root_token, int length, const ChainResult& chain, DraftSampling sampling) {
     DraftTree out;
     out.tree = TokenTree(root_token);
     for (int node = 0; node < length; ++node) out.tree.AddNode(node, /*token=*/-1);
     out.tokens = chain.tokens;
     // The root was not drafted: its row is 0.
     if (chain.rows.defined()) out.draft_probs = at::cat({at::zeros_like(chain.rows.narrow(0, 0, 1)), chain.rows});
-    out.sampling = DraftSampling::kIndependent;
+    out.sampling = sampling;
     return out;
   }
 
