@@ -40,33 +40,46 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const ModelConfig& confi
   return LlamaModel::CreateRandomOnDevice(config, device, dtype, capacity, seed);
 }
 
-// Chain speculative sampling with rejection verification and a fixed gamma,
-// drafting with `drafter` (the method's parts come from the registries, as a
-// config would build them).
-absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int gamma) {
+// Chain speculative sampling with `verifier` (its host rule and its device
+// form) and a fixed gamma, drafting with `drafter` (the method's parts come
+// from the registries, as a config would build them).
+absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int gamma, const std::string& verifier) {
   Method m;
-  m.name = absl::StrCat("chain_g", gamma);
+  m.name = verifier == "rejection" ? absl::StrCat("chain_g", gamma) : absl::StrCat("chain_g", gamma, "_", verifier);
   m.drafter_name = "model";
   m.drafter = std::make_unique<ModelDrafter>(std::move(drafter));
+  const std::string verifier_yaml = absl::StrCat("{type: ", verifier, "}");
   ASSIGN_OR_RETURN(Options builder, Options::FromString("{type: chain}", "bench-overhead"));
-  ASSIGN_OR_RETURN(Options verifier, Options::FromString("{type: rejection}", "bench-overhead"));
+  ASSIGN_OR_RETURN(Options verifier_options, Options::FromString(verifier_yaml, "--verifier"));
   ASSIGN_OR_RETURN(Options policy,
                    Options::FromString(absl::StrCat("{type: fixed, gamma: ", gamma, "}"), "bench-overhead"));
   m.tree_builder_name = "chain";
-  m.verifier_name = "rejection";
+  m.verifier_name = verifier;
   m.policy_name = "fixed";
   ASSIGN_OR_RETURN(m.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
-  ASSIGN_OR_RETURN(m.verifier, VerifierRegistry::Create(verifier, "verifier"));
+  ASSIGN_OR_RETURN(m.verifier, VerifierRegistry::Create(verifier_options, "verifier"));
   ASSIGN_OR_RETURN(m.policy, LengthPolicyRegistry::Create(policy, "length policy"));
   RETURN_IF_ERROR(m.CheckCompatible());
-  RETURN_IF_ERROR(AttachDeviceVerifier(m, *Options::FromString("{type: rejection}", "bench-overhead")));
+  ASSIGN_OR_RETURN(Options device_options, Options::FromString(verifier_yaml, "--verifier"));
+  RETURN_IF_ERROR(AttachDeviceVerifier(m, device_options));
+  if (m.device_verifier == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: --verifier ", verifier,
+                                                   " has no device form (pipelined chains need one)"));
   return m;
 }
 
+// Seconds per step of pipelined steps queued back to back: until the device
+// drains, and until the host has queued the last (the host's own work: where
+// it is close to the first, the host, not the device, sets the pace).
+struct QueuedSeconds {
+  double total = 0;
+  double host = 0;
+};
+
 // The device alone: `steps` pipelined chain steps queued back to back on
 // `prompt`, none read back, from the first launch until the device drains.
-// Appends the models' forwards to the counts; returns seconds per step.
-absl::StatusOr<double> QueuedPipelinedStepSeconds(LanguageModel& target, Method& method,
+// Appends the models' forwards to the counts.
+absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, Method& method,
                                                   const std::vector<int32_t>& prompt, const SamplingParams& sampling,
                                                   int steps, std::map<int64_t, int64_t>& target_forwards,
                                                   std::map<int64_t, int64_t>& draft_forwards) {
@@ -91,11 +104,13 @@ absl::StatusOr<double> QueuedPipelinedStepSeconds(LanguageModel& target, Method&
     if (!record) return absl::InternalError("bench-overhead: the chain method cannot run pipelined");
     last = *record;
   }
+  const auto queued = std::chrono::steady_clock::now();
   last.to(at::kCPU);  // waits for every queued step
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto drained = std::chrono::steady_clock::now();
   for (const auto& [n, c] : target.forward_counts()) target_forwards[n] += c;
   for (const auto& [n, c] : drafter.forward_counts()) draft_forwards[n] += c;
-  return seconds / steps;
+  return QueuedSeconds{.total = std::chrono::duration<double>(drained - start).count() / steps,
+                       .host = std::chrono::duration<double>(queued - start).count() / steps};
 }
 
 struct Row {
@@ -118,7 +133,7 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(target_config, device, capacity, 1));
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> drafter, RandomModel(drafter_config, device, capacity, 2));
   LanguageModel* drafter_model = drafter.get();
-  ASSIGN_OR_RETURN(Method method, ChainMethod(std::move(drafter), flags.gamma));
+  ASSIGN_OR_RETURN(Method method, ChainMethod(std::move(drafter), flags.gamma, flags.verifier));
 
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts(flags.prompts);
@@ -195,7 +210,7 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   // The pipelined chain's device work alone, per temperature: steps queued
   // back to back, as many as the cache holds.
   const int queued_steps = std::min<int64_t>(64, (capacity - flags.prompt_tokens) / (flags.gamma + 1) - 2);
-  std::map<double, double> queued_seconds;
+  std::map<double, QueuedSeconds> queued_seconds;
   std::map<double, std::pair<std::map<int64_t, int64_t>, std::map<int64_t, int64_t>>> queued_forwards;
   for (double t : {0.0, 1.0}) {
     SamplingParams sampling = options.sampling;
@@ -256,9 +271,11 @@ absl::Status Run(const OverheadBenchFlags& flags) {
       &report,
       "\nThe pipelined chain's device work alone (%d steps queued back to back, nothing read back): the "
       "device time of a step beyond its forwards (probabilities, sampling, verification and bookkeeping kernels), "
-      "and the pipelined loop's overhead minus that: host time the device waited for.\n\n"
-      "| temperature | device ms/step | forwards ms/step | device work beyond the forwards us/step | pipelined "
-      "overhead us/step | host time not hidden us/step |\n|---|---|---|---|---|---|\n",
+      "and the pipelined loop's overhead minus that: host time the device waited for. Host ms/step is the host's "
+      "time to queue a step: where it nears the device's, the host sets the pace and the device's share is an "
+      "upper bound.\n\n"
+      "| temperature | device ms/step | host ms/step (queueing) | forwards ms/step | device work beyond the forwards "
+      "us/step | pipelined overhead us/step | host time not hidden us/step |\n|---|---|---|---|---|---|---|\n",
       queued_steps);
   for (size_t r = 0; r < rows.size(); ++r) {
     if (runners[r % runners.size()].name != method.name + ", pipelined") continue;
@@ -267,10 +284,11 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(target_forwards, target_costs));
     ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(draft_forwards, draft_costs));
     const double forwards = (target_seconds + draft_seconds) / queued_steps;
-    const double beyond = queued_seconds[t] - forwards;
+    const double beyond = queued_seconds[t].total - forwards;
     const double overhead = (rows[r].seconds - rows[r].predicted) / rows[r].steps;
-    absl::StrAppendFormat(&report, "| %g | %.3f | %.3f | %.1f | %.1f | %.1f |\n", t, 1e3 * queued_seconds[t],
-                          1e3 * forwards, 1e6 * beyond, 1e6 * overhead, 1e6 * (overhead - beyond));
+    absl::StrAppendFormat(&report, "| %g | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n", t,
+                          1e3 * queued_seconds[t].total, 1e3 * queued_seconds[t].host, 1e3 * forwards, 1e6 * beyond,
+                          1e6 * overhead, 1e6 * (overhead - beyond));
   }
   std::cout << report << std::flush;
   if (!flags.out_dir.empty()) {
@@ -294,6 +312,7 @@ absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std
       {"--target-shape", "CONFIG.json", text(flags.target_shape)},
       {"--drafter-shape", "CONFIG.json", text(flags.drafter_shape)},
       {"--gamma", "G", PositiveInto("--gamma", flags.gamma, 32)},
+      {"--verifier", "NAME", text(flags.verifier)},
       {"--new-tokens", "N", PositiveInto("--new-tokens", flags.new_tokens, 1 << 16)},
       {"--prompt-tokens", "P", PositiveInto("--prompt-tokens", flags.prompt_tokens, 1 << 16)},
       {"--prompts", "K", PositiveInto("--prompts", flags.prompts, 1 << 10)},

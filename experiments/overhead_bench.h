@@ -5,7 +5,7 @@
 // so its step time is mostly host work. This benchmark decodes with random
 // weights of real shapes (by default a Llama-3.1-8B target and a Llama-3.2-1B
 // drafter, same 128256-token vocabulary): chain speculative sampling with
-// rejection verification at temperatures 0 and 1, step by step and pipelined
+// rejection verification (or --verifier's rule) at temperatures 0 and 1, step by step and pipelined
 // (framework/pipelined_chain.h), plus the autoregressive baseline. Each run's
 // forwards are priced at costs measured on the same models; the measured time
 // beyond that, per step, is the overhead (sampling, verification, commits and
@@ -28,6 +28,7 @@ struct OverheadBenchFlags {
   std::string target_shape = "configs/shapes/llama-3.1-8b.json";
   std::string drafter_shape = "configs/shapes/llama-3.2-1b.json";
   int gamma = 4;
+  std::string verifier = "rejection";  // a chain rule with a device form (rejection, block, point_mass, greedy)
   int new_tokens = 128;
   int prompt_tokens = 64;
   int prompts = 3;

@@ -19,13 +19,14 @@ const std::string kRoot = SPECLAB_SOURCE_DIR;
 
 TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   auto flags = ParseOverheadBenchFlags(
-      {"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o", "--trace", "t"});
+      {"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o", "--trace", "t", "--verifier", "block"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->gamma, 3);
   EXPECT_EQ(flags->new_tokens, 8);
   EXPECT_EQ(flags->device, "cpu");
   EXPECT_EQ(flags->out_dir, "o");
   EXPECT_EQ(flags->trace_dir, "t");
+  EXPECT_EQ(flags->verifier, "block");
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gama", "3"}).status().message()),
               HasSubstr("unknown flag '--gama' (valid: --target-shape CONFIG.json"));
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gamma", "x"}).status().message()),
@@ -52,6 +53,14 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(report.str(), HasSubstr("| chain_g2, pipelined | 1 |"));
   EXPECT_THAT(report.str(), HasSubstr("overhead us/step"));
   EXPECT_THAT(report.str(), HasSubstr("host time not hidden us/step"));
+  // Another chain rule's device form; a rule without one is refused by name.
+  flags.verifier = "block";
+  ASSERT_TRUE(RunOverheadBench(flags).ok());
+  report.str("");
+  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
+  EXPECT_THAT(report.str(), HasSubstr("| chain_g2_block, pipelined | 1 |"));
+  flags.verifier = "specinfer";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--verifier specinfer has no device form"));
   RemoveTree(out);
 }
 

@@ -86,6 +86,10 @@ if has bench; then
   timeout 120 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \
     --drafter-shape models/speclab-drafter/config.json --prompts 8 --out "$OUT/overhead_shipped" 2>&1 \
     | tee "$OUT/overhead_shipped.log" | tail -n 20 || log "BENCH-OVERHEAD (SHIPPED) FAILED"
+  log "bench: framework overhead per step (shipped shapes, block verifier)"
+  timeout 120 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \
+    --drafter-shape models/speclab-drafter/config.json --prompts 8 --verifier block --out "$OUT/overhead_shipped_block" 2>&1 \
+    | tee "$OUT/overhead_shipped_block.log" | tail -n 12 || log "BENCH-OVERHEAD (SHIPPED, BLOCK) FAILED"
   snapshot
   log "bench: end to end (speclab)"
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }

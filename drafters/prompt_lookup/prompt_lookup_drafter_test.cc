@@ -64,9 +64,10 @@ std::vector<std::vector<int64_t>> RunDeviceSteps(c10::Device device, const std::
     const at::Tensor host = tokens->cpu();
     drafted.emplace_back(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + length + 1);
     if (sequences != nullptr) sequences->push_back(sequence);
-    // Accept some drafts, then an "extra token" the drafts did not predict.
+    // Accept some drafts (at most all `length`), then an extra token.
+    EXPECT_LE(accepted[step], length);
     for (int j = 0; j < accepted[step]; ++j) sequence.push_back(static_cast<int32_t>(drafted.back()[1 + j]));
-    sequence.push_back(static_cast<int32_t>((drafted.back()[1 + accepted[step]] + 1) % vocab));
+    sequence.push_back(static_cast<int32_t>((sequence.back() + 1 + step) % vocab));
     max_start += length + 1;
   }
   return drafted;
