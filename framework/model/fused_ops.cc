@@ -29,6 +29,11 @@ namespace speclab {
 namespace fused {
 namespace {
 
+std::atomic<int64_t>& LaunchCounter() {
+  static std::atomic<int64_t> launches{0};
+  return launches;
+}
+
 std::atomic<bool>& KernelsEnabledFlag() {
   static std::atomic<bool> enabled{[] {
     const char* env = std::getenv("SPECLAB_FUSED_KERNELS");
@@ -158,6 +163,7 @@ void* CurrentStream(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStrea
 
 void CheckLaunch(int error, const char* op) {
   TORCH_CHECK(error == 0, "speclab fused ", op, " kernel: ", dk::DecodeKernelErrorString(error));
+  LaunchCounter().fetch_add(1, std::memory_order_relaxed);
 }
 
 dk::GemvKernel ToGemvKernel(LinearKernel kernel) {
@@ -305,6 +311,8 @@ bool HasCudaKernels() {
 void SetCudaKernelsEnabled(bool enabled) { KernelsEnabledFlag().store(enabled); }
 
 bool CudaKernelsEnabled() { return KernelsEnabledFlag().load(); }
+
+int64_t CudaKernelLaunches() { return LaunchCounter().load(std::memory_order_relaxed); }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   CheckNormShapes(x, weight);
@@ -520,6 +528,17 @@ bool RowKernelsCover(const at::Tensor& x) {
 #endif
 }
 
+// A float32 vector [n] (the chain rules' uniforms and weights) the row kernels cover.
+bool VectorCovered(const at::Tensor& x) {
+#ifdef SPECLAB_WITH_CUDA
+  dk::DType dtype;
+  return x.dim() == 1 && x.size(0) >= 1 && Covered({x}, &dtype) && dtype == dk::DType::kF32;
+#else
+  (void)x;
+  return false;
+#endif
+}
+
 }  // namespace
 
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
@@ -552,7 +571,7 @@ at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, cons
               "RejectionAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
   TORCH_CHECK(u.dim() == 1 && u.size(0) == drafts, "RejectionAccepted: u ", u.sizes(), " must be [", drafts, "]");
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(u) && q.device() == p.device() &&
+  if (RowKernelsCover(p) && RowKernelsCover(q) && VectorCovered(u) && q.device() == p.device() &&
       u.device() == p.device() && tokens.device() == p.device()) {
     const c10::cuda::CUDAGuard guard(p.device());
     at::Tensor out = at::empty({}, p.options().dtype(at::kLong));
@@ -580,7 +599,7 @@ std::pair<at::Tensor, at::Tensor> BlockAccepted(const at::Tensor& tokens, const 
               "BlockAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
   TORCH_CHECK(u.dim() == 1 && u.size(0) == gamma, "BlockAccepted: u ", u.sizes(), " must be [", gamma, "]");
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(u) && q.device() == p.device() &&
+  if (RowKernelsCover(p) && RowKernelsCover(q) && VectorCovered(u) && q.device() == p.device() &&
       u.device() == p.device() && tokens.device() == p.device()) {
     const c10::cuda::CUDAGuard guard(p.device());
     at::Tensor accepted = at::empty({}, p.options().dtype(at::kLong));
@@ -622,7 +641,7 @@ at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tens
 #ifdef SPECLAB_WITH_CUDA
   if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(noise) && q.device() == p.device() &&
       noise.device() == p.device() && row.device() == p.device() &&
-      (!weights.defined() || (RowKernelsCover(weights) && weights.device() == p.device()))) {
+      (!weights.defined() || (VectorCovered(weights) && weights.device() == p.device()))) {
     const c10::cuda::CUDAGuard guard(p.device());
     const int64_t rows = p.size(0), cols = p.size(1);
     at::Tensor out = at::empty({1}, p.options().dtype(at::kLong));

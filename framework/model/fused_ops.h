@@ -35,6 +35,11 @@ bool HasCudaKernels();
 void SetCudaKernelsEnabled(bool enabled);
 bool CudaKernelsEnabled();
 
+// The number of launches of these ops' CUDA kernels so far in this process
+// (a multi-kernel op counts once): tests use it to show that an op ran its
+// kernel rather than the ATen formula, which gives the same answer.
+int64_t CudaKernelLaunches();
+
 // HF LlamaRMSNorm. x [..., hidden], weight [hidden]:
 //   xf = x.to(float); weight * (xf * rsqrt(mean(xf^2, -1) + eps)).to(x.dtype)
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);

@@ -153,8 +153,11 @@ TEST(FusedRowOps, RejectionAcceptedCountsTheLeadingAcceptances) {
                                        c.q[fail + 1][tokens[fail + 1].item<int64_t>()].item<float>();
     const at::Tensor got = fused::RejectionAccepted(tokens, c.p, c.q, u);
     EXPECT_EQ(got.item<int64_t>(), fail) << "fail at " << fail;
-    if (at::hasCUDA())
+    if (::speclab::testing::CudaTestsRequested() && at::hasCUDA()) {
+      const int64_t launches = fused::CudaKernelLaunches();
       EXPECT_EQ(fused::RejectionAccepted(tokens.cuda(), c.p.cuda(), c.q.cuda(), u.cuda()).item<int64_t>(), fail);
+      EXPECT_EQ(fused::CudaKernelLaunches() - launches, 1);  // the kernel, not the ATen formula
+    }
   }
   EXPECT_THROW(fused::RejectionAccepted(tokens, c.p, c.q, at::zeros({2})), c10::Error);
 }
@@ -237,8 +240,10 @@ TEST(FusedRowOps, BlockAcceptedIsTheLastSuccessfulPosition) {
       for (const bool cuda : {false, true}) {
         if (cuda && !(::speclab::testing::CudaTestsRequested() && at::hasCUDA())) continue;
         const auto device = cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+        const int64_t launches = fused::CudaKernelLaunches();
         auto [tau, weights] =
             fused::BlockAccepted(c.tokens.to(device), c.p.to(device), c.q.to(device), u.to(device));
+        EXPECT_EQ(fused::CudaKernelLaunches() - launches, cuda ? 1 : 0);  // the kernels, not the ATen formula
         EXPECT_EQ(tau.item<int64_t>(), t) << (cuda ? "cuda" : "cpu");
         for (int64_t i = 0; i <= gamma; ++i) EXPECT_NEAR(weights[i].item<float>(), c.w[i], 1e-5 * (1 + c.w[i]));
       }
@@ -268,10 +273,13 @@ TEST(FusedRowOps, WeightedResidualRaceIsTheRaceOfTheStoppingRow) {
       const at::Tensor r = at::tensor({row}, at::kLong);
       EXPECT_EQ(fused::ResidualRace(c.p, c.q, c.noise, r, weights).item<int64_t>(), expected[row].item<int64_t>())
           << "cols " << cols << ", row " << row;
-      if (::speclab::testing::CudaTestsRequested() && at::hasCUDA())
+      if (::speclab::testing::CudaTestsRequested() && at::hasCUDA()) {
+        const int64_t launches = fused::CudaKernelLaunches();
         EXPECT_EQ(fused::ResidualRace(c.p.cuda(), c.q.cuda(), c.noise.cuda(), r.cuda(), weights.cuda()).item<int64_t>(),
                   expected[row].item<int64_t>())
             << "cuda, cols " << cols << ", row " << row;
+        EXPECT_EQ(fused::CudaKernelLaunches() - launches, 1);
+      }
     }
   }
 }
