@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,6 +30,19 @@
 
 namespace speclab {
 namespace {
+
+// Runs `generate` `repeats` times (one seed: the same tokens) and keeps the
+// run of median decode time, so that a host hiccup in one run moves no row.
+absl::StatusOr<Generation> MedianOfRepeats(int repeats, const std::function<absl::StatusOr<Generation>()>& generate) {
+  std::vector<Generation> runs;
+  for (int r = 0; r < repeats; ++r) {
+    ASSIGN_OR_RETURN(Generation g, generate());
+    runs.push_back(std::move(g));
+  }
+  std::nth_element(runs.begin(), runs.begin() + repeats / 2, runs.end(),
+                   [](const Generation& a, const Generation& b) { return a.decode_seconds < b.decode_seconds; });
+  return std::move(runs[repeats / 2]);
+}
 
 std::string GitRevision() {
   FILE* pipe = popen("git rev-parse HEAD 2>/dev/null", "r");
@@ -199,10 +214,13 @@ absl::Status RunExperiment(const RunFlags& flags) {
     for (size_t i = 0; i < e.prompts.size(); ++i) {
       const Prompt& prompt = e.prompts[i];
       options.seed = e.seed + i;
-      ASSIGN_OR_RETURN(Generation base, GenerateAutoregressive(*e.target, encoded[i], options));
+      ASSIGN_OR_RETURN(Generation base, MedianOfRepeats(e.repeats, [&] {
+                         return GenerateAutoregressive(*e.target, encoded[i], options);
+                       }));
       records.push_back({kBaseline, prompt.task, prompt.id, temperature, base});
       for (Method& m : e.methods) {
-        auto generation = GenerateSpeculative(*e.target, m, encoded[i], options);
+        auto generation =
+            MedianOfRepeats(e.repeats, [&] { return GenerateSpeculative(*e.target, m, encoded[i], options); });
         if (!generation.ok())
           return absl::Status(generation.status().code(),
                               absl::StrCat("prompt ", prompt.id, ": ", generation.status().message()));

@@ -59,7 +59,10 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   ASSIGN_OR_RETURN(e.verify_on_device, decoding.GetBool("verify_on_device", e.target->device().is_cuda()));
   // Pipelining hides host work under queued device work; the CPU queues nothing.
   ASSIGN_OR_RETURN(e.pipeline, decoding.GetBool("pipeline", e.target->device().is_cuda()));
+  ASSIGN_OR_RETURN(int64_t repeats, decoding.GetInt("repeats", 1));
   RETURN_IF_ERROR(decoding.CheckAllUsed());
+  if (repeats < 1 || repeats > 99) return decoding.Error("repeats", "expected an integer in [1, 99]");
+  e.repeats = static_cast<int>(repeats);
   for (double t : e.temperatures) {
     SamplingParams check = e.sampling;
     check.temperature = t;

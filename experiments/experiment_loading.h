@@ -36,6 +36,7 @@ struct Experiment {
   bool add_bos = true;
   bool verify_on_device = true;  // decoding.verify_on_device (default: true on CUDA, false on the CPU)
   bool pipeline = true;          // decoding.pipeline (default: true on CUDA, false on the CPU)
+  int repeats = 1;               // decoding.repeats: timed runs of each generation (same seed); the median counts
   std::vector<Method> methods;
   // The optional `measure_acceptance:` mapping, read by RunMeasureAcceptance
   // only; accepted here so that one config serves both commands.

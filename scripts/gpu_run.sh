@@ -101,7 +101,7 @@ if has bench; then
   # T=0 in bf16. In float32 every lossless method must match.
   log "bench: greedy match in float32"
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --set models.dtype=float32 --set 'decoding.temperatures=[0]' \
-    --set prompts.per_task=4 > "$OUT/e2e_fp32.md" 2> "$OUT/e2e_fp32.log" || { log "E2E FP32 FAILED"; tail -n 20 "$OUT/e2e_fp32.log"; }
+    --set prompts.per_task=4 --set decoding.repeats=1 > "$OUT/e2e_fp32.md" 2> "$OUT/e2e_fp32.log" || { log "E2E FP32 FAILED"; tail -n 20 "$OUT/e2e_fp32.log"; }
   grep -A10 "task \`all\`" "$OUT/e2e_fp32.md" || true
   snapshot
   if [ -f "$OUT/e2e/prompts.jsonl" ] && [ -z "${SKIP_HF:-}" ]; then

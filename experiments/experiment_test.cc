@@ -1,0 +1,43 @@
+#include "experiments/experiment.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "framework/core/file_util.h"
+
+namespace speclab {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kRoot = SPECLAB_SOURCE_DIR;
+
+RunFlags QuickstartFlags(std::vector<std::string> overrides) {
+  RunFlags flags{.config_path = kRoot + "/configs/experiments/quickstart.yaml"};
+  flags.overrides = {"models.device=cpu", "models.dtype=float32", "prompts.per_task=1", "decoding.max_new_tokens=4",
+                     "decoding.temperatures=[1]"};
+  flags.overrides.insert(flags.overrides.end(), overrides.begin(), overrides.end());
+  return flags;
+}
+
+TEST(ExperimentTest, RepeatsTimeEachGenerationSeveralTimes) {
+  RunFlags flags = QuickstartFlags({"decoding.repeats=3"});
+  flags.out_dir = ::testing::TempDir() + "/experiment_test_" + std::to_string(::getpid());
+  ASSERT_TRUE(RunExperiment(flags).ok());
+  EXPECT_TRUE(fs::exists(fs::path(flags.out_dir) / "summary.csv"));
+  RemoveTree(flags.out_dir);
+}
+
+TEST(ExperimentTest, RepeatsOutOfRangeNameTheKey) {
+  const absl::Status status = RunExperiment(QuickstartFlags({"decoding.repeats=0"}));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("decoding.repeats"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("expected an integer in [1, 99]"));
+}
+
+}  // namespace
+}  // namespace speclab
