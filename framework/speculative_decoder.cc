@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -322,6 +323,15 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     ASSIGN_OR_RETURN(done, DecodePipelined(target, method, prompt, options, random, out));
   }
   std::vector<int32_t> context(prompt.begin(), prompt.end());
+  // The target's commit of a step's accepted path waits until the next
+  // step's draft is queued: the drafter's work (a CUDA graph, for model
+  // drafters) then starts on the device at once, and the host prepares the
+  // compaction while it runs instead of while the device idles. Not where
+  // the drafter runs the target itself: it must see the committed cache.
+  const std::vector<LanguageModel*> drafter_models = method.drafter->models();
+  const bool defer_commit =
+      std::find(drafter_models.begin(), drafter_models.end(), &target) == drafter_models.end();
+  std::optional<std::vector<int64_t>> pending_commit;
   while (!done) {
     StepStats stats;
     auto t0 = Clock::now();
@@ -333,6 +343,10 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     const int n = static_cast<int>(DraftSize(draft));
     RETURN_IF_ERROR(CheckCapacity(target, context, options.max_new_tokens + n));
     auto t1 = Mark(device, sync);
+    if (pending_commit) {
+      RETURN_IF_ERROR(target.Commit(*pending_commit));
+      pending_commit.reset();
+    }
 
     // One target forward over the whole tree, on top of the committed cache.
     // A shape chosen on the device goes to the forward without a read.
@@ -374,7 +388,11 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
       emitted.push_back(tree.token(node));
     }
     emitted.push_back(verdict.extra_token);
-    RETURN_IF_ERROR(target.Commit(keep));
+    if (defer_commit) {
+      pending_commit = std::move(keep);
+    } else {
+      RETURN_IF_ERROR(target.Commit(keep));
+    }
     RETURN_IF_ERROR(method.drafter->EndStep(tree, path));
     context.insert(context.end(), emitted.begin(), emitted.end());
     done = Emit(emitted, options, out);
@@ -389,6 +407,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
                             .tree_nodes = stats.tree_nodes, .step_seconds = Seconds(t0, t3)});
     out.steps.push_back(stats);
   }
+  if (pending_commit) RETURN_IF_ERROR(target.Commit(*pending_commit));
   RETURN_IF_ERROR(KeepEmitted(target, prompt, out));
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
   CollectForwardCounts(target, method.drafter.get(), out);
