@@ -30,8 +30,6 @@ absl::Status CheckDeviceChain(const DeviceChainProblem& problem, const std::stri
   return absl::OkStatus();
 }
 
-at::Tensor RowSums(const at::Tensor& rows) { return at::mv(rows, at::ones({rows.size(1)}, rows.options())); }
-
 at::Tensor LeadingAccepted(const at::Tensor& accepted) {
   if (accepted.numel() == 0) return at::zeros({}, accepted.options().dtype(at::kLong));
   return accepted.to(at::kLong).cumprod(0).sum();

@@ -16,11 +16,6 @@ namespace speclab::verifiers {
 // (when `needs_draft`) draft rows of the same shape.
 absl::Status CheckDeviceChain(const DeviceChainProblem& problem, const std::string& rule, bool needs_draft);
 
-// The sums of a few very wide rows [n, vocab] -> [n], as a matrix-vector
-// product: ATen's sum(1) gives each row one thread block (15 us for six
-// 128k-token rows on an H200), cuBLAS's GEMV spreads them over the device.
-at::Tensor RowSums(const at::Tensor& rows);
-
 // The number of leading true entries of `accepted` [m] bool, as a 0-d int64.
 at::Tensor LeadingAccepted(const at::Tensor& accepted);
 
