@@ -23,6 +23,7 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   ASSIGN_OR_RETURN(std::string dtype_name, models.GetString("dtype", "auto"));
   ASSIGN_OR_RETURN(int64_t kv_capacity, models.GetInt("kv_capacity", 2048));
   ASSIGN_OR_RETURN(int64_t threads, models.GetInt("cpu_threads", 0));
+  ASSIGN_OR_RETURN(bool batch_invariant, models.GetBool("batch_invariant", false));
   RETURN_IF_ERROR(models.CheckAllUsed());
   auto device = ParseDevice(device_name);
   if (!device.ok()) return models.Error("device", std::string(device.status().message()));
@@ -32,6 +33,7 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   auto target = LlamaModel::Load(target_path, *device, *dtype, kv_capacity);
   if (!target.ok()) return models.Error("target", std::string(target.status().message()));
   e.target = *std::move(target);
+  e.target->SetBatchInvariant(batch_invariant);
   auto tokenizer = LoadTokenizer(models.ResolvePath(tokenizer_path));
   if (!tokenizer.ok()) return models.Error("tokenizer", std::string(tokenizer.status().message()));
   e.tokenizer = *std::move(tokenizer);

@@ -103,6 +103,13 @@ if has bench; then
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --set models.dtype=float32 --set 'decoding.temperatures=[0]' \
     --set prompts.per_task=4 --set decoding.repeats=1 > "$OUT/e2e_fp32.md" 2> "$OUT/e2e_fp32.log" || { log "E2E FP32 FAILED"; tail -n 20 "$OUT/e2e_fp32.log"; }
   grep -A10 "task \`all\`" "$OUT/e2e_fp32.md" || true
+  # bf16 with the target's batch-invariant kernels (models.batch_invariant):
+  # chains must match greedy decoding there too.
+  log "bench: greedy match in bf16, batch-invariant target"
+  "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --set models.batch_invariant=true \
+    --set 'decoding.temperatures=[0]' --set prompts.per_task=4 --set decoding.repeats=1 > "$OUT/e2e_invariant.md" \
+    2> "$OUT/e2e_invariant.log" || { log "E2E INVARIANT FAILED"; tail -n 20 "$OUT/e2e_invariant.log"; }
+  grep -A10 "task \`all\`" "$OUT/e2e_invariant.md" || true
   snapshot
   if [ -f "$OUT/e2e/prompts.jsonl" ] && [ -z "${SKIP_HF:-}" ]; then
     log "bench: transformers (autoregressive and assisted generation)"

@@ -463,6 +463,36 @@ at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache_layer,
   return DecodeAttentionAten(q, k_cache_layer, v_cache_layer, allowed, kv_length);
 }
 
+namespace {
+
+// The batch-invariant GEMV's rows per launch, warps splitting k, and attention chunk.
+constexpr int64_t kInvariantRows = 16;
+constexpr int kInvariantWarps = 4;
+constexpr int64_t kInvariantChunkTiles = 4;
+
+}  // namespace
+
+at::Tensor LinearBatchInvariant(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  CheckLinearShapes(x, weight, bias);
+  const int64_t k = weight.size(1);
+  const at::Tensor rows = x.reshape({-1, k});
+  const int64_t m = rows.size(0);
+  if (m == 0) return at::linear(x, weight, bias);
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < m; i += kInvariantRows)
+    parts.push_back(LinearWithKernel(rows.narrow(0, i, std::min(kInvariantRows, m - i)), weight, bias,
+                                     LinearKernel::kTensorCore, kInvariantWarps));
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return (parts.size() == 1 ? parts.front() : at::cat(parts)).view(sizes);
+}
+
+at::Tensor DecodeAttentionBatchInvariant(const at::Tensor& q, const at::Tensor& k_cache_layer,
+                                         const at::Tensor& v_cache_layer, const at::Tensor& allowed,
+                                         int64_t kv_length) {
+  return DecodeAttentionWithChunks(q, k_cache_layer, v_cache_layer, allowed, kv_length, kInvariantChunkTiles);
+}
+
 at::Tensor DecodeAttentionWithChunks(const at::Tensor& q, const at::Tensor& k_cache_layer,
                                      const at::Tensor& v_cache_layer, const at::Tensor& allowed, int64_t kv_length,
                                      int64_t chunk_tiles) {

@@ -108,6 +108,21 @@ enum class LinearKernel { kAuto, kTensorCore, kSimt };
 at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             LinearKernel kernel, int warps_per_block);
 
+// Batch-invariant forms of Linear and DecodeAttention: each row's result is
+// bit for bit the same whatever the number of rows computed with it, so that
+// a model verifying n tokens in one forward computes exactly the logits of n
+// one-token forwards (greedy decoding reproduced token for token in bf16).
+// Linear pins the tensor-core GEMV with a fixed k split in slices of at most
+// 16 rows (the MMA's rows are independent); attention pins the tiled kernel
+// with 256-slot chunks (a partition fixed by the slots, never by the rows).
+// Slower than the tuned choices (no SIMT GEMV for one row, no cuBLAS for long
+// batches, no split attention). Inputs the kernels do not cover (float32, the
+// CPU) take the ATen path, whose invariance is cuBLAS's.
+at::Tensor LinearBatchInvariant(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor DecodeAttentionBatchInvariant(const at::Tensor& q, const at::Tensor& k_cache_layer,
+                                         const at::Tensor& v_cache_layer, const at::Tensor& allowed,
+                                         int64_t kv_length);
+
 // Grouped-query attention in ATen, any batch: the formula DecodeAttention's
 // kernel stands in for, and the one the model's unfused (training) path uses.
 //   q [B, kv_heads, group * n, D] (row j * n + t: token t of head kv * group + j),

@@ -220,6 +220,7 @@ struct LlamaModel::Impl {
   // Static-shape forwards (CUDA graphs on CUDA; run eagerly on the CPU, where
   // tests check them against the plain forward).
   bool static_shapes = false;
+  bool batch_invariant = false;  // LlamaModel::SetBatchInvariant
   struct StaticInputs {
     at::Tensor tokens, positions, write_slots;  // [kMaxTokenBucket] int64
     at::Tensor allowed;                         // [kMaxTokenBucket, cache_slots] bool
@@ -288,6 +289,18 @@ struct LlamaModel::Impl {
   absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                  const LevelPick& pick);
   void DropGraphs();
+  // x @ weight^T + bias and the cache's attention, batch-invariant where set.
+  at::Tensor Project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
+    return batch_invariant ? fused::LinearBatchInvariant(x, weight, bias) : fused::Linear(x, weight, bias);
+  }
+  at::Tensor Logits(const at::Tensor& hidden) const {
+    return batch_invariant ? fused::LinearBatchInvariant(hidden, lm_head, at::Tensor()) : at::linear(hidden, lm_head);
+  }
+  at::Tensor Attend(const at::Tensor& q, const at::Tensor& k_layer, const at::Tensor& v_layer,
+                    const at::Tensor& allowed, int64_t kv_length) const {
+    return batch_invariant ? fused::DecodeAttentionBatchInvariant(q, k_layer, v_layer, allowed, kv_length)
+                           : fused::DecodeAttention(q, k_layer, v_layer, allowed, kv_length);
+  }
   void DropGraphsIfWeightsMoved();
   const CudaGraph* PoolOwner() const;
   absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick);
@@ -580,7 +593,7 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
 
   last_hidden = CachedLayers(tokens, ctx);
   tentative += n;
-  return at::linear(last_hidden, lm_head).to(at::kFloat);
+  return Logits(last_hidden).to(at::kFloat);
 }
 
 // Graphs read weights at the addresses seen at capture; a trainer that
@@ -702,7 +715,7 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticForwardBody(const at::
   ctx.write_slots = write_slots;
   ctx.kv_length = kv_length;
   at::Tensor hidden = CachedLayers(tokens, ctx);
-  at::Tensor logits = at::linear(hidden, lm_head);  // in the model's dtype: the copy out converts
+  at::Tensor logits = Logits(hidden);  // in the model's dtype: the copy out converts
   return {logits, hidden};
 }
 
@@ -985,18 +998,18 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& w = layers[i];
     at::Tensor k_layer = k_cache[i], v_layer = v_cache[i];
-    const at::Tensor q = fused::RopeQkvToCache(fused::Linear(h, w.qkv_weight, w.qkv_bias), ctx.cos, ctx.sin,
+    const at::Tensor q = fused::RopeQkvToCache(Project(h, w.qkv_weight, w.qkv_bias), ctx.cos, ctx.sin,
                                                c.num_attention_heads, c.num_key_value_heads, c.head_dim, write_slots,
                                                k_layer, v_layer);
-    const at::Tensor attn = fused::DecodeAttention(q, k_layer, v_layer, ctx.mask.allowed, ctx.kv_length)
+    const at::Tensor attn = Attend(q, k_layer, v_layer, ctx.mask.allowed, ctx.kv_length)
                                 .view({c.num_key_value_heads, group, n, c.head_dim})
                                 .permute({2, 0, 1, 3})
                                 .reshape({n, c.num_attention_heads * c.head_dim});
     at::Tensor x1, h2;
-    std::tie(x1, h2) = fused::AddRmsNorm(x, fused::Linear(attn, w.o_weight, w.o_bias), w.post_attention_norm, eps);
-    const at::Tensor mlp = fused::Linear(fused::SiluMul(fused::Linear(h2, w.gate_up_weight, at::Tensor()),
-                                                        c.intermediate_size),
-                                         w.down_weight, at::Tensor());
+    std::tie(x1, h2) = fused::AddRmsNorm(x, Project(attn, w.o_weight, w.o_bias), w.post_attention_norm, eps);
+    const at::Tensor mlp =
+        Project(fused::SiluMul(Project(h2, w.gate_up_weight, at::Tensor()), c.intermediate_size), w.down_weight,
+                at::Tensor());
     const at::Tensor& next_norm = i + 1 < c.num_hidden_layers ? layers[i + 1].input_norm : final_norm;
     std::tie(x, h) = fused::AddRmsNorm(x1, mlp, next_norm, eps);
   }
@@ -1228,6 +1241,14 @@ absl::Status LlamaModel::Save(const std::string& dir, at::ScalarType save_dtype)
 const ModelConfig& LlamaModel::config() const { return impl_->config; }
 
 void LlamaModel::EnableCudaGraphs(bool enable) { impl_->static_shapes = enable; }
+
+void LlamaModel::SetBatchInvariant(bool enable) {
+  if (enable == impl_->batch_invariant) return;
+  impl_->batch_invariant = enable;
+  impl_->DropGraphs();  // they captured the other kernels
+}
+
+bool LlamaModel::batch_invariant() const { return impl_->batch_invariant; }
 int64_t LlamaModel::graph_captures() const { return impl_->captures; }
 bool LlamaModel::cuda_graphs_enabled() const { return impl_->static_shapes; }
 

@@ -86,6 +86,15 @@ class LlamaModel final : public LanguageModel {
   // last_hidden_states() stays valid until the next Forward().
   void EnableCudaGraphs(bool enable);
   bool cuda_graphs_enabled() const;
+  // Batch-invariant numerics (fused::LinearBatchInvariant and
+  // DecodeAttentionBatchInvariant, the logits included): each token's logits
+  // are bit for bit those of a one-token forward at its position, whatever
+  // the forward's token count, so that speculative decoding reproduces greedy
+  // decoding token for token in bf16 on CUDA. Off by default (slower: no
+  // SIMT GEMV for one token, no cuBLAS, no split attention). Drops captured
+  // graphs. The fused decoding path only (the training path keeps cuBLAS).
+  void SetBatchInvariant(bool enable);
+  bool batch_invariant() const;
   // Bytes of parameters one decoding step reads (the embedding table counts
   // once when tied, and not at all otherwise: a step reads one row of it).
   int64_t DecodeWeightBytes() const;

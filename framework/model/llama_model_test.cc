@@ -19,6 +19,7 @@
 #include "framework/model/model_config.h"
 #include "framework/model/safetensors.h"
 #include "framework/sampling.h"
+#include "tests/support/cuda_tests.h"
 
 namespace speclab {
 namespace {
@@ -456,6 +457,61 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
       EXPECT_LT(RelError(b, a), kTol);
     }
   }
+}
+
+// Batch-invariant numerics (SetBatchInvariant), CUDA and bf16: a chain fed
+// in one forward gives bit for bit the logits of feeding its tokens one at a
+// time, at lengths across the GEMV's 16-row slices, with graphs on and off.
+TEST(LlamaModelTest, BatchInvariantChainLogitsEqualOneTokenForwards) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  ModelConfig config = SmallConfig();
+  config.vocab_size = 1000;
+  config.hidden_size = 256;
+  config.intermediate_size = 512;
+  config.head_dim = 64;  // a head size the attention kernel takes
+  config.max_position_embeddings = 1024;
+  const std::vector<int64_t> context = RandomTokens(40, config.vocab_size, 11);
+  const std::vector<int64_t> chain = RandomTokens(20, config.vocab_size, 12);
+  for (bool graphs : {false, true}) {
+    auto make = [&]() -> std::unique_ptr<LlamaModel> {
+      auto model = LlamaModel::CreateRandom(config, c10::Device(c10::kCUDA), at::kBFloat16, 512, 3);
+      EXPECT_TRUE(model.ok()) << model.status();
+      if (!model.ok()) return nullptr;
+      (*model)->EnableCudaGraphs(graphs);
+      (*model)->SetBatchInvariant(true);
+      FeedChain(**model, context);
+      EXPECT_TRUE((*model)->Commit(Iota(context.size())).ok());
+      return *std::move(model);
+    };
+    auto one_at_a_time = make();
+    ASSERT_NE(one_at_a_time, nullptr);
+    std::vector<at::Tensor> expected;
+    for (int64_t token : chain) {
+      expected.push_back(FeedChain(*one_at_a_time, {token})[0].cpu());
+      ASSERT_TRUE(one_at_a_time->Commit({0}).ok());
+    }
+    for (size_t n : {1, 2, 5, 8, 13, 20}) {
+      auto together = make();
+      ASSERT_NE(together, nullptr);
+      const at::Tensor logits =
+          FeedChain(*together, std::vector<int64_t>(chain.begin(), chain.begin() + n)).cpu();
+      for (size_t i = 0; i < n; ++i)
+        EXPECT_TRUE(at::equal(logits[i], expected[i])) << "graphs " << graphs << ", " << n << " tokens, row " << i;
+    }
+  }
+}
+
+// Off CUDA the batch-invariant forms are the ATen path: same logits as the
+// default forward (to the usual tolerance), and switching drops no state.
+TEST(LlamaModelTest, BatchInvariantModeGivesTheSameLogits) {
+  const ModelConfig config = SmallConfig();
+  const std::vector<int64_t> tokens = RandomTokens(9, config.vocab_size, 13);
+  auto plain = MakeModel(config);
+  auto invariant = MakeModel(config);
+  invariant->SetBatchInvariant(true);
+  EXPECT_TRUE(invariant->batch_invariant());
+  EXPECT_FALSE(plain->batch_invariant());
+  EXPECT_LT(RelError(FeedChain(*invariant, tokens), FeedChain(*plain, tokens)), kTol);
 }
 
 TEST(LlamaModelTest, ForwardChainErrors) {
