@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/cuda_tests.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -126,6 +127,53 @@ TEST(SpeculativeDecodingTest, PipelinedPromptLookupMatchesTargetLawAtTemperature
   }
   const ChiSquareResult control = ChiSquareTest(lossy_counts, law, kControlRuns);
   EXPECT_GT(control.statistic, control.critical);
+}
+
+// A batch-invariant bf16 target on CUDA (LlamaModel::SetBatchInvariant):
+// chains verified by rejection and by block verification, and pipelined
+// prompt lookup, reproduce greedy decoding token for token. Random weights
+// give near-flat logits, where bf16 near-ties are everywhere.
+TEST(SpeculativeDecodingTest, BatchInvariantBf16MethodsEqualGreedyOnCuda) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  ModelConfig config;
+  config.vocab_size = 512;
+  config.hidden_size = 256;
+  config.intermediate_size = 512;
+  config.num_hidden_layers = 2;
+  config.num_attention_heads = 4;
+  config.num_key_value_heads = 2;
+  config.head_dim = 64;
+  config.max_position_embeddings = 1024;
+  auto make = [&](uint64_t seed) {
+    auto model = LlamaModel::CreateRandom(config, c10::Device(c10::kCUDA), at::kBFloat16, 512, seed);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return *std::move(model);
+  };
+  std::unique_ptr<LlamaModel> target = make(1);
+  target->SetBatchInvariant(true);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i) prompt.push_back((i * 7) % 11 + 3);  // repeats, so that lookup finds matches
+  const DecodeOptions options = Options(0, 48, 0);
+  auto greedy = GenerateAutoregressive(*target, prompt, options);
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  for (uint64_t drafter_seed : {1, 2}) {  // 1: the target's weights (most drafts accepted); 2: another model
+    for (const char* verifier : {"{type: rejection}", "{type: block}"}) {
+      Method method = ModelDrafterMethod(make(drafter_seed), "{type: chain}", verifier, 4);
+      auto out = GenerateSpeculative(*target, method, prompt, options);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->tokens, greedy->tokens) << verifier << ", drafter " << drafter_seed;
+      int accepted = 0;
+      for (const StepStats& step : out->steps) accepted += step.accepted;
+      if (drafter_seed == 1) EXPECT_GT(accepted, 12) << verifier;  // multi-token forwards decided most tokens
+    }
+  }
+  auto lookup = MethodFromYaml("{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 5}, "
+                               "verifier: {type: point_mass}, length_policy: {type: fixed, gamma: 5}}",
+                               target.get());
+  ASSERT_TRUE(lookup.ok()) << lookup.status();
+  auto out = GenerateSpeculative(*target, *lookup, prompt, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens) << "prompt lookup";
 }
 
 TEST(SpeculativeDecodingTest, SameSeedSameTokens) {

@@ -34,6 +34,7 @@ std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab, int64_t laye
 absl::StatusOr<Method> MethodFromYaml(const std::string& yaml, LanguageModel* target) {
   ASSIGN_OR_RETURN(Options spec, Options::FromString(yaml, "test.yaml"));
   DrafterEnvironment environment{.target = target};
+  if (target != nullptr) environment.device = target->device();
   return CreateMethod(spec, environment);
 }
 
