@@ -156,9 +156,12 @@ TEST(SpeculativeDecodingTest, BatchInvariantBf16MethodsEqualGreedyOnCuda) {
   const DecodeOptions options = Options(0, 48, 0);
   auto greedy = GenerateAutoregressive(*target, prompt, options);
   ASSERT_TRUE(greedy.ok()) << greedy.status();
-  for (uint64_t drafter_seed : {1, 2}) {  // 1: the target's weights (most drafts accepted); 2: another model
+  // Drafter 1: the target's weights and numerics (its drafts are greedy's, all accepted); 2: another model.
+  for (uint64_t drafter_seed : {1, 2}) {
     for (const char* verifier : {"{type: rejection}", "{type: block}"}) {
-      Method method = ModelDrafterMethod(make(drafter_seed), "{type: chain}", verifier, 4);
+      std::unique_ptr<LlamaModel> drafter = make(drafter_seed);
+      drafter->SetBatchInvariant(drafter_seed == 1);
+      Method method = ModelDrafterMethod(std::move(drafter), "{type: chain}", verifier, 4);
       auto out = GenerateSpeculative(*target, method, prompt, options);
       ASSERT_TRUE(out.ok()) << out.status();
       EXPECT_EQ(out->tokens, greedy->tokens) << verifier << ", drafter " << drafter_seed;
