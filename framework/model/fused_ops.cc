@@ -569,6 +569,26 @@ bool VectorCovered(const at::Tensor& x) {
 #endif
 }
 
+// The chain rules' counts (RejectionAccepted, BlockAccepted) take tokens
+// [rows] int64 (the root, then the drafts), p and q [rows >= min_rows, cols]
+// and one uniform a draft, u [rows - 1]; throws naming `op` otherwise.
+void CheckChainCountInputs(const char* op, const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
+                           const at::Tensor& u, int64_t min_rows) {
+  TORCH_CHECK(p.dim() == 2 && p.size(0) >= min_rows && q.sizes() == p.sizes(), op, ": p ", p.sizes(), " and q ",
+              q.sizes(), " must be one [rows >= ", min_rows, ", cols] shape");
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong, op,
+              ": tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
+  TORCH_CHECK(u.dim() == 1 && u.size(0) == p.size(0) - 1, op, ": u ", u.sizes(), " must be [", p.size(0) - 1, "]");
+}
+
+#ifdef SPECLAB_WITH_CUDA
+// Whether the row kernels take those inputs: all on p's device, p, q and u float32.
+bool ChainCountKernelsCover(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u) {
+  return RowKernelsCover(p) && RowKernelsCover(q) && VectorCovered(u) && q.device() == p.device() &&
+         u.device() == p.device() && tokens.device() == p.device();
+}
+#endif
+
 }  // namespace
 
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
@@ -594,15 +614,10 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
 }
 
 at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u) {
-  TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes(), "RejectionAccepted: p ", p.sizes(), " and q ", q.sizes(),
-              " must be one [rows, cols] shape");
+  CheckChainCountInputs("RejectionAccepted", tokens, p, q, u, /*min_rows=*/1);
   const int64_t drafts = p.size(0) - 1;
-  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong,
-              "RejectionAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
-  TORCH_CHECK(u.dim() == 1 && u.size(0) == drafts, "RejectionAccepted: u ", u.sizes(), " must be [", drafts, "]");
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(p) && RowKernelsCover(q) && VectorCovered(u) && q.device() == p.device() &&
-      u.device() == p.device() && tokens.device() == p.device()) {
+  if (ChainCountKernelsCover(tokens, p, q, u)) {
     const c10::cuda::CUDAGuard guard(p.device());
     at::Tensor out = at::empty({}, p.options().dtype(at::kLong));
     const at::Tensor ids = tokens.contiguous();
@@ -622,15 +637,10 @@ at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, cons
 
 std::pair<at::Tensor, at::Tensor> BlockAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
                                                 const at::Tensor& u) {
-  TORCH_CHECK(p.dim() == 2 && p.size(0) >= 2 && q.sizes() == p.sizes(), "BlockAccepted: p ", p.sizes(), " and q ",
-              q.sizes(), " must be one [rows >= 2, cols] shape");
+  CheckChainCountInputs("BlockAccepted", tokens, p, q, u, /*min_rows=*/2);
   const int64_t gamma = p.size(0) - 1;
-  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong,
-              "BlockAccepted: tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
-  TORCH_CHECK(u.dim() == 1 && u.size(0) == gamma, "BlockAccepted: u ", u.sizes(), " must be [", gamma, "]");
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(p) && RowKernelsCover(q) && VectorCovered(u) && q.device() == p.device() &&
-      u.device() == p.device() && tokens.device() == p.device()) {
+  if (ChainCountKernelsCover(tokens, p, q, u)) {
     const c10::cuda::CUDAGuard guard(p.device());
     at::Tensor accepted = at::empty({}, p.options().dtype(at::kLong));
     at::Tensor weights = at::empty({gamma + 1}, p.options());
