@@ -410,17 +410,22 @@ void FillToBucketEdge(LlamaModel& model) {
   model.ResetForwardCounts();
 }
 
-// Two models of `variant` filled to the bucket edge: the reference runs the
-// plain forward, the subject static shapes or not.
-struct ModelPair {
-  std::unique_ptr<LlamaModel> reference, subject;
-};
-void MakePairAtBucketEdge(const Variant& variant, bool static_shapes, ModelPair& pair) {
-  pair.reference = MakeModel(variant.config, 320);
-  pair.subject = MakeModel(variant.config, 320);
-  pair.reference->EnableCudaGraphs(false);
-  pair.subject->EnableCudaGraphs(static_shapes);
-  for (LlamaModel* model : {pair.reference.get(), pair.subject.get()}) ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*model));
+// Runs `check` on two models of every variant filled to the bucket edge, the
+// subject with static shapes off and on: the reference runs the plain forward.
+void ForEachPairAtBucketEdge(
+    const std::function<void(const Variant&, bool static_shapes, LlamaModel* reference, LlamaModel* subject)>& check) {
+  for (const Variant& variant : Variants()) {
+    for (bool static_shapes : {false, true}) {
+      SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
+      auto reference = MakeModel(variant.config, 320);
+      auto subject = MakeModel(variant.config, 320);
+      reference->EnableCudaGraphs(false);
+      subject->EnableCudaGraphs(static_shapes);
+      ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*reference));
+      ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(*subject));
+      check(variant, static_shapes, reference.get(), subject.get());
+    }
+  }
 }
 
 TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
@@ -539,42 +544,35 @@ TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
   // at the same place, after a tentative slot they must see; then the caches
   // must agree once truncated to the true length. Static shapes off: the
   // default that reads start back; on: slots, positions and mask on the device.
-  for (const Variant& variant : Variants()) {
-    for (bool static_shapes : {false, true}) {
-      SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
-      ModelPair pair;
-      ASSERT_NO_FATAL_FAILURE(MakePairAtBucketEdge(variant, static_shapes, pair));
-      LlamaModel* reference = pair.reference.get();
-      LlamaModel* subject = pair.subject.get();
-      const at::Tensor expected = FeedChain(*reference, {4, 5, 6});
-      auto actual = subject->ForwardAt(Longs({4, 5, 6}), {.start = Longs({251}), .max_start = 260});
-      ASSERT_TRUE(actual.ok()) << actual.status();
-      EXPECT_LT(RelError(*actual, expected), kTol);
-      EXPECT_EQ(subject->tentative_length(), 0);
-      EXPECT_GE(subject->committed_length(), 254);
-      EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{3, 1}}));
+  ForEachPairAtBucketEdge([](const Variant& variant, bool static_shapes, LlamaModel* reference, LlamaModel* subject) {
+    const at::Tensor expected = FeedChain(*reference, {4, 5, 6});
+    auto actual = subject->ForwardAt(Longs({4, 5, 6}), {.start = Longs({251}), .max_start = 260});
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    EXPECT_LT(RelError(*actual, expected), kTol);
+    EXPECT_EQ(subject->tentative_length(), 0);
+    EXPECT_GE(subject->committed_length(), 254);
+    EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{3, 1}}));
 
-      // A chain whose first forward re-feeds token 4 at 251, where it already
-      // is: the same picks as a chain from token 5 at 252.
-      ASSERT_TRUE(reference->Commit({0, 1, 2}).ok());
-      ASSERT_TRUE(reference->Truncate(252).ok());
-      const ChainPick pick = TestPick(/*greedy=*/true, nullptr);
-      auto expected_chain = reference->ForwardChain(Longs({5}), 252, 5, pick);
-      ASSERT_TRUE(expected_chain.ok());
-      subject->ResetForwardCounts();
-      auto chain = subject->ForwardChainAt(Longs({4, 5}), {.start = Longs({251}), .max_start = 300}, 5, pick);
-      ASSERT_TRUE(chain.ok()) << chain.status();
-      ASSERT_EQ(chain->tokens.sizes(), (std::vector<int64_t>{7}));
-      EXPECT_TRUE(at::equal(chain->tokens.narrow(0, 1, 6).cpu(), expected_chain->tokens.cpu()))
-          << chain->tokens << expected_chain->tokens;
-      const bool chain_graph = static_shapes && variant.config.sliding_window == 0;
-      EXPECT_EQ(subject->forward_counts(), chain_graph ? (std::map<int64_t, int64_t>{{2, 1}, {1, 4}})
-                                                         : (std::map<int64_t, int64_t>{{1, 6}}));
-      ASSERT_TRUE(reference->Commit(Iota(5)).ok());
-      ASSERT_TRUE(subject->Truncate(257).ok());
-      EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
-    }
-  }
+    // A chain whose first forward re-feeds token 4 at 251, where it already
+    // is: the same picks as a chain from token 5 at 252.
+    ASSERT_TRUE(reference->Commit({0, 1, 2}).ok());
+    ASSERT_TRUE(reference->Truncate(252).ok());
+    const ChainPick pick = TestPick(/*greedy=*/true, nullptr);
+    auto expected_chain = reference->ForwardChain(Longs({5}), 252, 5, pick);
+    ASSERT_TRUE(expected_chain.ok());
+    subject->ResetForwardCounts();
+    auto chain = subject->ForwardChainAt(Longs({4, 5}), {.start = Longs({251}), .max_start = 300}, 5, pick);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    ASSERT_EQ(chain->tokens.sizes(), (std::vector<int64_t>{7}));
+    EXPECT_TRUE(at::equal(chain->tokens.narrow(0, 1, 6).cpu(), expected_chain->tokens.cpu()))
+        << chain->tokens << expected_chain->tokens;
+    const bool chain_graph = static_shapes && variant.config.sliding_window == 0;
+    EXPECT_EQ(subject->forward_counts(), chain_graph ? (std::map<int64_t, int64_t>{{2, 1}, {1, 4}})
+                                                       : (std::map<int64_t, int64_t>{{1, 6}}));
+    ASSERT_TRUE(reference->Commit(Iota(5)).ok());
+    ASSERT_TRUE(subject->Truncate(257).ok());
+    EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
+  });
 }
 
 // A LevelPick for tests, two nodes a level: level 1 is the prefix's two
@@ -605,52 +603,45 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
   // ancestors and itself. Static shapes off: the default; on: one graph (the
   // same body eagerly on the CPU). The levels cross a KV bucket's edge; the
   // caches must agree afterwards.
-  for (const Variant& variant : Variants()) {
-    for (bool static_shapes : {false, true}) {
-      SCOPED_TRACE(variant.name + (static_shapes ? " static" : " plain"));
-      ModelPair pair;
-      ASSERT_NO_FATAL_FAILURE(MakePairAtBucketEdge(variant, static_shapes, pair));
-      LlamaModel* reference = pair.reference.get();
-      LlamaModel* subject = pair.subject.get();
-      // Tentative columns: the slot before, the prefix (two), then a0 a1 | b0 b1 | c0 c1,
-      // where b0 extends a1, b1 extends a0, c0 extends b1 and c1 extends b0.
-      const std::vector<std::vector<int64_t>> masks[3] = {
-          {{1, 1, 1, 1, 0}, {1, 1, 1, 0, 1}},
-          {{1, 1, 1, 0, 1, 1, 0}, {1, 1, 1, 1, 0, 0, 1}},
-          {{1, 1, 1, 1, 0, 0, 1, 1, 0}, {1, 1, 1, 0, 1, 1, 0, 0, 1}}};
-      const at::Tensor prefix_logits = FeedChain(*reference, {4, 5});
-      auto [best, first] = prefix_logits[1].topk(2);
-      std::vector<int64_t> tokens{first[0].item<int64_t>(), first[1].item<int64_t>()};
-      std::vector<at::Tensor> expected_tokens, expected_sums;
-      at::Tensor sum = best;
-      for (int level = 0; level < 3; ++level) {
-        std::vector<uint8_t> flat;
-        for (const auto& row : masks[level]) flat.insert(flat.end(), row.begin(), row.end());
-        const at::Tensor mask = at::tensor(flat, at::kByte).view({2, -1}).to(at::kBool).to(Dev());
-        auto logits = reference->Forward(Longs(tokens), Longs({253 + level, 253 + level}), mask);
-        ASSERT_TRUE(logits.ok()) << logits.status();
-        const at::Tensor greedy = GreedyTokens(*logits).cpu();
-        sum = sum + std::get<0>(logits->max(-1));
-        expected_tokens.push_back(greedy);
-        expected_sums.push_back(sum);
-        sum = sum.flip(0);
-        tokens = {greedy[1].item<int64_t>(), greedy[0].item<int64_t>()};
-      }
-      auto kept = subject->ForwardLevels(Longs({4, 5}), 251, 3, MirrorPick());
-      ASSERT_TRUE(kept.ok()) << kept.status();
-      ASSERT_EQ(kept->size(), 4u);
-      EXPECT_TRUE(at::equal((*kept)[0][0].cpu(), first.cpu()));
-      for (int level = 0; level < 3; ++level) {
-        EXPECT_TRUE(at::equal((*kept)[level + 1][0].cpu(), expected_tokens[level])) << "level " << level + 1;
-        EXPECT_LT(RelError((*kept)[level + 1][1], expected_sums[level]), kTol) << "level " << level + 1;
-      }
-      EXPECT_EQ(subject->tentative_length(), 9);
-      EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, 4}}));
-      // Keep the slot before, the prefix, and the path a0 b1 c0.
-      for (LlamaModel* model : {reference, subject}) ASSERT_TRUE(model->Commit({0, 1, 2, 3, 6, 7}).ok());
-      EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
+  ForEachPairAtBucketEdge([](const Variant& variant, bool static_shapes, LlamaModel* reference, LlamaModel* subject) {
+    // Tentative columns: the slot before, the prefix (two), then a0 a1 | b0 b1 | c0 c1,
+    // where b0 extends a1, b1 extends a0, c0 extends b1 and c1 extends b0.
+    const std::vector<std::vector<int64_t>> masks[3] = {
+        {{1, 1, 1, 1, 0}, {1, 1, 1, 0, 1}},
+        {{1, 1, 1, 0, 1, 1, 0}, {1, 1, 1, 1, 0, 0, 1}},
+        {{1, 1, 1, 1, 0, 0, 1, 1, 0}, {1, 1, 1, 0, 1, 1, 0, 0, 1}}};
+    const at::Tensor prefix_logits = FeedChain(*reference, {4, 5});
+    auto [best, first] = prefix_logits[1].topk(2);
+    std::vector<int64_t> tokens{first[0].item<int64_t>(), first[1].item<int64_t>()};
+    std::vector<at::Tensor> expected_tokens, expected_sums;
+    at::Tensor sum = best;
+    for (int level = 0; level < 3; ++level) {
+      std::vector<uint8_t> flat;
+      for (const auto& row : masks[level]) flat.insert(flat.end(), row.begin(), row.end());
+      const at::Tensor mask = at::tensor(flat, at::kByte).view({2, -1}).to(at::kBool).to(Dev());
+      auto logits = reference->Forward(Longs(tokens), Longs({253 + level, 253 + level}), mask);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      const at::Tensor greedy = GreedyTokens(*logits).cpu();
+      sum = sum + std::get<0>(logits->max(-1));
+      expected_tokens.push_back(greedy);
+      expected_sums.push_back(sum);
+      sum = sum.flip(0);
+      tokens = {greedy[1].item<int64_t>(), greedy[0].item<int64_t>()};
     }
-  }
+    auto kept = subject->ForwardLevels(Longs({4, 5}), 251, 3, MirrorPick());
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    ASSERT_EQ(kept->size(), 4u);
+    EXPECT_TRUE(at::equal((*kept)[0][0].cpu(), first.cpu()));
+    for (int level = 0; level < 3; ++level) {
+      EXPECT_TRUE(at::equal((*kept)[level + 1][0].cpu(), expected_tokens[level])) << "level " << level + 1;
+      EXPECT_LT(RelError((*kept)[level + 1][1], expected_sums[level]), kTol) << "level " << level + 1;
+    }
+    EXPECT_EQ(subject->tentative_length(), 9);
+    EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, 4}}));
+    // Keep the slot before, the prefix, and the path a0 b1 c0.
+    for (LlamaModel* model : {reference, subject}) ASSERT_TRUE(model->Commit({0, 1, 2, 3, 6, 7}).ok());
+    EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
+  });
 }
 
 TEST(LlamaModelTest, ForwardLevelsErrors) {
