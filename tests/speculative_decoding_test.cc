@@ -25,6 +25,7 @@ using ::speclab::testing::ModelDrafterMethod;
 using ::speclab::testing::ChiSquareResult;
 using ::speclab::testing::ChiSquareTest;
 using ::speclab::testing::ExactTwoTokenLaw;
+using ::speclab::testing::KernelSizedModel;
 using ::speclab::testing::TinyModel;
 using ::speclab::testing::TwoTokenCounts;
 using ::testing::HasSubstr;
@@ -135,20 +136,7 @@ TEST(SpeculativeDecodingTest, PipelinedPromptLookupMatchesTargetLawAtTemperature
 // give near-flat logits, where bf16 near-ties are everywhere.
 TEST(SpeculativeDecodingTest, BatchInvariantBf16MethodsEqualGreedyOnCuda) {
   SPECLAB_SKIP_UNLESS_CUDA();
-  ModelConfig config;
-  config.vocab_size = 512;
-  config.hidden_size = 256;
-  config.intermediate_size = 512;
-  config.num_hidden_layers = 2;
-  config.num_attention_heads = 4;
-  config.num_key_value_heads = 2;
-  config.head_dim = 64;
-  config.max_position_embeddings = 1024;
-  auto make = [&](uint64_t seed) {
-    auto model = LlamaModel::CreateRandom(config, c10::Device(c10::kCUDA), at::kBFloat16, 512, seed);
-    EXPECT_TRUE(model.ok()) << model.status();
-    return *std::move(model);
-  };
+  auto make = [](uint64_t seed) { return KernelSizedModel(c10::Device(c10::kCUDA), at::kBFloat16, seed); };
   std::unique_ptr<LlamaModel> target = make(1);
   target->SetBatchInvariant(true);
   std::vector<int32_t> prompt;

@@ -20,6 +20,7 @@
 #include "framework/model/safetensors.h"
 #include "framework/sampling.h"
 #include "tests/support/cuda_tests.h"
+#include "tests/support/tiny_models.h"
 
 namespace speclab {
 namespace {
@@ -469,24 +470,17 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
 // time, at lengths across the GEMV's 16-row slices, with graphs on and off.
 TEST(LlamaModelTest, BatchInvariantChainLogitsEqualOneTokenForwards) {
   SPECLAB_SKIP_UNLESS_CUDA();
-  ModelConfig config = SmallConfig();
-  config.vocab_size = 1000;
-  config.hidden_size = 256;
-  config.intermediate_size = 512;
-  config.head_dim = 64;  // a head size the attention kernel takes
-  config.max_position_embeddings = 1024;
-  const std::vector<int64_t> context = RandomTokens(40, config.vocab_size, 11);
-  const std::vector<int64_t> chain = RandomTokens(20, config.vocab_size, 12);
+  const std::vector<int64_t> context = RandomTokens(40, 512, 11);
+  const std::vector<int64_t> chain = RandomTokens(20, 512, 12);
   for (bool graphs : {false, true}) {
     auto make = [&]() -> std::unique_ptr<LlamaModel> {
-      auto model = LlamaModel::CreateRandom(config, c10::Device(c10::kCUDA), at::kBFloat16, 512, 3);
-      EXPECT_TRUE(model.ok()) << model.status();
-      if (!model.ok()) return nullptr;
-      (*model)->EnableCudaGraphs(graphs);
-      (*model)->SetBatchInvariant(true);
-      FeedChain(**model, context);
-      EXPECT_TRUE((*model)->Commit(Iota(context.size())).ok());
-      return *std::move(model);
+      std::unique_ptr<LlamaModel> model = testing::KernelSizedModel(c10::Device(c10::kCUDA), at::kBFloat16, 3);
+      if (model == nullptr) return nullptr;
+      model->EnableCudaGraphs(graphs);
+      model->SetBatchInvariant(true);
+      FeedChain(*model, context);
+      EXPECT_TRUE(model->Commit(Iota(context.size())).ok());
+      return model;
     };
     auto one_at_a_time = make();
     ASSERT_NE(one_at_a_time, nullptr);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "algorithms/verifiers/testing/device_rule_adapter.h"
 #include "framework/core/options.h"
 #include "framework/core/verifier_registry.h"
 
@@ -130,6 +131,25 @@ double MaxLawError(const Verifier& verifier, const std::vector<Instance>& instan
     if (comparison.ok()) worst = std::max(worst, comparison->max_abs_error);
   }
   return worst;
+}
+
+void ExpectDeviceRuleLawMatchesTarget(const std::string& rule, const std::vector<Instance>& instances,
+                                      uint64_t rule_seed, uint64_t sample_seed, int samples) {
+  for (const Instance& instance : instances) {
+    auto adapter = enumeration::DeviceRuleAdapter::ForRule(rule, rule_seed);
+    ASSERT_TRUE(adapter.ok()) << adapter.status();
+    auto sampled = enumeration::SampleAgainstTarget(**adapter, instance, samples, sample_seed);
+    ASSERT_TRUE(sampled.ok()) << sampled.status();
+    EXPECT_LT(sampled->tv, sampled->bound) << rule << ": " << instance.Describe();
+  }
+}
+
+void ExpectDeviceRuleGreedyAtTemperatureZero(const std::string& rule, const Instance& instance) {
+  for (bool flag_greedy : {true, false}) {
+    auto adapter = enumeration::DeviceRuleAdapter::ForRule(rule, /*seed=*/3, flag_greedy);
+    ASSERT_TRUE(adapter.ok()) << adapter.status();
+    EXPECT_GT(ExpectGreedyAtTemperatureZero(**adapter, instance), 0) << rule << " flag_greedy " << flag_greedy;
+  }
 }
 
 int ExpectGreedyAtTemperatureZero(const Verifier& verifier, const Instance& instance) {

@@ -57,6 +57,17 @@ double MaxLawError(const Verifier& verifier, const std::vector<Instance>& instan
 // more than a top-down rule. Returns the number of draft trees compared.
 int ExpectGreedyAtTemperatureZero(const Verifier& verifier, const Instance& instance);
 
+// A device rule (DeviceRuleAdapter::ForRule(rule, rule_seed), one per
+// instance) sampled `samples` times with `sample_seed` against each
+// instance's target law: expects the TV under the proven bound (law_check.h).
+void ExpectDeviceRuleLawMatchesTarget(const std::string& rule, const std::vector<Instance>& instances,
+                                      uint64_t rule_seed, uint64_t sample_seed, int samples = 20000);
+
+// ExpectGreedyAtTemperatureZero for a device rule, with the greedy flag set
+// (the engine's fast path at T = 0) and unset (the general rule on one-hot
+// rows); expects at least one draft tree compared each time.
+void ExpectDeviceRuleGreedyAtTemperatureZero(const std::string& rule, const Instance& instance);
+
 // Status of verifying one tree drafted (with a seeded source) from the instance;
 // for tests of what a verifier refuses.
 absl::Status VerifyOnceStatus(const Verifier& verifier, const Instance& instance);

@@ -31,6 +31,22 @@ std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab, int64_t laye
   return *std::move(model);
 }
 
+std::unique_ptr<LlamaModel> KernelSizedModel(c10::Device device, at::ScalarType dtype, uint64_t seed,
+                                             int64_t capacity) {
+  ModelConfig config;
+  config.vocab_size = 512;
+  config.hidden_size = 256;
+  config.intermediate_size = 512;
+  config.num_hidden_layers = 2;
+  config.num_attention_heads = 4;
+  config.num_key_value_heads = 2;
+  config.head_dim = 64;
+  config.max_position_embeddings = 1024;
+  auto model = LlamaModel::CreateRandom(config, device, dtype, capacity, seed);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
 absl::StatusOr<Method> MethodFromYaml(const std::string& yaml, LanguageModel* target) {
   ASSIGN_OR_RETURN(Options spec, Options::FromString(yaml, "test.yaml"));
   DrafterEnvironment environment{.target = target};

@@ -17,6 +17,11 @@ namespace speclab::testing {
 std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab = 16, int64_t layers = 2, double logit_scale = 30,
                                       int64_t capacity = 256);
 
+// A random Llama of shapes the CUDA kernels take (head_dim 64, sizes that are
+// multiples of 16; 512 tokens, 2 layers), for tests of the fused GPU path.
+std::unique_ptr<LlamaModel> KernelSizedModel(c10::Device device, at::ScalarType dtype, uint64_t seed,
+                                             int64_t capacity = 512);
+
 // Builds a method from YAML text such as
 //   "{name: m, drafter: {type: model, path: DIR}, verifier: {type: rejection}}".
 absl::StatusOr<Method> MethodFromYaml(const std::string& yaml, LanguageModel* target);

@@ -14,15 +14,11 @@ namespace {
 using enumeration::DeviceRuleAdapter;
 
 TEST(RejectionDeviceTest, SampledLawMatchesTarget) {
-  for (const Instance& instance : {MakeInstance({1}, 5, DraftMode::kIndependent, 3),
-                                   MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5),
-                                   MakeInstance({1, 1, 1}, 3, DraftMode::kWithoutReplacement, 7)}) {
-    auto rule = DeviceRuleAdapter::ForRule("rejection", 11);
-    ASSERT_TRUE(rule.ok()) << rule.status();
-    auto sampled = enumeration::SampleAgainstTarget(**rule, instance, 20000, 13);
-    ASSERT_TRUE(sampled.ok()) << sampled.status();
-    EXPECT_LT(sampled->tv, sampled->bound) << instance.Describe();
-  }
+  ExpectDeviceRuleLawMatchesTarget("rejection",
+                                   {MakeInstance({1}, 5, DraftMode::kIndependent, 3),
+                                    MakeInstance({1, 1}, 4, DraftMode::kIndependent, 5),
+                                    MakeInstance({1, 1, 1}, 3, DraftMode::kWithoutReplacement, 7)},
+                                   /*rule_seed=*/11, /*sample_seed=*/13);
 }
 
 TEST(RejectionDeviceTest, WrongDraftRowsAreCaught) {
@@ -37,11 +33,7 @@ TEST(RejectionDeviceTest, MatchesGreedyAtTemperatureZero) {
   for (int depth : {1, 2, 3}) {
     Instance instance = MakeInstance(std::vector<int>(depth, 1), 4, DraftMode::kIndependent, 5 + depth);
     instance.target.one_hot = instance.draft.one_hot = true;
-    for (bool flag_greedy : {true, false}) {  // the fast path, and the general rule on one-hot rows
-      auto rule = DeviceRuleAdapter::ForRule("rejection", 3, flag_greedy, /*shift_draft_rows=*/false);
-      ASSERT_TRUE(rule.ok()) << rule.status();
-      EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0);
-    }
+    ExpectDeviceRuleGreedyAtTemperatureZero("rejection", instance);
   }
 }
 
