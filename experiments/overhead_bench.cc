@@ -100,7 +100,7 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   const auto start = std::chrono::steady_clock::now();
   at::Tensor last;
   for (int i = 0; i < steps; ++i) {
-    ASSIGN_OR_RETURN(std::optional<at::Tensor> record, chain.Queue(fed + static_cast<int64_t>(i) * (chain.gamma() + 1)));
+    ASSIGN_OR_RETURN(std::optional<at::Tensor> record, chain.Queue(fed + i, fed + static_cast<int64_t>(i) * chain.max_advance()));
     if (!record) return absl::InternalError("bench-overhead: the chain method cannot run pipelined");
     last = *record;
   }

@@ -19,6 +19,10 @@ absl::StatusOr<ChainResult> Drafter::DraftChainAt(const DeviceRoot&, int, const 
   return absl::UnimplementedError("this drafter has no device-rooted chains");
 }
 
+absl::StatusOr<LevelsKept> Drafter::DraftLevelsAt(const DeviceRoot&, int, const LevelPick&) {
+  return absl::UnimplementedError("this drafter has no device-rooted tree levels");
+}
+
 absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int, int) {
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }

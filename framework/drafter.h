@@ -26,11 +26,15 @@ namespace speclab {
 
 enum class DrafterKind { kDistributions, kTokensOnly };
 
-// A step's root when only the device knows it (the engine's pipelined chains,
-// which queue a step before reading the previous one back).
+// A step's root when only the device knows it (the engine's pipelined
+// steps, which queue a step before reading the previous one back).
 struct DeviceRoot {
   at::Tensor last_two;      // [2] int64: the token before the root, then the root
   DevicePosition position;  // of last_two[0]; the root's position is one more
+  // Pipelined trees only (undefined for chains): every token of the
+  // generation by position, int64 [>= position.max_start + 2] on the device,
+  // valid up to the root; what lies past the root is stale.
+  at::Tensor context;
 };
 
 class Drafter {
@@ -90,6 +94,13 @@ class Drafter {
   // Unimplemented where the drafter has no such path (the default): the engine
   // then runs its step-by-step loop. A later BeginStep or Reset starts over.
   virtual absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick);
+
+  // kDistributions, optional: DraftLevels for pipelined trees, rooted at a
+  // token only the device knows, with DraftChainAt's contract and
+  // root.context defined. Where root.position.min_start is too small for
+  // the drafter's fixed shape, or the drafter has no such path (the
+  // default), Unimplemented: the engine then runs its step-by-step loop.
+  virtual absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick);
 
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);

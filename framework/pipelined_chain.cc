@@ -34,18 +34,21 @@ PipelinedChain::PipelinedChain(LanguageModel& target, Method& method, const Samp
   positions_ = LongsToDevice({n - 2, n - 1}, target.device());
 }
 
-absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t max_root) {
+absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target_.device();
   BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
                        .generator = &draft_generator_, .device = device};
-  const DeviceRoot root{.last_two = last_two_, .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1}};
-  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildChainAt(*method_.drafter, request, root);
+  const DeviceRoot root{.last_two = last_two_,
+                        .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
+                                     .min_start = min_root - 1}};
+  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
   if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
   if (!draft.ok()) return draft.status();
   if (draft->tokens.size(0) != gamma_ + 1)
     return absl::InternalError(absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
-  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardAt(tokens, {.start = positions_.narrow(0, 1, 1), .max_start = max_root}));
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardAt(tokens, {.start = positions_.narrow(0, 1, 1),
+                                                                 .max_start = max_root, .min_start = min_root}));
   DeviceChainProblem problem{.tokens = tokens, .target_probs = Probabilities(logits, sampling_),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling_.greedy()};
@@ -55,6 +58,17 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t max_root
   last_two_ = at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)});
   positions_ = (positions_ + accepted).add_(1);
   return at::cat({tokens, answer});
+}
+
+absl::StatusOr<PipelinedRead> PipelinedChain::Read(const at::Tensor& host_record) const {
+  const int64_t* data = host_record.data_ptr<int64_t>();
+  const int64_t accepted = data[gamma_ + 1];
+  if (accepted < 0 || accepted > gamma_)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", gamma_, " drafts"));
+  PipelinedRead read{.emitted = std::vector<int32_t>(data + 1, data + 1 + accepted), .tree_nodes = gamma_,
+                     .longest_path = gamma_};
+  read.emitted.push_back(static_cast<int32_t>(data[gamma_ + 2]));
+  return read;
 }
 
 }  // namespace speclab

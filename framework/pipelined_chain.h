@@ -1,14 +1,11 @@
-// PipelinedChain: the device work of speculative chain steps, each queued from
-// the previous step's verdict while that is still on the device.
+// PipelinedChain: the device work of pipelined chain steps (pipelined_steps.h).
 //
 // The next root (the previous step's extra token), the token before it (its
 // last accepted token) and both positions are computed on the device, and the
 // models pick their graphs by the host's bound on the root position
-// (LanguageModel::ForwardAt, Drafter::DraftChainAt). So the host can queue
-// step k + 1 before it reads step k back, and its reading, bookkeeping and
-// launches hide under the device's work, as in autoregressive decoding. The
-// engine (speculative_decoder.cc) runs one step ahead; benchmarks queue many
-// back to back to time the device alone.
+// (LanguageModel::ForwardAt, Drafter::DraftChainAt). The engine
+// (speculative_decoder.cc) runs one step ahead; benchmarks queue many back to
+// back to time the device alone.
 #ifndef SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
 #define SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
 
@@ -22,11 +19,12 @@
 #include "absl/types/span.h"
 #include "framework/generation.h"
 #include "framework/method.h"
+#include "framework/pipelined_steps.h"
 #include "framework/model/language_model.h"
 
 namespace speclab {
 
-class PipelinedChain {
+class PipelinedChain final : public PipelinedSteps {
  public:
   // Whether `method` may run pipelined: a device verifier, a fixed draft
   // length and a chain builder, a prompt of two tokens or more, and room in
@@ -42,12 +40,12 @@ class PipelinedChain {
 
   int gamma() const { return gamma_; }
 
-  // Queues a step whose root position is at most `max_root` (the host's bound:
-  // the previous step's bound + gamma + 1) and returns its record on the
-  // device, int64 [gamma + 3]: the root, the gamma drafts, the number
-  // accepted, the extra token. Never waits for the device. nullopt, with
-  // nothing changed, where the builder or drafter has no device-rooted chains.
-  absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t max_root);
+  // The record, int64 [gamma + 3]: the root, the gamma drafts, the number
+  // accepted, the extra token. nullopt, with nothing changed, where the
+  // builder or drafter has no device-rooted chains.
+  absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
+  int64_t max_advance() const override { return gamma_ + 1; }
+  absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
 
  private:
   LanguageModel& target_;

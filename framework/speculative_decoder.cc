@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
 #include "framework/pipelined_chain.h"
+#include "framework/pipelined_tree.h"
 
 namespace speclab {
 namespace {
@@ -250,20 +252,17 @@ struct Randomness {
   at::Generator verify;  // device verifiers
 };
 
-// Pipelined chains (framework/pipelined_chain.h): the host reads step k back
+// Pipelined steps (framework/pipelined_steps.h): the host reads step k back
 // while the device runs step k + 1; the one step queued past the end is
 // dropped. Each generator draws what it draws step by step, in the same
 // order, so the tokens are those of the step-by-step loop (up to the
-// rounding of the drafter's two-token first forward, which only moves
-// drafts: the verifier keeps the law). Returns false,
-// having changed nothing, where the method's builder or drafter has no
-// device-rooted chains.
-absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
-                                     const DecodeOptions& options, Randomness& random, Generation& out) {
-  PipelinedChain chain(target, method, options.sampling, prompt, random.draft, random.verify);
-  const int gamma = chain.gamma();
+// rounding of forwards that differ in shape, which only moves drafts: the
+// verifier keeps the law). Returns false, having changed nothing, where the
+// method's builder or drafter cannot draft from a device root.
+absl::StatusOr<bool> DecodePipelined(PipelinedSteps& steps, Method& method, absl::Span<const int32_t> prompt,
+                                     const DecodeOptions& options, Generation& out) {
   int64_t root = static_cast<int64_t>(prompt.size()) - 1;  // position of the oldest unread step's root
-  ASSIGN_OR_RETURN(std::optional<at::Tensor> first, chain.Queue(root));
+  ASSIGN_OR_RETURN(std::optional<at::Tensor> first, steps.Queue(root, root));
   if (!first) return false;
   std::deque<AsyncRead> unread;
   unread.push_back(AsyncRead::Start(*first));
@@ -271,26 +270,33 @@ absl::StatusOr<bool> DecodePipelined(LanguageModel& target, Method& method, absl
     auto step_start = Clock::now();
     // The next step, unless the unread one surely ends generation (it emits at least one token).
     if (static_cast<int>(out.tokens.size()) + 1 < options.max_new_tokens) {
-      ASSIGN_OR_RETURN(std::optional<at::Tensor> next, chain.Queue(root + gamma + 1));
-      if (!next) return absl::InternalError("pipelined chain: the builder stopped drafting device-rooted chains");
+      ASSIGN_OR_RETURN(std::optional<at::Tensor> next, steps.Queue(root + 1, root + steps.max_advance()));
+      if (!next) return absl::InternalError("pipelined decoding: the builder stopped drafting from device roots");
       unread.push_back(AsyncRead::Start(*next));
     }
-    const int64_t* data = unread.front().Wait().data_ptr<int64_t>();
-    const int64_t accepted = data[gamma + 1];
-    if (accepted < 0 || accepted > gamma)
-      return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", gamma, " drafts"));
-    std::vector<int32_t> emitted(data + 1, data + 1 + accepted);
-    emitted.push_back(static_cast<int32_t>(data[gamma + 2]));
+    ASSIGN_OR_RETURN(PipelinedRead read, steps.Read(unread.front().Wait()));
     unread.pop_front();
-    done = Emit(emitted, options, out);
-    root += accepted + 1;
-    StepStats stats{.tree_nodes = gamma, .longest_path = gamma, .accepted = static_cast<int>(accepted),
+    done = Emit(read.emitted, options, out);
+    root += static_cast<int64_t>(read.emitted.size());
+    StepStats stats{.tree_nodes = read.tree_nodes, .longest_path = read.longest_path,
+                    .accepted = static_cast<int>(read.emitted.size()) - 1,
                     .verify_seconds = Seconds(step_start, Clock::now())};
-    method.policy->Observe({.drafted = gamma, .accepted = stats.accepted, .tree_nodes = gamma,
-                            .step_seconds = stats.verify_seconds});
+    method.policy->Observe({.drafted = stats.longest_path, .accepted = stats.accepted,
+                            .tree_nodes = stats.tree_nodes, .step_seconds = stats.verify_seconds});
     out.steps.push_back(stats);
   }
   return true;  // the caller trims the cache (KeepEmitted)
+}
+
+// The pipelined form of `method`, where it has one.
+std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
+                                              const DecodeOptions& options, Randomness& random) {
+  if (PipelinedChain::Supports(target, method, prompt, options.max_new_tokens))
+    return std::make_unique<PipelinedChain>(target, method, options.sampling, prompt, random.draft, random.verify);
+  if (PipelinedTree::Supports(method, prompt))
+    return std::make_unique<PipelinedTree>(target, method, options.sampling, prompt, options.max_new_tokens,
+                                           random.draft, random.verify);
+  return nullptr;
 }
 
 absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
@@ -318,9 +324,10 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   ResetForwardCounts(target, method.drafter.get());
 
   bool done = false;
-  if (options.pipeline && !options.time_phases && options.verify_on_device &&
-      PipelinedChain::Supports(target, method, prompt, options.max_new_tokens)) {
-    ASSIGN_OR_RETURN(done, DecodePipelined(target, method, prompt, options, random, out));
+  if (options.pipeline && !options.time_phases && options.verify_on_device) {
+    if (std::unique_ptr<PipelinedSteps> steps = PipelinedForm(target, method, prompt, options, random)) {
+      ASSIGN_OR_RETURN(done, DecodePipelined(*steps, method, prompt, options, out));
+    }
   }
   std::vector<int32_t> context(prompt.begin(), prompt.end());
   // The target's commit of a step's accepted path waits until the next

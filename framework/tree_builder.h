@@ -38,12 +38,14 @@ class TreeBuilder {
   virtual ~TreeBuilder() = default;
   virtual TreeBuilderTraits traits() const = 0;
   virtual absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) = 0;
-  // Pipelined decoding, optional: the chain Build() would draw, rooted at a
-  // token only the device knows (Drafter::DraftChainAt), so that the engine
-  // can queue a step before it has read the previous one. The host tree's
-  // tokens are placeholders. Unimplemented (the default) where the builder
-  // needs the host in the loop; the engine then runs step by step.
-  virtual absl::StatusOr<DraftTree> BuildChainAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) {
+  // Pipelined decoding, optional: the draft Build() would make, rooted at a
+  // token only the device knows (Drafter::DraftChainAt, ContinuationAt,
+  // DraftLevelsAt), so that the engine can queue a step before it has read
+  // the previous one. Chain builders return the chain (the host tree's
+  // tokens are placeholders); branching builders a tree whose shape is on
+  // the device (DraftTree::device_shape). Unimplemented (the default) where
+  // the builder needs the host in the loop; the engine then runs step by step.
+  virtual absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) {
     return absl::UnimplementedError("this tree builder needs the root on the host");
   }
 };

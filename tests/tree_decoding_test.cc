@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "drafters/model/model_drafter.h"
 #include "framework/core/verifier_registry.h"
 #include "framework/speculative_decoder.h"
@@ -332,6 +333,49 @@ TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
       }
       if (temperature == 0) EXPECT_EQ(tokens[1], greedy->tokens) << verifier;
       EXPECT_EQ(tokens[1], tokens[0]) << verifier << " at T=" << temperature;
+    }
+  }
+}
+
+// Pipelined dynamic trees (framework/pipelined_tree.h) on the test device,
+// with static shapes off (the models' defaults, which read each position
+// back) and on (CUDA graphs on CUDA, their bodies eagerly on the CPU):
+// greedy decoding's tokens at T = 0, and the step-by-step loop's tokens for
+// the same seed at T = 1 (so the step-by-step loop's law, tested above).
+TEST(TreeDecodingTest, PipelinedTreesDrawTheStepByStepTokens) {
+  const c10::Device device = TestDevice();
+  if (device.is_cuda() && !at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";
+  for (bool static_shapes : {false, true}) {
+    auto target = TinyModelOn(device, 1);
+    target->EnableCudaGraphs(static_shapes);
+    auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, 24, 0));
+    ASSERT_TRUE(greedy.ok()) << greedy.status();
+    for (double temperature : {0.0, 1.0}) {
+      SCOPED_TRACE(absl::StrCat(static_shapes ? "static" : "plain", " T=", temperature));
+      Generation runs[2];
+      for (bool pipeline : {false, true}) {
+        std::unique_ptr<LlamaModel> drafter = TinyModelOn(device, 2);
+        drafter->EnableCudaGraphs(static_shapes);
+        Method method = ModelDrafterMethod(std::move(drafter), kDynamic, Verifier("point_mass"), 3);
+        ASSERT_NE(method.device_verifier, nullptr);
+        DecodeOptions options = Decoding(temperature, 24, 8);
+        options.pipeline = pipeline;
+        auto out = GenerateSpeculative(*target, method, kPrompt, options);
+        ASSERT_TRUE(out.ok()) << out.status();
+        runs[pipeline] = *std::move(out);
+      }
+      // Pipelined steps have no drafting phase of their own (it hides under the verification before).
+      for (const StepStats& step : runs[1].steps) ASSERT_EQ(step.draft_seconds, 0.0);
+      for (const StepStats& step : runs[0].steps) ASSERT_GT(step.draft_seconds, 0.0);
+      if (temperature == 0) EXPECT_EQ(runs[1].tokens, greedy->tokens);
+      EXPECT_EQ(runs[1].tokens, runs[0].tokens);
+      ASSERT_EQ(runs[1].steps.size(), runs[0].steps.size());
+      for (size_t i = 0; i < runs[0].steps.size(); ++i) {
+        EXPECT_EQ(runs[1].steps[i].accepted, runs[0].steps[i].accepted) << "step " << i;
+        EXPECT_EQ(runs[1].steps[i].longest_path, runs[0].steps[i].longest_path) << "step " << i;
+        EXPECT_EQ(runs[1].steps[i].tree_nodes, 15) << "step " << i;
+      }
+      EXPECT_EQ(target->committed_length(), static_cast<int64_t>(kPrompt.size() + runs[1].tokens.size()) - 1);
     }
   }
 }

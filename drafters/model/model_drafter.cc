@@ -201,6 +201,18 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   return ToTargetLogits(at::stack(rows));
 }
 
+LevelPick ModelDrafter::InDraftVocabulary(const LevelPick& pick) const {
+  if (!vocab_map_) return pick;
+  LevelPick mapped = pick;
+  mapped.key = absl::StrCat(pick.key, "/in draft vocabulary");
+  mapped.pick = [this, pick](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+    LevelPick::Choice choice = pick.pick(level, ToTargetLogits(logits), carry);
+    choice.tokens = target_to_draft_device_.index_select(0, choice.tokens);
+    return choice;
+  };
+  return mapped;
+}
+
 absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick& pick) {
   if (!node_slot_.empty() || pending_slots_ > 0)
     return absl::FailedPreconditionError("DraftLevels must come right after BeginStep");
@@ -220,20 +232,11 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick
   std::vector<int64_t> prefix;
   for (int32_t token : pending_) prefix.push_back(ToDraftToken(token));
   prefix.push_back(ToDraftToken(context_.back()));
-  LevelPick in_draft_vocabulary = pick;
-  if (vocab_map_) {
-    in_draft_vocabulary.key = absl::StrCat(pick.key, "/in draft vocabulary");
-    in_draft_vocabulary.pick = [this, pick](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
-      LevelPick::Choice choice = pick.pick(level, ToTargetLogits(logits), carry);
-      choice.tokens = target_to_draft_device_.index_select(0, choice.tokens);
-      return choice;
-    };
-  }
   const int64_t pending = static_cast<int64_t>(pending_.size());
   const int64_t first_slot = model_->tentative_length();
   const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
   ASSIGN_OR_RETURN(LevelsKept kept, model_->ForwardLevels(LongsToDevice(prefix, device), root_position - pending,
-                                                          levels, in_draft_vocabulary));
+                                                          levels, InDraftVocabulary(pick)));
   pending_slots_ = pending;
   node_slot_.assign(1, first_slot + pending);  // the root; the levels' nodes have no index in the step's tree
   node_logits_.assign(1, at::Tensor());
@@ -274,6 +277,26 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChainAt(const DeviceRoot& root, i
   cache_on_device_only_ = true;
   chain.tokens = chain.tokens.narrow(0, 1, length + 1);
   return chain;
+}
+
+absl::StatusOr<LevelsKept> ModelDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {
+  if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("DraftLevelsAt: levels must be >= 1, got ", levels));
+  const DevicePosition& before_root = root.position;
+  if (!root.context.defined() || root.context.dim() != 1 || root.context.size(0) < before_root.max_start + 2)
+    return absl::InvalidArgumentError("DraftLevelsAt: the context must hold every token up to the root");
+  // DraftLevels' one prefix length: the levels + 1 tokens before the root
+  // (one more than a step can accept), then the root.
+  if (before_root.min_start < levels)
+    return absl::UnimplementedError(absl::StrCat("DraftLevelsAt: the root may sit before position ", levels + 1,
+                                                 ", too early for the fixed prefix"));
+  const DevicePosition at{.start = before_root.start - levels, .max_start = before_root.max_start - levels,
+                          .min_start = before_root.min_start - levels};
+  const at::Tensor offsets = at::arange(levels + 2, at.start.options());
+  at::Tensor prefix = root.context.index_select(0, offsets + at.start);
+  if (vocab_map_) prefix = target_to_draft_device_.index_select(0, prefix);
+  ASSIGN_OR_RETURN(LevelsKept kept, model_->ForwardLevelsAt(prefix, at, levels, InDraftVocabulary(pick)));
+  cache_on_device_only_ = true;
+  return kept;
 }
 
 absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) {

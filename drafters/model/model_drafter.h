@@ -45,6 +45,10 @@ class ModelDrafter final : public Drafter {
   // the previous chain's last draft was accepted). Unimplemented with a
   // vocabulary map.
   absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override;
+  // The model's ForwardLevelsAt with DraftLevels' fixed prefix (levels + 2
+  // tokens, the root last) gathered from root.context on the device.
+  // Unimplemented until the root's position is at least levels + 1.
+  absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override;
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override;
   std::vector<LanguageModel*> models() override { return {model_.get()}; }
 
@@ -54,6 +58,8 @@ class ModelDrafter final : public Drafter {
   // Target token ids -> the ids the drafter is fed, and drafter logits -> target-vocabulary logits.
   int64_t ToDraftToken(int64_t target_token) const;
   at::Tensor ToTargetLogits(const at::Tensor& draft_logits) const;
+  // `pick` over drafter logits, feeding drafter ids (itself without a map).
+  LevelPick InDraftVocabulary(const LevelPick& pick) const;
   // Feeds committed-context tokens as a causal chain of tentative slots.
   absl::Status FeedContext(absl::Span<const int32_t> tokens, int64_t first_position);
 

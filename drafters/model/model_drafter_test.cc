@@ -152,18 +152,48 @@ TEST_F(VocabularyMapTest, MappedDrafterGrowsDynamicTreesExactlyAtTemperatureZero
 TEST(ModelDrafterTest, DraftLevelsFeedsOnePrefixLength) {
   // Whatever a step accepted, the levels' prefix is depth + 2 tokens (cached
   // context re-fed), so that one graph serves every step: the drafter's
-  // forwards are that prefix and the levels' top_k-wide forwards only.
-  auto target = TinyModel(1);
-  Method method = ModelDrafterMethod(TinyModel(1), "{type: dynamic_topk, top_k: 2, depth: 3, total_tokens: 7}",
-                                     "{type: point_mass}", 3);
-  DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 24, .time_phases = false};
-  auto out = GenerateSpeculative(*target, method, {1, 5, 3, 7, 2, 4}, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  int accepted = 0;
-  for (const StepStats& step : out->steps) accepted += step.accepted;
-  EXPECT_GT(accepted, 0) << "drafted by the target itself, some steps must accept";
-  const int64_t steps = static_cast<int64_t>(out->steps.size());
-  EXPECT_EQ(out->draft_forwards, (std::map<int64_t, int64_t>{{2, 3 * steps}, {5, steps}}));
+  // forwards are that prefix and the levels' top_k-wide forwards only, step
+  // by step (DraftLevels) and pipelined (DraftLevelsAt, which drafts one
+  // step queued past the end).
+  for (bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "step by step");
+    auto target = TinyModel(1);
+    Method method = ModelDrafterMethod(TinyModel(1), "{type: dynamic_topk, top_k: 2, depth: 3, total_tokens: 7}",
+                                       "{type: point_mass}", 3);
+    DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 24, .time_phases = false,
+                          .pipeline = pipeline};
+    auto out = GenerateSpeculative(*target, method, {1, 5, 3, 7, 2, 4}, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    int accepted = 0;
+    for (const StepStats& step : out->steps) accepted += step.accepted;
+    EXPECT_GT(accepted, 0) << "drafted by the target itself, some steps must accept";
+    const int64_t steps = static_cast<int64_t>(out->steps.size());
+    const int64_t drafted = out->draft_forwards.count(5) ? out->draft_forwards.at(5) : 0;
+    EXPECT_EQ(drafted, pipeline ? steps + 1 : steps);
+    EXPECT_EQ(out->draft_forwards, (std::map<int64_t, int64_t>{{2, 3 * drafted}, {5, drafted}}));
+  }
+}
+
+TEST(ModelDrafterTest, DraftLevelsAtNeedsRoomForItsPrefix) {
+  // The fixed prefix of depth + 2 tokens must fit before the root: where the
+  // host cannot rule out an earlier root, Unimplemented (the engine then
+  // steps on the host), and nothing is fed.
+  ModelDrafter drafter(TinyModel(1));
+  ASSERT_TRUE(drafter.Reset({1, 5, 3, 7}).ok());
+  const c10::Device device = drafter.model().device();
+  const at::Tensor context = LongsToDevice({1, 5, 3, 7, 0, 0, 0, 0}, device);
+  const LevelPick pick{.key = "unused", .width = 1, .pick = [](int64_t, const at::Tensor&, const std::vector<at::Tensor>&) {
+                         return LevelPick::Choice{};
+                       }};
+  const DeviceRoot root{.last_two = LongsToDevice({3, 7}, device),
+                        .position = {.start = LongsToDevice({2}, device), .max_start = 2, .min_start = 2},
+                        .context = context};
+  auto early = drafter.DraftLevelsAt(root, 3, pick);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kUnimplemented) << early.status();
+  EXPECT_EQ(drafter.model().forward_counts().size(), 1u);  // Reset's prefill only
+  DeviceRoot short_context = root;
+  short_context.context = context.narrow(0, 0, 3);
+  EXPECT_EQ(drafter.DraftLevelsAt(short_context, 2, pick).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(VocabularyMapTest, DifferentVocabulariesWithoutAMapAreRefused) {

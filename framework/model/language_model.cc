@@ -53,10 +53,11 @@ absl::StatusOr<int64_t> SettleAt(LanguageModel& model, const DevicePosition& at,
     return absl::InvalidArgumentError(absl::StrCat(what, ": start must be a [1] int64 tensor"));
   const int64_t start = at.start.to(at::kCPU).item<int64_t>();  // the synchronisation
   const int64_t written = model.committed_length() + model.tentative_length();
-  if (start < 0 || start > written || start > at.max_start)
-    return absl::InvalidArgumentError(absl::StrCat(what, ": start ", start, " outside [0, ",
+  if (start < std::max<int64_t>(at.min_start, 0) || start > written || start > at.max_start)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": start ", start, " outside [",
+                                                   std::max<int64_t>(at.min_start, 0), ", ",
                                                    std::min(written, at.max_start),
-                                                   "] (the slots written so far, and max_start)"));
+                                                   "] (min_start, and the slots written so far or max_start)"));
   RETURN_IF_ERROR(CommitAll(model));
   RETURN_IF_ERROR(model.Truncate(start));
   return start;
@@ -111,6 +112,52 @@ absl::StatusOr<ChainResult> LanguageModel::ForwardChainAt(const at::Tensor& pref
     return chain;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("ForwardChainAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<at::Tensor> LanguageModel::ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
+                                                        const at::Tensor& mask, const DevicePosition& at) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(*this, at, tokens, "ForwardTreeAt"));
+    const int64_t n = tokens.size(0);
+    if (!depths.defined() || depths.dim() != 1 || depths.size(0) != n || !mask.defined() || mask.dim() != 2 ||
+        mask.size(0) != n || mask.size(1) != n)
+      return absl::InvalidArgumentError(absl::StrCat("ForwardTreeAt: depths must be [", n, "] and mask [", n, ", ", n,
+                                                     "] for ", n, " tokens"));
+    return Forward(tokens, depths.to(at::kLong) + start, mask);  // the nodes stay tentative until CompactPathAt
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardTreeAt: ", e.what()));
+  }
+}
+
+absl::Status LanguageModel::CompactPathAt(const at::Tensor& path, const DevicePosition& at) {
+  try {
+    if (!path.defined() || path.dim() != 1 || path.size(0) < 1 || !at.start.defined() || at.start.numel() != 1)
+      return absl::InvalidArgumentError("CompactPathAt: path must be [m >= 1] and start [1]");
+    const at::Tensor host = at::cat({at.start.reshape({1}), path}).to(at::kCPU, at::kLong);  // the synchronisation
+    const int64_t* data = host.data_ptr<int64_t>();
+    if (data[0] != committed_length())
+      return absl::FailedPreconditionError(absl::StrCat("CompactPathAt: start ", data[0],
+                                                        " is not where the last ForwardTreeAt put the tree (",
+                                                        committed_length(), ")"));
+    std::vector<int64_t> kept{0};
+    for (int64_t i = 1; i < path.size(0) && data[1 + i] > kept.back(); ++i) kept.push_back(data[1 + i]);
+    if (data[1] != 0 || kept.back() >= tentative_length())
+      return absl::InvalidArgumentError(absl::StrCat("CompactPathAt: path must start at the root (0) and stay below ",
+                                                     tentative_length(), " nodes"));
+    return Commit(kept);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("CompactPathAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<LevelsKept> LanguageModel::ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                          int64_t levels, const LevelPick& pick) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(*this, at, prefix, "ForwardLevelsAt"));
+    return ForwardLevels(prefix, start, levels, pick);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardLevelsAt: ", e.what()));
   }
 }
 

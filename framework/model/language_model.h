@@ -76,7 +76,8 @@ using LevelsKept = std::vector<std::vector<at::Tensor>>;
 // pipelined chains) keep the cache's length on the device.
 struct DevicePosition {
   at::Tensor start;       // [1] int64 on the model's device: slot and position of the first token
-  int64_t max_start = 0;  // what the host knows: start <= max_start
+  int64_t max_start = 0;  // what the host knows: min_start <= start <= max_start
+  int64_t min_start = 0;
 };
 
 class LanguageModel {
@@ -130,6 +131,25 @@ class LanguageModel {
   virtual absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
                                                      const ChainPick& pick);
 
+  // A draft tree at a device-side position, with the cache contract of
+  // ForwardAt: node i of tokens ([n] int64, the root first) at slot start + i
+  // and position start + depths[i] ([n] int64), seeing every slot below
+  // `start` and the nodes mask ([n, n] bool) allows (its ancestors and
+  // itself). Returns logits [n, vocab] float32. This default reads start
+  // back; LlamaModel with static shapes does not.
+  virtual absl::StatusOr<at::Tensor> ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
+                                                   const at::Tensor& mask, const DevicePosition& at);
+
+  // After ForwardTreeAt at `at`: moves the cache entries of tree nodes
+  // path[i] (slot start + path[i]) to slot start + i, so that an accepted
+  // path ([m] int64: 0 for the root, then the accepted nodes in increasing
+  // order, then zeros) becomes a causal context. The slots past the accepted
+  // nodes receive the root's entries: they lie beyond the context and are
+  // written again before anything sees them. This default reads path and
+  // start back and commits the accepted nodes; LlamaModel with static shapes
+  // moves the entries on the device.
+  virtual absl::Status CompactPathAt(const at::Tensor& path, const DevicePosition& at);
+
   // A tree grown level by level on the device after a causal prefix:
   // `prefix` ([c] int64, c >= 1) is fed at positions position .. position +
   // c - 1, each token seeing every tentative slot before it (as Forward()
@@ -144,6 +164,12 @@ class LanguageModel {
   // between (LlamaModel on CUDA: one CUDA graph).
   virtual absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                    const LevelPick& pick);
+  // ForwardLevels at a device-side position, with the cache contract of
+  // ForwardAt: the prefix at slots and positions start .. start + c - 1, the
+  // levels in the slots after it. This default reads start back; LlamaModel
+  // with static shapes does not.
+  virtual absl::StatusOr<LevelsKept> ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                     int64_t levels, const LevelPick& pick);
   // The final hidden states (after the last norm) of the last Forward(): [n, hidden].
   virtual at::Tensor last_hidden_states() const = 0;
 

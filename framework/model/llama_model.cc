@@ -288,6 +288,10 @@ struct LlamaModel::Impl {
   absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick);
   absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                  const LevelPick& pick);
+  absl::StatusOr<LevelsKept> ForwardLevelsAtStatic(const at::Tensor& prefix, const DevicePosition& at, int64_t levels,
+                                                   const LevelPick& pick);
+  LevelsKept RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
+                       const LevelPick& pick);
   void DropGraphs();
   // x @ weight^T + bias and the cache's attention, batch-invariant where set.
   at::Tensor Project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
@@ -311,6 +315,9 @@ struct LlamaModel::Impl {
   ChainResult RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
                        const ChainPick& pick);
   absl::StatusOr<at::Tensor> ForwardAtStatic(const at::Tensor& tokens, const DevicePosition& at);
+  absl::StatusOr<at::Tensor> ForwardTreeAtStatic(const at::Tensor& tokens, const at::Tensor& depths,
+                                                 const at::Tensor& mask, const DevicePosition& at);
+  void CompactPathAtStatic(const at::Tensor& path, const DevicePosition& at);
   absl::StatusOr<at::Tensor> ReplayForward(int64_t n, int64_t bucket, int64_t kv_length);
   absl::StatusOr<CapturedForward*> Graph(int64_t bucket, int64_t kv_length);
   absl::Status PrepareForDecoding(int64_t max_tokens);
@@ -895,17 +902,43 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tenso
   levels_in.start.fill_(start);
   levels_in.position.fill_(position);
   levels_in.tokens.narrow(0, 0, c).copy_(prefix, /*non_blocking=*/true);
-  if (captured->graph) {
-    captured->graph->Replay();
-  } else {
-    LevelsBody(levels, c, kv_length, pick, *captured);
-  }
-  last_hidden = captured->hidden;
+  LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
   tentative += c + levels * pick.width;
-  // The outputs live in the graph's buffers, which the next replay overwrites.
-  LevelsKept kept(captured->kept.size());
+  return kept;
+}
+
+// Slots and positions coincide, as in ForwardChainAtStatic; committed
+// becomes the host's bound (ForwardAt's contract).
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsAtStatic(const at::Tensor& prefix, const DevicePosition& at,
+                                                                   int64_t levels, const LevelPick& pick) {
+  const int64_t c = prefix.size(0);
+  const int64_t fed = c + levels * pick.width;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(at.max_start + fed, cache_slots);
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
+  levels_in.start.copy_(at.start);
+  levels_in.position.copy_(at.start);
+  levels_in.tokens.narrow(0, 0, c).copy_(prefix);
+  LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
+  committed = at.max_start + fed;
+  tentative = 0;
+  return kept;
+}
+
+// Replays the levels' graph (or runs their body on the CPU) over levels_in.
+// The outputs are copied out of the graph's buffers, which the next replay
+// overwrites.
+LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
+                                       const LevelPick& pick) {
+  if (captured.graph) {
+    captured.graph->Replay();
+  } else {
+    LevelsBody(levels, prefix, kv_length, pick, captured);
+  }
+  last_hidden = captured.hidden;
+  LevelsKept kept(captured.kept.size());
   for (size_t l = 0; l < kept.size(); ++l)
-    for (const at::Tensor& t : captured->kept[l]) kept[l].push_back(t.clone());
+    for (const at::Tensor& t : captured.kept[l]) kept[l].push_back(t.clone());
   return kept;
 }
 
@@ -957,6 +990,42 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardAtStatic(const at::Tensor& t
   committed = at.max_start + n;
   tentative = 0;
   return logits;
+}
+
+// ForwardStatic for a tree whose start only the device knows: node i at
+// slot start + i and position start + depths[i]; row i sees the slots below
+// start and, at columns start.., its row of the mask (index_copy_ at the
+// device's offset). Padding rows see the slots below start and the root.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardTreeAtStatic(const at::Tensor& tokens, const at::Tensor& depths,
+                                                                 const at::Tensor& mask, const DevicePosition& at) {
+  const int64_t n = tokens.size(0);
+  const int64_t bucket = TokenBucket(n);
+  const int64_t kv_length = KvBucket(at.max_start + bucket, cache_slots);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  static_in.tokens.narrow(0, 0, n).copy_(tokens);
+  at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  at::add_out(write_slots, static_in.columns.narrow(0, 0, bucket), at.start);
+  at::Tensor positions = static_in.positions.narrow(0, 0, bucket);
+  positions.copy_(at.start.expand({bucket}));
+  positions.narrow(0, 0, n).add_(depths);
+  at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
+  at::lt_out(allowed, static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length}), at.start);
+  allowed.narrow(0, 0, n).index_copy_(1, write_slots.narrow(0, 0, n), mask);
+  if (bucket > n) allowed.narrow(0, n, bucket - n).index_fill_(1, at.start, true);
+  ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
+  committed = at.max_start + n;
+  tentative = 0;
+  return logits;
+}
+
+// Every layer's entries at once: index_select copies before index_copy_
+// writes, so overlapping sources and destinations are safe.
+void LlamaModel::Impl::CompactPathAtStatic(const at::Tensor& path, const DevicePosition& at) {
+  const int64_t m = path.size(0);
+  const at::Tensor source = path + at.start;
+  const at::Tensor destination = static_in.columns.narrow(0, 0, m) + at.start;
+  k_cache.index_copy_(2, destination, k_cache.index_select(2, source));
+  v_cache.index_copy_(2, destination, v_cache.index_select(2, source));
 }
 
 // Runs the forward of the static inputs' first `bucket` rows (the graph of
@@ -1370,6 +1439,62 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, i
   absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevels", [&] {
     c10::InferenceMode guard;
     return m.ForwardLevelsStatic(prefix, position, levels, pick);
+  });
+  if (kept.ok()) {
+    CountForward(prefix.size(0));
+    for (int64_t i = 0; i < levels; ++i) CountForward(pick.width);
+  }
+  return kept;
+}
+
+absl::StatusOr<at::Tensor> LlamaModel::ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
+                                                     const at::Tensor& mask, const DevicePosition& at) {
+  Impl& m = *impl_;
+  const bool fits_static = m.static_shapes && m.config.sliding_window == 0 && tokens.defined() && tokens.dim() == 1 &&
+                           tokens.size(0) <= kMaxTokenBucket;
+  if (!fits_static) return LanguageModel::ForwardTreeAt(tokens, depths, mask, at);
+  RETURN_IF_ERROR(m.ValidateAt("ForwardTreeAt", tokens, at, tokens.size(0)));
+  const int64_t n = tokens.size(0);
+  if (!depths.defined() || depths.dim() != 1 || depths.size(0) != n || depths.scalar_type() != at::kLong ||
+      depths.device() != m.device || !mask.defined() || mask.dim() != 2 || mask.size(0) != n || mask.size(1) != n ||
+      mask.scalar_type() != at::kBool || mask.device() != m.device)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardTreeAt: depths must be int64 [", n,
+                                                   "] and mask bool [", n, ", ", n, "] on ", m.device.str()));
+  absl::StatusOr<at::Tensor> logits = Guarded("LlamaModel::ForwardTreeAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardTreeAtStatic(tokens, depths, mask, at);
+  });
+  if (logits.ok()) CountForward(n);
+  return logits;
+}
+
+absl::Status LlamaModel::CompactPathAt(const at::Tensor& path, const DevicePosition& at) {
+  Impl& m = *impl_;
+  if (!m.static_shapes || m.config.sliding_window > 0) return LanguageModel::CompactPathAt(path, at);
+  if (!path.defined() || path.dim() != 1 || path.size(0) < 1 || path.size(0) > kMaxTokenBucket ||
+      path.scalar_type() != at::kLong || path.device() != m.device)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::CompactPathAt: path must be int64 [m], 1 <= m <= ",
+                                                   kMaxTokenBucket, ", on ", m.device.str()));
+  RETURN_IF_ERROR(m.ValidateAt("CompactPathAt", path, at, path.size(0)));
+  if (!m.static_in.tokens.defined()) m.AllocateStaticInputs();
+  return Guarded("LlamaModel::CompactPathAt", [&] {
+    c10::InferenceMode guard;
+    m.CompactPathAtStatic(path, at);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                       int64_t levels, const LevelPick& pick) {
+  Impl& m = *impl_;
+  const bool graph = m.static_shapes && m.config.sliding_window == 0 && prefix.defined() && prefix.dim() == 1 &&
+                     levels >= 1 && pick.width >= 1 && prefix.size(0) + levels * pick.width <= kMaxTokenBucket;
+  if (!graph) return LanguageModel::ForwardLevelsAt(prefix, at, levels, pick);
+  if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevelsAt: pick has no function");
+  RETURN_IF_ERROR(m.ValidateAt("ForwardLevelsAt", prefix, at, prefix.size(0) + levels * pick.width));
+  absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardLevelsAtStatic(prefix, at, levels, pick);
   });
   if (kept.ok()) {
     CountForward(prefix.size(0));

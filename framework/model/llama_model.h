@@ -76,6 +76,16 @@ class LlamaModel final : public LanguageModel {
   // eagerly. Otherwise the default.
   absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
                                            const LevelPick& pick) override;
+  // With static shapes (trees of up to 128 nodes; levels as ForwardLevels):
+  // slots, positions and the mask's placement are computed on the device from
+  // `at.start`, and CompactPathAt moves every layer's entries in two
+  // index operations, so that nothing waits for the host. Otherwise the
+  // defaults, which read start back.
+  absl::StatusOr<at::Tensor> ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths, const at::Tensor& mask,
+                                           const DevicePosition& at) override;
+  absl::Status CompactPathAt(const at::Tensor& path, const DevicePosition& at) override;
+  absl::StatusOr<LevelsKept> ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at, int64_t levels,
+                                             const LevelPick& pick) override;
 
   // Static-shape forwards: token counts up to 128 are padded to a power of
   // two and attention covers the KV cache up to a multiple of 256 slots, so

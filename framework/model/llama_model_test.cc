@@ -638,6 +638,80 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
   });
 }
 
+TEST(LlamaModelTest, DevicePositionedTreesEqualHostPositionedOnes) {
+  // ForwardTreeAt (the start on the device, a larger host bound) against
+  // Forward() with the tree's mask at the same place, after a tentative slot
+  // every node must see; then CompactPathAt against Commit() of the accepted
+  // path (nodes 2 and 4, whose entries move down; the walk's trailing zero
+  // included), and the caches must agree for a forward on top. Static shapes
+  // off: the defaults that read start back; on: slots, positions and the
+  // mask's placement on the device.
+  ForEachPairAtBucketEdge([](const Variant&, bool, LlamaModel* reference, LlamaModel* subject) {
+    ASSERT_TRUE(reference->Commit({0}).ok());
+    // Parents -1, 0, 0, 1, 2: node 3 under node 1, node 4 under node 2.
+    const std::vector<uint8_t> rows = {1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0,
+                                       1, 1, 0, 1, 0, 1, 0, 1, 0, 1};
+    const at::Tensor mask = at::tensor(rows, at::kByte).view({5, 5}).to(at::kBool).to(Dev());
+    const at::Tensor tokens = Longs({4, 5, 6, 7, 8}), depths = Longs({0, 1, 1, 2, 2});
+    auto expected = reference->Forward(tokens, depths + 251, mask);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    const DevicePosition at{.start = Longs({251}), .max_start = 260, .min_start = 251};
+    auto actual = subject->ForwardTreeAt(tokens, depths, mask, at);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    EXPECT_LT(RelError(*actual, *expected), kTol);
+    EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{5, 1}}));
+    ASSERT_TRUE(reference->Commit({0, 2, 4}).ok());
+    const absl::Status compacted = subject->CompactPathAt(Longs({0, 2, 4, 0}), at);
+    ASSERT_TRUE(compacted.ok()) << compacted;
+    ASSERT_TRUE(subject->Truncate(254).ok());
+    EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
+  });
+}
+
+TEST(LlamaModelTest, DevicePositionedLevelsEqualHostPositionedOnes) {
+  // ForwardLevelsAt against ForwardLevels at the same place, after a
+  // tentative slot the levels must see.
+  ForEachPairAtBucketEdge([](const Variant&, bool, LlamaModel* reference, LlamaModel* subject) {
+    ASSERT_TRUE(reference->Commit({0}).ok());
+    auto expected = reference->ForwardLevels(Longs({4, 5}), 251, 3, MirrorPick());
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    auto actual = subject->ForwardLevelsAt(Longs({4, 5}), {.start = Longs({251}), .max_start = 300, .min_start = 250},
+                                           3, MirrorPick());
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ASSERT_EQ(actual->size(), expected->size());
+    for (size_t level = 0; level < actual->size(); ++level) {
+      ASSERT_EQ((*actual)[level].size(), (*expected)[level].size());
+      EXPECT_TRUE(at::equal((*actual)[level][0].cpu(), (*expected)[level][0].cpu())) << "level " << level;
+    }
+    EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, 4}}));
+  });
+}
+
+TEST(LlamaModelTest, DevicePositionedTreeErrors) {
+  for (bool static_shapes : {false, true}) {
+    SCOPED_TRACE(static_shapes ? "static" : "plain");
+    auto model = MakeModel(SmallConfig(), 16);
+    model->EnableCudaGraphs(static_shapes);
+    FeedChain(*model, {1, 2, 3});
+    const DevicePosition at{.start = Longs({3}), .max_start = 3, .min_start = 3};
+    const at::Tensor mask = at::ones({2, 2}, at::kBool).tril().to(Dev());
+    EXPECT_FALSE(model->ForwardTreeAt(Longs({1, 2}), Longs({0}), mask, at).ok());
+    EXPECT_FALSE(model->ForwardTreeAt(Longs({1, 2}), Longs({0, 1}), mask.narrow(1, 0, 1), at).ok());
+    EXPECT_FALSE(model->CompactPathAt(at::Tensor(), at).ok());
+    if (static_shapes) {  // the host bound alone rules it out
+      auto full = model->ForwardTreeAt(Longs({1, 2}), Longs({0, 1}), mask, {.start = Longs({3}), .max_start = 15});
+      EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+    }
+  }
+  // The defaults read start back: below min_start is refused.
+  auto model = MakeModel(SmallConfig(), 16);
+  model->EnableCudaGraphs(false);
+  FeedChain(*model, {1, 2, 3});
+  auto early = model->ForwardTreeAt(Longs({1}), Longs({0}), at::ones({1, 1}, at::kBool).to(Dev()),
+                                    {.start = Longs({1}), .max_start = 3, .min_start = 2});
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kInvalidArgument) << early.status();
+}
+
 TEST(LlamaModelTest, ForwardLevelsErrors) {
   for (bool static_shapes : {false, true}) {
     SCOPED_TRACE(static_shapes ? "static" : "plain");

@@ -7,7 +7,7 @@
 // device chain (Drafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
 // graph) draft the whole chain in one call when the policy fixes the length
 // up front, and can draft it from a root only the device knows
-// (BuildChainAt: the engine's pipelined chains), as can token-only drafters
+// (BuildAt: the engine's pipelined chains), as can token-only drafters
 // with device-rooted continuations (Drafter::ContinuationAt).
 #include <ATen/ATen.h>
 
@@ -33,7 +33,7 @@ class ChainTreeBuilder final : public TreeBuilder {
                                                       : BuildBySampling(drafter, request);
   }
 
-  absl::StatusOr<DraftTree> BuildChainAt(Drafter& drafter, const BuildRequest& request,
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request,
                                          const DeviceRoot& root) override {
     if (request.policy->wants_progress())
       return absl::UnimplementedError("the length policy reads each drafted token on the host");

@@ -57,6 +57,13 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
     return GrowOnHost(drafter, request, scratch, tree_builders::MostProbable(logits, top_k_));
   }
 
+  // The same tree as GrowOnDevice's, from Drafter::DraftLevelsAt.
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, &root));
+    if (!grown) return absl::UnimplementedError("the drafter has no device-rooted tree levels");
+    return *std::move(grown);
+  }
+
  private:
   // Every level on the device (Drafter::DraftLevels; ModelDrafter on CUDA:
   // one graph), and the tree kept from the pool inside that graph too: the
@@ -65,8 +72,10 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   // GrowOnHost: scores are added in double from the same float32
   // log-probabilities, and fused::BestInOrder breaks ties toward the earlier node
   // as BestCandidates does. nullopt, having fed nothing, where the drafter
-  // has no DraftLevels.
-  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request) {
+  // has no DraftLevels (DraftLevelsAt where `root` is given: the pipelined
+  // engine's step, its root token on the device).
+  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
+                                                        const DeviceRoot* root = nullptr) {
     const int64_t k = top_k_, depth = depth_, kept = total_tokens_ - 1;
     // Carry: the frontier (scores, pool indices) and the pool (tokens,
     // parents' pool indices, scores), allocated at level 0 and filled level by
@@ -100,15 +109,19 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
     // The picks cannot fail politely inside the drafter's graph: check top_k here.
     for (LanguageModel* model : drafter.models())
       RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", k, model->config().vocab_size));
-    absl::StatusOr<LevelsKept> levels = drafter.DraftLevels(depth_, pick);
+    absl::StatusOr<LevelsKept> levels =
+        root != nullptr ? drafter.DraftLevelsAt(*root, depth_, pick) : drafter.DraftLevels(depth_, pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
     const std::vector<at::Tensor>& tree = levels->back();
     DraftTree draft;
     draft.tree = TokenTree(request.root_token);
-    draft.tokens = at::cat({at::full({1}, request.root_token, tree[0].options()), tree[0]});
+    const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(tree[0].device())
+                                                  : at::full({1}, request.root_token, tree[0].options());
+    draft.tokens = at::cat({root_token, tree[0]});
     draft.sampling = DraftSampling::kDeterministic;
-    draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3]};
+    draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3],
+                                                .depth_bound = depth_ + 1};
     return draft;
   }
 

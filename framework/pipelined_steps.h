@@ -1,0 +1,52 @@
+// PipelinedSteps: speculative steps queued on the device from the previous
+// step's verdict while that verdict is still on the device.
+//
+// The next root, its position and whatever the drafter needs are computed on
+// the device, and the models pick their graphs by the host's bounds on the
+// root's position (DevicePosition). So the engine (speculative_decoder.cc)
+// queues step k + 1 before it reads step k back, and the host's reading,
+// bookkeeping and launches hide under the device's work, as in
+// autoregressive decoding. Two kinds: chains (pipelined_chain.h) and trees
+// whose shape the device chooses (pipelined_tree.h).
+#ifndef SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
+#define SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace speclab {
+
+// What the host reads from a step's record.
+struct PipelinedRead {
+  std::vector<int32_t> emitted;  // the accepted drafts, then the extra token
+  int tree_nodes = 0;            // drafted nodes, root excluded
+  int longest_path = 0;          // depth of the drafted tree
+};
+
+class PipelinedSteps {
+ public:
+  virtual ~PipelinedSteps() = default;
+
+  // Queues a step whose root position lies in [min_root, max_root] (the
+  // host's bounds: the exact root of the oldest unread step plus at least 1
+  // and at most max_advance()) and returns its record on the device. Never
+  // waits for the device. nullopt, with nothing the step-by-step loop relies
+  // on changed, where the builder or drafter cannot draft from a device root.
+  virtual absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) = 0;
+
+  // The most positions one step moves the root (accepted drafts + 1); known
+  // once a step is queued.
+  virtual int64_t max_advance() const = 0;
+
+  // Parses a record copied to the host (int64, contiguous).
+  virtual absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const = 0;
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_

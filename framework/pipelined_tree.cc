@@ -1,0 +1,104 @@
+#include "framework/pipelined_tree.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+#include "framework/device_verifier.h"
+#include "framework/tree_builder.h"
+
+namespace speclab {
+
+bool PipelinedTree::Supports(const Method& method, absl::Span<const int32_t> prompt) {
+  return method.device_verifier != nullptr && method.device_verifier->verifies_trees() &&
+         method.policy->length_is_fixed() && method.tree_builder->traits().may_branch && prompt.size() >= 2;
+}
+
+PipelinedTree::PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                             absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
+                             at::Generator& verify_generator)
+    : target_(target),
+      method_(method),
+      sampling_(sampling),
+      draft_generator_(draft_generator),
+      verify_generator_(verify_generator),
+      room_needed_(static_cast<int64_t>(prompt.size()) + max_new_tokens) {
+  const c10::Device device = target.device();
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  // Writes reach at most a path past the last root, inside the cache's capacity.
+  context_ = at::zeros({target.capacity() + n + 128}, at::TensorOptions().dtype(at::kLong).device(device));
+  context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device));
+  root_ = LongsToDevice({n - 1}, device);
+  last_two_at_ = LongsToDevice({-1, 0}, device);
+}
+
+absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root, int64_t max_root) {
+  const c10::Device device = target_.device();
+  BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
+                       .generator = &draft_generator_, .device = device};
+  const DeviceRoot root{.last_two = context_.index_select(0, root_ + last_two_at_),
+                        .position = {.start = root_ - 1, .max_start = max_root - 1, .min_start = min_root - 1},
+                        .context = context_};
+  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
+  if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+  if (!draft.ok()) return draft.status();
+  if (!draft->device_shape) return absl::InternalError("pipelined tree: the builder's tree is not on the device");
+  const DraftTree::DeviceShape& shape = *draft->device_shape;
+  const at::Tensor tokens = draft->tokens.to(device);
+  const int64_t n = tokens.size(0);
+  if (nodes_ == 0) {
+    const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
+    if (room_needed_ + depth + 1 + n > target_.capacity()) return std::nullopt;
+    nodes_ = n;
+    path_length_ = depth + 1;
+    after_root_ = at::arange(1, depth + 1, root_.options());
+  } else if (n != nodes_) {
+    return absl::InternalError(absl::StrCat("pipelined tree: drafted ", n, " nodes after ", nodes_));
+  }
+  const DevicePosition at{.start = root_, .max_start = max_root, .min_start = min_root};
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
+  const at::Tensor parents = shape.parents.to(device);
+  DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = Probabilities(logits, sampling_),
+                            .greedy = sampling_.greedy()};
+  ASSIGN_OR_RETURN(at::Tensor walk, method_.device_verifier->VerifyTree(problem, verify_generator_));
+  // The accepted path becomes context: its cache entries move into place
+  // and its tokens, then the extra token, are written after the root. The
+  // walk holds zeros past the accepted nodes (the root's entries and token:
+  // past the new root, written again before anything reads them).
+  const at::Tensor below = walk.narrow(0, 1, path_length_ - 1);
+  RETURN_IF_ERROR(target_.CompactPathAt(at::cat({at::zeros({1}, walk.options()), below}), at));
+  context_.index_copy_(0, root_ + after_root_, tokens.index_select(0, below));
+  root_ = root_ + walk.narrow(0, 0, 1) + 1;
+  context_.index_copy_(0, root_, walk.narrow(0, n, 1));
+  return at::cat({tokens, parents, walk});
+}
+
+absl::StatusOr<PipelinedRead> PipelinedTree::Read(const at::Tensor& host_record) const {
+  const int64_t n = nodes_;
+  const int64_t* tokens = host_record.data_ptr<int64_t>();
+  const int64_t* parents = tokens + n;
+  const int64_t* walk = parents + n;
+  PipelinedRead read{.tree_nodes = static_cast<int>(n - 1)};
+  std::vector<int> depth(n, 0);
+  for (int64_t i = 1; i < n; ++i) {
+    if (parents[i] < 0 || parents[i] >= i)
+      return absl::InternalError(absl::StrCat("pipelined tree: node ", i, " has parent ", parents[i]));
+    depth[i] = depth[parents[i]] + 1;
+    read.longest_path = std::max(read.longest_path, depth[i]);
+  }
+  if (walk[0] < 0 || walk[0] >= path_length_)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", walk[0], " of ", n - 1, " drafts"));
+  for (int64_t i = 1; i <= walk[0]; ++i) {
+    if (walk[i] < 1 || walk[i] >= n || parents[walk[i]] != (i == 1 ? 0 : walk[i - 1]))
+      return absl::InternalError(absl::StrCat("device verifier accepted node ", walk[i], ", not a child of the last"));
+    read.emitted.push_back(static_cast<int32_t>(tokens[walk[i]]));
+  }
+  read.emitted.push_back(static_cast<int32_t>(walk[n]));
+  return read;
+}
+
+}  // namespace speclab

@@ -1,0 +1,71 @@
+// PipelinedTree: the device work of pipelined tree steps (pipelined_steps.h),
+// for builders that choose the tree's shape on the device (dynamic_topk
+// through Drafter::DraftLevelsAt).
+//
+// Everything a step leaves for the next stays on the device: the generation's
+// tokens (the accepted path and the extra token are written there), the
+// root's position, and the target's cache, where the accepted path's entries
+// move into place (LanguageModel::CompactPathAt) instead of the host's
+// Commit(). The drafter re-feeds its fixed prefix from the tokens; the
+// target's forward (ForwardTreeAt) and the tree verifier's device form take
+// the drafted shape as it is. So a step is queued before the previous one is
+// read back, as chains are.
+#ifndef SPECLAB_FRAMEWORK_PIPELINED_TREE_H_
+#define SPECLAB_FRAMEWORK_PIPELINED_TREE_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "framework/method.h"
+#include "framework/model/language_model.h"
+#include "framework/pipelined_steps.h"
+#include "framework/sampling.h"
+
+namespace speclab {
+
+class PipelinedTree final : public PipelinedSteps {
+ public:
+  // Whether `method` may run pipelined trees: a branching builder, a fixed
+  // draft length and a device verifier of trees, and a prompt of two tokens
+  // or more. (The builder and drafter may still lack device-rooted trees,
+  // and the cache room is known with the tree's size: Queue() says.)
+  static bool Supports(const Method& method, absl::Span<const int32_t> prompt);
+
+  // The target holds the prompt but its last token, and the drafter was Reset
+  // with the prompt. The models, method and generators must outlive this.
+  PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
+                at::Generator& verify_generator);
+
+  // The record, int64 [3n + 1] for a tree of n nodes: the tokens (root
+  // first), the parents (-1 for the root), and the verifier's walk
+  // (DeviceVerifier::VerifyTree). nullopt, with the target unchanged, where
+  // the builder or drafter has no device-rooted trees or, at the first step,
+  // where the target's cache has no room for the tree queued past the end.
+  absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
+  int64_t max_advance() const override { return path_length_; }
+  absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
+
+ private:
+  LanguageModel& target_;
+  Method& method_;
+  SamplingParams sampling_;
+  at::Generator& draft_generator_;
+  at::Generator& verify_generator_;
+  int64_t room_needed_;      // the prompt and max_new_tokens: the tree and a step's advance come on top
+  int64_t nodes_ = 0;        // the tree's size, from the first step
+  int64_t path_length_ = 0;  // the root and the deepest node's depth: the most a step advances
+  at::Tensor context_;       // int64 [capacity + spare]: the generation's tokens by position
+  at::Tensor root_;          // [1] int64: the next root's position
+  at::Tensor last_two_at_;   // [2] int64: -1, 0 (the offsets of the root's last_two)
+  at::Tensor after_root_;    // [path_length - 1] int64: 1, 2, ... (the offsets of the path's nodes)
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_PIPELINED_TREE_H_
