@@ -28,7 +28,9 @@ struct DeviceChainProblem {
   at::Tensor draft_probs;   // [n, vocab] float32: row i is the law node i was drawn from; undefined if not sampled
   // Temperature 0: every target row is one-hot, so every lossless chain rule
   // reduces to greedy matching, which a rule may use as its fast path. The
-  // draft rows are the drafts' one-hots then, and may be left undefined.
+  // draft rows are the drafts' one-hots then, and may be left undefined, and
+  // rules read only each target row's argmax: callers may pass the target's
+  // logits instead of their one-hots (the pipelined steps do).
   bool greedy = false;
 };
 

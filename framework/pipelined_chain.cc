@@ -49,7 +49,9 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   const at::Tensor tokens = draft->tokens.to(device);
   ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardAt(tokens, {.start = positions_.narrow(0, 1, 1),
                                                                  .max_start = max_root, .min_start = min_root}));
-  DeviceChainProblem problem{.tokens = tokens, .target_probs = Probabilities(logits, sampling_),
+  // At temperature 0 the rules read only each row's argmax, the logits' own.
+  DeviceChainProblem problem{.tokens = tokens,
+                             .target_probs = sampling_.greedy() ? logits : Probabilities(logits, sampling_),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling_.greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method_.device_verifier->Verify(problem, verify_generator_));

@@ -9,6 +9,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
+#include "framework/model/fused_ops.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -29,19 +30,20 @@ PipelinedTree::PipelinedTree(LanguageModel& target, Method& method, const Sampli
       room_needed_(static_cast<int64_t>(prompt.size()) + max_new_tokens) {
   const c10::Device device = target.device();
   const int64_t n = static_cast<int64_t>(prompt.size());
-  // Writes reach at most a path past the last root, inside the cache's capacity.
-  context_ = at::zeros({target.capacity() + n + 128}, at::TensorOptions().dtype(at::kLong).device(device));
+  // Writes reach at most a tree's size past the last root, inside the cache's capacity.
+  context_ = at::zeros({target.capacity() + kMaxTreeNodes}, at::TensorOptions().dtype(at::kLong).device(device));
   context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device));
-  root_ = LongsToDevice({n - 1}, device);
-  last_two_at_ = LongsToDevice({-1, 0}, device);
+  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, device);
+  positions_ = LongsToDevice({n - 2, n - 1}, device);
 }
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target_.device();
   BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
                        .generator = &draft_generator_, .device = device};
-  const DeviceRoot root{.last_two = context_.index_select(0, root_ + last_two_at_),
-                        .position = {.start = root_ - 1, .max_start = max_root - 1, .min_start = min_root - 1},
+  const DeviceRoot root{.last_two = last_two_,
+                        .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
+                                     .min_start = min_root - 1},
                         .context = context_};
   absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
   if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
@@ -51,30 +53,29 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   const at::Tensor tokens = draft->tokens.to(device);
   const int64_t n = tokens.size(0);
   if (nodes_ == 0) {
+    if (n > kMaxTreeNodes) return std::nullopt;
     const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
     if (room_needed_ + depth + 1 + n > target_.capacity()) return std::nullopt;
     nodes_ = n;
     path_length_ = depth + 1;
-    after_root_ = at::arange(1, depth + 1, root_.options());
   } else if (n != nodes_) {
     return absl::InternalError(absl::StrCat("pipelined tree: drafted ", n, " nodes after ", nodes_));
   }
-  const DevicePosition at{.start = root_, .max_start = max_root, .min_start = min_root};
+  const DevicePosition at{.start = positions_.narrow(0, 1, 1), .max_start = max_root, .min_start = min_root};
   ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
   const at::Tensor parents = shape.parents.to(device);
-  DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = Probabilities(logits, sampling_),
+  // At temperature 0 the rules read only each row's argmax, the logits' own.
+  DeviceTreeProblem problem{.tokens = tokens, .parents = parents,
+                            .target_probs = sampling_.greedy() ? logits : Probabilities(logits, sampling_),
                             .greedy = sampling_.greedy()};
   ASSIGN_OR_RETURN(at::Tensor walk, method_.device_verifier->VerifyTree(problem, verify_generator_));
-  // The accepted path becomes context: its cache entries move into place
-  // and its tokens, then the extra token, are written after the root. The
-  // walk holds zeros past the accepted nodes (the root's entries and token:
-  // past the new root, written again before anything reads them).
-  const at::Tensor below = walk.narrow(0, 1, path_length_ - 1);
-  RETURN_IF_ERROR(target_.CompactPathAt(at::cat({at::zeros({1}, walk.options()), below}), at));
-  context_.index_copy_(0, root_ + after_root_, tokens.index_select(0, below));
-  root_ = root_ + walk.narrow(0, 0, 1) + 1;
-  context_.index_copy_(0, root_, walk.narrow(0, n, 1));
-  return at::cat({tokens, parents, walk});
+  // The accepted path becomes context: its cache entries move into place,
+  // and its tokens, then the extra token, follow the root in context_.
+  RETURN_IF_ERROR(target_.CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
+  fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions_, context_);
+  positions_ = next.positions;
+  last_two_ = next.last_two;
+  return next.record;
 }
 
 absl::StatusOr<PipelinedRead> PipelinedTree::Read(const at::Tensor& host_record) const {

@@ -30,6 +30,8 @@ namespace speclab {
 
 class PipelinedTree final : public PipelinedSteps {
  public:
+  static constexpr int64_t kMaxTreeNodes = 128;  // the target's largest static forward
+
   // Whether `method` may run pipelined trees: a branching builder, a fixed
   // draft length and a device verifier of trees, and a prompt of two tokens
   // or more. (The builder and drafter may still lack device-rooted trees,
@@ -46,7 +48,8 @@ class PipelinedTree final : public PipelinedSteps {
   // first), the parents (-1 for the root), and the verifier's walk
   // (DeviceVerifier::VerifyTree). nullopt, with the target unchanged, where
   // the builder or drafter has no device-rooted trees or, at the first step,
-  // where the target's cache has no room for the tree queued past the end.
+  // where the tree exceeds kMaxTreeNodes or the target's cache has no room
+  // for the tree queued past the end.
   absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
   int64_t max_advance() const override { return path_length_; }
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
@@ -60,10 +63,9 @@ class PipelinedTree final : public PipelinedSteps {
   int64_t room_needed_;      // the prompt and max_new_tokens: the tree and a step's advance come on top
   int64_t nodes_ = 0;        // the tree's size, from the first step
   int64_t path_length_ = 0;  // the root and the deepest node's depth: the most a step advances
-  at::Tensor context_;       // int64 [capacity + spare]: the generation's tokens by position
-  at::Tensor root_;          // [1] int64: the next root's position
-  at::Tensor last_two_at_;   // [2] int64: -1, 0 (the offsets of the root's last_two)
-  at::Tensor after_root_;    // [path_length - 1] int64: 1, 2, ... (the offsets of the path's nodes)
+  at::Tensor context_;       // int64 [capacity + kMaxTreeNodes]: the generation's tokens by position
+  at::Tensor last_two_;      // [2] int64: the token before the next root, the next root
+  at::Tensor positions_;     // [2] int64: their positions
 };
 
 }  // namespace speclab

@@ -289,10 +289,12 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevelsAt(const DeviceRoot& root, i
   if (before_root.min_start < levels)
     return absl::UnimplementedError(absl::StrCat("DraftLevelsAt: the root may sit before position ", levels + 1,
                                                  ", too early for the fixed prefix"));
-  const DevicePosition at{.start = before_root.start - levels, .max_start = before_root.max_start - levels,
+  if (!prefix_offsets_.defined() || prefix_offsets_.size(0) != levels + 2)
+    prefix_offsets_ = at::arange(-levels, 2, before_root.start.options());
+  const at::Tensor prefix_positions = prefix_offsets_ + before_root.start;
+  const DevicePosition at{.start = prefix_positions.narrow(0, 0, 1), .max_start = before_root.max_start - levels,
                           .min_start = before_root.min_start - levels};
-  const at::Tensor offsets = at::arange(levels + 2, at.start.options());
-  at::Tensor prefix = root.context.index_select(0, offsets + at.start);
+  at::Tensor prefix = root.context.index_select(0, prefix_positions);
   if (vocab_map_) prefix = target_to_draft_device_.index_select(0, prefix);
   ASSIGN_OR_RETURN(LevelsKept kept, model_->ForwardLevelsAt(prefix, at, levels, InDraftVocabulary(pick)));
   cache_on_device_only_ = true;

@@ -76,6 +76,7 @@ class ModelDrafter final : public Drafter {
   std::vector<int64_t> node_slot_;     // tentative slot of each tree node, -1 if not fed
   std::vector<at::Tensor> node_logits_;  // logits row of each fed node
   bool cache_on_device_only_ = false;     // after DraftChainAt: cached_ is unknown to the host
+  at::Tensor prefix_offsets_;             // DraftLevelsAt: -levels .. 1, the prefix's positions from the root's less one
 };
 
 }  // namespace speclab

@@ -877,5 +877,102 @@ at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const a
   return out.to(parents.device());
 }
 
+void TreeAtInputs(const at::Tensor& start, const at::Tensor& tokens, const at::Tensor& depths, const at::Tensor& mask,
+                  const at::Tensor& token_buffer, const at::Tensor& write_slots, const at::Tensor& positions,
+                  const at::Tensor& allowed) {
+  const int64_t n = tokens.size(0), bucket = write_slots.size(0), kv_length = allowed.size(1);
+  TORCH_CHECK(start.numel() == 1 && depths.size(0) == n && mask.size(0) == n && mask.size(1) == n && n <= bucket &&
+                  positions.size(0) == bucket && token_buffer.size(0) >= n && allowed.size(0) == bucket,
+              "TreeAtInputs: shapes disagree");
+#ifdef SPECLAB_WITH_CUDA
+  if (start.is_cuda() && bucket <= tree_kernels::kMaxTreeItems && allowed.stride(1) == 1 &&
+      write_slots.is_contiguous() && positions.is_contiguous() && token_buffer.is_contiguous()) {
+    const c10::cuda::CUDAGuard guard(start.device());
+    const at::Tensor ids = tokens.contiguous(), levels = depths.contiguous(), rows = mask.contiguous();
+    CheckLaunch(tree_kernels::LaunchTreeAtInputs(start.data_ptr<int64_t>(), ids.data_ptr<int64_t>(),
+                                                 levels.data_ptr<int64_t>(), rows.data_ptr<bool>(), n, bucket,
+                                                 kv_length, allowed.stride(0), token_buffer.data_ptr<int64_t>(),
+                                                 write_slots.data_ptr<int64_t>(), positions.data_ptr<int64_t>(),
+                                                 allowed.data_ptr<bool>(), CurrentStream(start)),
+                "TreeAtInputs");
+    return;
+  }
+#endif
+  at::Tensor slots = write_slots, at_positions = positions, visible = allowed;
+  token_buffer.narrow(0, 0, n).copy_(tokens);
+  at::add_out(slots, at::arange(bucket, write_slots.options()), start);
+  at_positions.copy_(start.expand({bucket}));
+  at_positions.narrow(0, 0, n).add_(depths);
+  at::lt_out(visible, at::arange(kv_length, write_slots.options()).expand({bucket, kv_length}), start);
+  visible.narrow(0, 0, n).index_copy_(1, slots.narrow(0, 0, n), mask);
+  if (bucket > n) visible.narrow(0, n, bucket - n).index_fill_(1, start, true);
+}
+
+void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& start,
+                     const at::Tensor& nodes) {
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes() && nodes.dim() == 1 && nodes.size(0) >= 1 &&
+                  start.numel() == 1,
+              "MovePathEntries: caches must be [layers, heads, slots, head_dim] alike, nodes [m], start [1]");
+  const int64_t m = nodes.size(0);
+#ifdef SPECLAB_WITH_CUDA
+  const int64_t row_bytes = k_cache.size(3) * k_cache.element_size();
+  if (start.is_cuda() && m <= tree_kernels::kMaxTreeItems && k_cache.is_contiguous() && v_cache.is_contiguous() &&
+      row_bytes % 4 == 0 && k_cache.size(0) * k_cache.size(1) <= 65535) {
+    const c10::cuda::CUDAGuard guard(start.device());
+    const at::Tensor path = nodes.contiguous();
+    CheckLaunch(tree_kernels::LaunchMovePathEntries(static_cast<uint32_t*>(k_cache.data_ptr()),
+                                                    static_cast<uint32_t*>(v_cache.data_ptr()),
+                                                    start.data_ptr<int64_t>(), path.data_ptr<int64_t>(), m,
+                                                    k_cache.size(0) * k_cache.size(1), k_cache.size(2),
+                                                    row_bytes / 4, CurrentStream(start)),
+                "MovePathEntries");
+    return;
+  }
+#endif
+  // index_select copies first, so overlapping sources and destinations are safe.
+  const at::Tensor source = nodes + start.reshape({1});
+  const at::Tensor destination = at::arange(1, m + 1, nodes.options()) + start.reshape({1});
+  for (const at::Tensor* cache : {&k_cache, &v_cache}) {
+    at::Tensor plane = *cache;
+    plane.index_copy_(2, destination, plane.index_select(2, source));
+  }
+}
+
+TreeRootAdvance AdvanceTreeRoot(const at::Tensor& walk, const at::Tensor& tokens, const at::Tensor& parents,
+                                const at::Tensor& positions, const at::Tensor& context) {
+  const int64_t n = tokens.size(0);
+  TORCH_CHECK(n >= 1 && walk.dim() == 1 && walk.size(0) == n + 1 && parents.size(0) == n && positions.numel() == 2,
+              "AdvanceTreeRoot: walk must be [n + 1] for tokens and parents [n], positions [2]");
+  TreeRootAdvance out;
+#ifdef SPECLAB_WITH_CUDA
+  if (walk.is_cuda() && n <= tree_kernels::kMaxTreeItems && context.is_contiguous()) {
+    const c10::cuda::CUDAGuard guard(walk.device());
+    const at::Tensor w = walk.contiguous(), ids = tokens.contiguous(), up = parents.contiguous(),
+                     at_positions = positions.contiguous();
+    out.positions = at::empty({2}, walk.options());
+    out.last_two = at::empty({2}, walk.options());
+    out.record = at::empty({3 * n + 1}, walk.options());
+    CheckLaunch(tree_kernels::LaunchAdvanceTreeRoot(w.data_ptr<int64_t>(), ids.data_ptr<int64_t>(),
+                                                    up.data_ptr<int64_t>(), n, at_positions.data_ptr<int64_t>(),
+                                                    context.data_ptr<int64_t>(), out.positions.data_ptr<int64_t>(),
+                                                    out.last_two.data_ptr<int64_t>(), out.record.data_ptr<int64_t>(),
+                                                    CurrentStream(w)),
+                "AdvanceTreeRoot");
+    return out;
+  }
+#endif
+  at::Tensor written = context;
+  const at::Tensor root = positions.narrow(0, 1, 1);
+  if (n > 1) {
+    written.index_copy_(0, at::arange(1, n, walk.options()) + root,
+                        tokens.index_select(0, walk.narrow(0, 1, n - 1)));
+  }
+  out.positions = positions + walk.narrow(0, 0, 1) + 1;
+  written.index_copy_(0, out.positions.narrow(0, 1, 1), walk.narrow(0, n, 1));
+  out.last_two = written.index_select(0, out.positions);
+  out.record = at::cat({tokens, parents, walk});
+  return out;
+}
+
 }  // namespace fused
 }  // namespace speclab

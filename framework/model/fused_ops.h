@@ -306,6 +306,44 @@ Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_toke
 // node where the walk stopped. Elsewhere than CUDA, a walk on the host.
 at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y);
 
+// Pipelined tree steps (framework/pipelined_tree.h): each one launch on CUDA
+// (cuda/tree_kernels.h), ATen elsewhere.
+
+// The static inputs of a tree forward whose start ([1] int64) only the
+// device knows, written in place: for rows r < bucket = write_slots.size(0),
+// write_slots[r] = start + r, positions[r] = start + depths[r] (start for
+// padding rows r >= n), token_buffer[r] = tokens[r] (r < n), and allowed
+// ([bucket, kv_length] bool, rows may be strided) true below start and at
+// start + j where mask[r][j] (padding rows: at start only). tokens and
+// depths int64 [n], mask bool [n, n].
+void TreeAtInputs(const at::Tensor& start, const at::Tensor& tokens, const at::Tensor& depths, const at::Tensor& mask,
+                  const at::Tensor& token_buffer, const at::Tensor& write_slots, const at::Tensor& positions,
+                  const at::Tensor& allowed);
+
+// Moves an accepted path's cache entries into place, in k_cache and v_cache
+// ([layers, heads, slots, head_dim], contiguous) in place: node nodes[i]'s
+// slot start + nodes[i] goes to start + 1 + i for each i while nodes[i] > 0
+// (nodes [m] int64: the accepted nodes below the root, increasing, then
+// zeros; ATen also copies the root's entries past the path, harmlessly).
+void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& start,
+                     const at::Tensor& nodes);
+
+// A pipelined tree step's bookkeeping from its walk (TreeWalk's answer
+// [n + 1], a accepted) over tokens and parents [n] int64: writes the
+// accepted tokens and the extra token into context (int64, by position)
+// after the root at positions[1] (positions [2]: the root's position less
+// one, the root's), and returns the next positions (positions + a + 1), the
+// next last_two (the token before the next root, the next root) and the
+// step's record [3n + 1]: tokens, parents, walk. ATen may also write the
+// root's token past the accepted ones (past the next root: stale context).
+struct TreeRootAdvance {
+  at::Tensor positions;  // [2] int64
+  at::Tensor last_two;   // [2] int64
+  at::Tensor record;     // [3n + 1] int64
+};
+TreeRootAdvance AdvanceTreeRoot(const at::Tensor& walk, const at::Tensor& tokens, const at::Tensor& parents,
+                                const at::Tensor& positions, const at::Tensor& context);
+
 }  // namespace fused
 }  // namespace speclab
 

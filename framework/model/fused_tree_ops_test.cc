@@ -1,5 +1,7 @@
-// fused::BestInOrder, TreeMask, TreeWalk and ExpandFrontier: their contracts on the CPU, and the
-// one-block kernels (cuda/tree_kernels.h) on CUDA against the CPU.
+// fused::BestInOrder, TreeMask, TreeWalk and ExpandFrontier, and the pipelined
+// tree step's TreeAtInputs, MovePathEntries and AdvanceTreeRoot: their
+// contracts on the CPU, and the kernels (cuda/tree_kernels.h) on CUDA against
+// the CPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -70,6 +72,113 @@ TEST(FusedTreeOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
   EXPECT_THROW(fused::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents,
                                      pool_scores, 11),
                c10::Error);  // 11 + 4 > 14
+}
+
+// Parents -1, 0, 0, 2 (node 3 under node 2) as an ancestor mask.
+at::Tensor SmallTreeMask() {
+  return at::tensor({1, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0, 1, 1}, at::kByte).view({4, 4}).to(at::kBool);
+}
+
+TEST(FusedTreeOps, TreeAtInputsPlacesTheTreeAtTheDevicesStart) {
+  // Four nodes at start 3 in a bucket of 5 (one padding row), 8 KV columns
+  // of a 10-column buffer.
+  const at::Tensor buffer = at::full({5}, -1, at::kLong), slots = at::zeros({5}, at::kLong),
+                   positions = at::zeros({5}, at::kLong), allowed_rows = at::ones({5, 10}, at::kBool);
+  fused::TreeAtInputs(Longs({3}), Longs({5, 7, 8, 9}), Longs({0, 1, 1, 2}), SmallTreeMask(), buffer, slots, positions,
+                      allowed_rows.narrow(1, 0, 8));
+  EXPECT_TRUE(at::equal(buffer, Longs({5, 7, 8, 9, -1})));
+  EXPECT_TRUE(at::equal(slots, Longs({3, 4, 5, 6, 7})));
+  EXPECT_TRUE(at::equal(positions, Longs({3, 4, 4, 5, 3})));
+  const std::vector<std::vector<int>> expected = {{1, 1, 1, 1, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 0, 0, 0},
+                                                  {1, 1, 1, 1, 0, 1, 0, 0}, {1, 1, 1, 1, 0, 1, 1, 0},
+                                                  {1, 1, 1, 1, 0, 0, 0, 0}};
+  for (int r = 0; r < 5; ++r) {
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(allowed_rows[r][c].item<bool>(), expected[r][c] == 1) << r << "," << c;
+    EXPECT_TRUE(allowed_rows[r][8].item<bool>() && allowed_rows[r][9].item<bool>()) << "row " << r << ": past kv_length";
+  }
+}
+
+TEST(FusedTreeOps, MovePathEntriesMovesTheAcceptedPathDown) {
+  // One layer, two heads, 8 slots of 2 values: each entry holds its slot
+  // (k) or minus its slot (v). The tree starts at slot 2; nodes 2 and 4 were
+  // accepted, so slots 4 and 6 move to 3 and 4.
+  const at::Tensor base = at::arange(8, at::kFloat).view({1, 1, 8, 1}).expand({1, 2, 8, 2}).contiguous();
+  const at::Tensor k = base.clone(), v = -base;
+  fused::MovePathEntries(k, v, Longs({2}), Longs({2, 4, 0}));
+  for (const auto& [cache, sign] : {std::make_pair(k, 1.0f), std::make_pair(v, -1.0f)}) {
+    const std::vector<float> expected = {0, 1, 2, 4, 6};
+    for (int slot = 0; slot < 5; ++slot)
+      EXPECT_TRUE(at::all(cache.select(2, slot) == sign * expected[slot]).item<bool>()) << "slot " << slot;
+    EXPECT_TRUE(at::all(cache.select(2, 6) == sign * 6).item<bool>());
+  }
+}
+
+TEST(FusedTreeOps, AdvanceTreeRootWritesThePathAndTheNextRoot) {
+  const at::Tensor tokens = Longs({5, 7, 8, 9}), parents = Longs({-1, 0, 0, 2});
+  // The root (token 5) at position 10; nodes 2 and 3 accepted, then token 11.
+  at::Tensor context = at::zeros({20}, at::kLong);
+  context[10] = 5;
+  const at::Tensor walk = Longs({2, 2, 3, 0, 11});
+  fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, Longs({9, 10}), context);
+  EXPECT_TRUE(at::equal(context.narrow(0, 10, 4), Longs({5, 8, 9, 11})));
+  EXPECT_TRUE(at::equal(next.positions, Longs({12, 13})));
+  EXPECT_TRUE(at::equal(next.last_two, Longs({9, 11})));
+  EXPECT_TRUE(at::equal(next.record, at::cat({tokens, parents, walk})));
+  // The next step, rooted at token 11, accepts nothing: the extra token
+  // follows the root, which comes before it.
+  next = fused::AdvanceTreeRoot(Longs({0, 0, 0, 0, 4}), Longs({11, 7, 8, 9}), parents, next.positions, context);
+  EXPECT_TRUE(at::equal(context.narrow(0, 13, 2), Longs({11, 4})));
+  EXPECT_TRUE(at::equal(next.positions, Longs({13, 14})));
+  EXPECT_TRUE(at::equal(next.last_two, Longs({11, 4})));
+}
+
+TEST(FusedTreeOps, PipelinedTreeKernelsMatchTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong);
+  for (int64_t n : {1, 4, 16, 61, 128}) {
+    std::vector<int64_t> parents{-1};
+    for (int64_t i = 1; i < n; ++i) parents.push_back(at::randint(i, {1}, gen).item<int64_t>());
+    auto [mask, depths] = fused::TreeMask(Longs(parents));
+    const at::Tensor tokens = at::randint(1000, {n}, gen, longs);
+    const int64_t bucket = n == 61 ? 64 : n, kv_length = 512;
+    at::Tensor outputs[2][4];
+    const int64_t launches = fused::CudaKernelLaunches();
+    for (int d = 0; d < 2; ++d) {
+      const c10::Device device = d == 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
+      outputs[d][0] = at::zeros({128}, longs.device(device));
+      outputs[d][1] = at::zeros({bucket}, longs.device(device));
+      outputs[d][2] = at::zeros({bucket}, longs.device(device));
+      outputs[d][3] = at::zeros({128, 600}, at::TensorOptions().dtype(at::kBool).device(device));
+      fused::TreeAtInputs(Longs({300}).to(device), tokens.to(device), depths.to(device), mask.to(device),
+                          outputs[d][0], outputs[d][1], outputs[d][2],
+                          outputs[d][3].narrow(0, 0, bucket).narrow(1, 0, kv_length));
+    }
+    EXPECT_EQ(fused::CudaKernelLaunches(), launches + 1) << "n " << n;
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(outputs[1][i].cpu(), outputs[0][i])) << "n " << n << " " << i;
+
+    // A walk down a random path, and the caches moved along it (bf16, 3 layers, 2 heads, head_dim 8).
+    const at::Tensor walk = fused::TreeWalk(Longs(parents), tokens, tokens.index_select(0, at::randint(n, {n}, gen, longs)));
+    const at::Tensor cache = at::randn({3, 2, 700, 8}, gen).to(at::kBFloat16);
+    at::Tensor k[2] = {cache.clone(), cache.cuda()}, v[2] = {(-cache).contiguous(), (-cache).cuda()};
+    at::Tensor context[2] = {at::arange(800, longs), at::arange(800, longs).cuda()};
+    fused::TreeRootAdvance next[2];
+    for (int d = 0; d < 2; ++d) {
+      const c10::Device device = d == 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
+      if (n > 1) fused::MovePathEntries(k[d], v[d], Longs({300}).to(device), walk.narrow(0, 1, n - 1).to(device));
+      next[d] = fused::AdvanceTreeRoot(walk.to(device), tokens.to(device), Longs(parents).to(device),
+                                       Longs({299, 300}).to(device), context[d]);
+    }
+    // Equal up to the next root (the CPU's form also writes past it).
+    const int64_t accepted = walk[0].item<int64_t>();
+    const int64_t kept = 300 + accepted + 1;
+    EXPECT_TRUE(at::equal(k[1].narrow(2, 0, kept).cpu(), k[0].narrow(2, 0, kept))) << "n " << n;
+    EXPECT_TRUE(at::equal(v[1].narrow(2, 0, kept).cpu(), v[0].narrow(2, 0, kept))) << "n " << n;
+    EXPECT_TRUE(at::equal(context[1].narrow(0, 0, kept + 1).cpu(), context[0].narrow(0, 0, kept + 1))) << "n " << n;
+    EXPECT_TRUE(at::equal(next[1].positions.cpu(), next[0].positions)) << "n " << n;
+    EXPECT_TRUE(at::equal(next[1].last_two.cpu(), next[0].last_two)) << "n " << n;
+    EXPECT_TRUE(at::equal(next[1].record.cpu(), next[0].record)) << "n " << n;
+  }
 }
 
 TEST(FusedTreeOps, CudaKernelsMatchTheCpu) {

@@ -130,21 +130,21 @@ absl::StatusOr<at::Tensor> LanguageModel::ForwardTreeAt(const at::Tensor& tokens
   }
 }
 
-absl::Status LanguageModel::CompactPathAt(const at::Tensor& path, const DevicePosition& at) {
+absl::Status LanguageModel::CompactPathAt(const at::Tensor& nodes, const DevicePosition& at) {
   try {
-    if (!path.defined() || path.dim() != 1 || path.size(0) < 1 || !at.start.defined() || at.start.numel() != 1)
-      return absl::InvalidArgumentError("CompactPathAt: path must be [m >= 1] and start [1]");
-    const at::Tensor host = at::cat({at.start.reshape({1}), path}).to(at::kCPU, at::kLong);  // the synchronisation
+    if (!nodes.defined() || nodes.dim() != 1 || !at.start.defined() || at.start.numel() != 1)
+      return absl::InvalidArgumentError("CompactPathAt: nodes must be [m] and start [1]");
+    const at::Tensor host = at::cat({at.start.reshape({1}), nodes}).to(at::kCPU, at::kLong);  // the synchronisation
     const int64_t* data = host.data_ptr<int64_t>();
     if (data[0] != committed_length())
       return absl::FailedPreconditionError(absl::StrCat("CompactPathAt: start ", data[0],
                                                         " is not where the last ForwardTreeAt put the tree (",
                                                         committed_length(), ")"));
-    std::vector<int64_t> kept{0};
-    for (int64_t i = 1; i < path.size(0) && data[1 + i] > kept.back(); ++i) kept.push_back(data[1 + i]);
-    if (data[1] != 0 || kept.back() >= tentative_length())
-      return absl::InvalidArgumentError(absl::StrCat("CompactPathAt: path must start at the root (0) and stay below ",
-                                                     tentative_length(), " nodes"));
+    std::vector<int64_t> kept{0};  // the root
+    for (int64_t i = 0; i < nodes.size(0) && data[1 + i] > kept.back(); ++i) kept.push_back(data[1 + i]);
+    if (kept.back() >= tentative_length())
+      return absl::InvalidArgumentError(
+          absl::StrCat("CompactPathAt: node ", kept.back(), " is not in the tree of ", tentative_length()));
     return Commit(kept);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("CompactPathAt: ", e.what()));

@@ -140,15 +140,15 @@ class LanguageModel {
   virtual absl::StatusOr<at::Tensor> ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
                                                    const at::Tensor& mask, const DevicePosition& at);
 
-  // After ForwardTreeAt at `at`: moves the cache entries of tree nodes
-  // path[i] (slot start + path[i]) to slot start + i, so that an accepted
-  // path ([m] int64: 0 for the root, then the accepted nodes in increasing
-  // order, then zeros) becomes a causal context. The slots past the accepted
-  // nodes receive the root's entries: they lie beyond the context and are
-  // written again before anything sees them. This default reads path and
-  // start back and commits the accepted nodes; LlamaModel with static shapes
-  // moves the entries on the device.
-  virtual absl::Status CompactPathAt(const at::Tensor& path, const DevicePosition& at);
+  // After ForwardTreeAt at `at`: moves the cache entries of the accepted
+  // nodes below the root (nodes, [m] int64: increasing, then zeros; a tree
+  // walk's answer as it stands) from slot start + nodes[i] to slot start + 1
+  // + i, so that the root and its accepted path become a causal context.
+  // Slots past the path may receive other entries: they lie beyond the
+  // context and are written again before anything sees them. This default
+  // reads nodes and start back and commits the path; LlamaModel with static
+  // shapes moves the entries on the device.
+  virtual absl::Status CompactPathAt(const at::Tensor& nodes, const DevicePosition& at);
 
   // A tree grown level by level on the device after a causal prefix:
   // `prefix` ([c] int64, c >= 1) is fed at positions position .. position +

@@ -317,7 +317,6 @@ struct LlamaModel::Impl {
   absl::StatusOr<at::Tensor> ForwardAtStatic(const at::Tensor& tokens, const DevicePosition& at);
   absl::StatusOr<at::Tensor> ForwardTreeAtStatic(const at::Tensor& tokens, const at::Tensor& depths,
                                                  const at::Tensor& mask, const DevicePosition& at);
-  void CompactPathAtStatic(const at::Tensor& path, const DevicePosition& at);
   absl::StatusOr<at::Tensor> ReplayForward(int64_t n, int64_t bucket, int64_t kv_length);
   absl::StatusOr<CapturedForward*> Graph(int64_t bucket, int64_t kv_length);
   absl::Status PrepareForDecoding(int64_t max_tokens);
@@ -994,38 +993,21 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardAtStatic(const at::Tensor& t
 
 // ForwardStatic for a tree whose start only the device knows: node i at
 // slot start + i and position start + depths[i]; row i sees the slots below
-// start and, at columns start.., its row of the mask (index_copy_ at the
-// device's offset). Padding rows see the slots below start and the root.
+// start and its row of the mask at columns start.. (fused::TreeAtInputs:
+// one launch on CUDA). Padding rows see the slots below start and the root.
 absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardTreeAtStatic(const at::Tensor& tokens, const at::Tensor& depths,
                                                                  const at::Tensor& mask, const DevicePosition& at) {
   const int64_t n = tokens.size(0);
   const int64_t bucket = TokenBucket(n);
   const int64_t kv_length = KvBucket(at.max_start + bucket, cache_slots);
   if (!static_in.tokens.defined()) AllocateStaticInputs();
-  static_in.tokens.narrow(0, 0, n).copy_(tokens);
-  at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
-  at::add_out(write_slots, static_in.columns.narrow(0, 0, bucket), at.start);
-  at::Tensor positions = static_in.positions.narrow(0, 0, bucket);
-  positions.copy_(at.start.expand({bucket}));
-  positions.narrow(0, 0, n).add_(depths);
-  at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
-  at::lt_out(allowed, static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length}), at.start);
-  allowed.narrow(0, 0, n).index_copy_(1, write_slots.narrow(0, 0, n), mask);
-  if (bucket > n) allowed.narrow(0, n, bucket - n).index_fill_(1, at.start, true);
+  fused::TreeAtInputs(at.start, tokens, depths, mask, static_in.tokens, static_in.write_slots.narrow(0, 0, bucket),
+                      static_in.positions.narrow(0, 0, bucket),
+                      static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length));
   ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
   committed = at.max_start + n;
   tentative = 0;
   return logits;
-}
-
-// Every layer's entries at once: index_select copies before index_copy_
-// writes, so overlapping sources and destinations are safe.
-void LlamaModel::Impl::CompactPathAtStatic(const at::Tensor& path, const DevicePosition& at) {
-  const int64_t m = path.size(0);
-  const at::Tensor source = path + at.start;
-  const at::Tensor destination = static_in.columns.narrow(0, 0, m) + at.start;
-  k_cache.index_copy_(2, destination, k_cache.index_select(2, source));
-  v_cache.index_copy_(2, destination, v_cache.index_select(2, source));
 }
 
 // Runs the forward of the static inputs' first `bucket` rows (the graph of
@@ -1468,18 +1450,17 @@ absl::StatusOr<at::Tensor> LlamaModel::ForwardTreeAt(const at::Tensor& tokens, c
   return logits;
 }
 
-absl::Status LlamaModel::CompactPathAt(const at::Tensor& path, const DevicePosition& at) {
+absl::Status LlamaModel::CompactPathAt(const at::Tensor& nodes, const DevicePosition& at) {
   Impl& m = *impl_;
-  if (!m.static_shapes || m.config.sliding_window > 0) return LanguageModel::CompactPathAt(path, at);
-  if (!path.defined() || path.dim() != 1 || path.size(0) < 1 || path.size(0) > kMaxTokenBucket ||
-      path.scalar_type() != at::kLong || path.device() != m.device)
-    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::CompactPathAt: path must be int64 [m], 1 <= m <= ",
+  if (!m.static_shapes || m.config.sliding_window > 0) return LanguageModel::CompactPathAt(nodes, at);
+  if (!nodes.defined() || nodes.dim() != 1 || nodes.size(0) < 1 || nodes.size(0) >= kMaxTokenBucket ||
+      nodes.scalar_type() != at::kLong || nodes.device() != m.device)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::CompactPathAt: nodes must be int64 [m], 1 <= m < ",
                                                    kMaxTokenBucket, ", on ", m.device.str()));
-  RETURN_IF_ERROR(m.ValidateAt("CompactPathAt", path, at, path.size(0)));
-  if (!m.static_in.tokens.defined()) m.AllocateStaticInputs();
+  RETURN_IF_ERROR(m.ValidateAt("CompactPathAt", nodes, at, nodes.size(0) + 1));
   return Guarded("LlamaModel::CompactPathAt", [&] {
     c10::InferenceMode guard;
-    m.CompactPathAtStatic(path, at);
+    fused::MovePathEntries(m.k_cache, m.v_cache, at.start, nodes);
     return absl::OkStatus();
   });
 }

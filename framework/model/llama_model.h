@@ -78,12 +78,12 @@ class LlamaModel final : public LanguageModel {
                                            const LevelPick& pick) override;
   // With static shapes (trees of up to 128 nodes; levels as ForwardLevels):
   // slots, positions and the mask's placement are computed on the device from
-  // `at.start`, and CompactPathAt moves every layer's entries in two
-  // index operations, so that nothing waits for the host. Otherwise the
-  // defaults, which read start back.
+  // `at.start`, and CompactPathAt moves every layer's entries (each one
+  // launch on CUDA, fused_ops.h), so that nothing waits for the host.
+  // Otherwise the defaults, which read start back.
   absl::StatusOr<at::Tensor> ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths, const at::Tensor& mask,
                                            const DevicePosition& at) override;
-  absl::Status CompactPathAt(const at::Tensor& path, const DevicePosition& at) override;
+  absl::Status CompactPathAt(const at::Tensor& nodes, const DevicePosition& at) override;
   absl::StatusOr<LevelsKept> ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at, int64_t levels,
                                              const LevelPick& pick) override;
 

@@ -120,7 +120,86 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void TreeAtInputs(const int64_t* __restrict__ start, const int64_t* __restrict__ tokens,
+                             const int64_t* __restrict__ depths, const bool* __restrict__ mask, int n, int kv_length,
+                             int64_t allowed_stride, int64_t* __restrict__ token_buffer,
+                             int64_t* __restrict__ write_slots, int64_t* __restrict__ positions,
+                             bool* __restrict__ allowed) {
+  const int r = blockIdx.x;
+  const int64_t s = *start;
+  if (threadIdx.x == 0) {
+    write_slots[r] = s + r;
+    positions[r] = s + (r < n ? depths[r] : 0);
+    if (r < n) token_buffer[r] = tokens[r];
+  }
+  bool* row = allowed + r * allowed_stride;
+  for (int c = threadIdx.x; c < kv_length; c += blockDim.x) {
+    const int64_t j = c - s;
+    row[c] = j < 0 || (r < n ? j < n && mask[static_cast<int64_t>(r) * n + j] : j == 0);
+  }
+}
+
+__global__ void MovePathEntries(uint32_t* __restrict__ k, uint32_t* __restrict__ v, const int64_t* __restrict__ start,
+                                const int64_t* __restrict__ nodes, int m, int64_t slots, int64_t row_words) {
+  uint32_t* plane = (blockIdx.y == 0 ? k : v) + static_cast<int64_t>(blockIdx.x) * slots * row_words;
+  const int64_t s = *start;
+  for (int i = 0; i < m; ++i) {
+    const int64_t node = nodes[i];
+    if (node <= 0) break;
+    const uint32_t* from = plane + (s + node) * row_words;
+    uint32_t* to = plane + (s + 1 + i) * row_words;
+    for (int64_t w = threadIdx.x; w < row_words; w += blockDim.x) to[w] = from[w];
+  }
+}
+
+__global__ void AdvanceTreeRoot(const int64_t* __restrict__ walk, const int64_t* __restrict__ tokens,
+                                const int64_t* __restrict__ parents, int n, const int64_t* __restrict__ positions,
+                                int64_t* __restrict__ context, int64_t* __restrict__ next_positions,
+                                int64_t* __restrict__ next_last_two, int64_t* __restrict__ record) {
+  for (int i = threadIdx.x; i < 3 * n + 1; i += blockDim.x)
+    record[i] = i < n ? tokens[i] : i < 2 * n ? parents[i - n] : walk[i - 2 * n];
+  if (threadIdx.x != 0) return;
+  const int64_t accepted = walk[0], root = positions[1];
+  for (int64_t i = 1; i <= accepted; ++i) context[root + i] = tokens[walk[i]];
+  context[root + accepted + 1] = walk[n];
+  next_positions[0] = root + accepted;
+  next_positions[1] = root + accepted + 1;
+  next_last_two[0] = tokens[accepted > 0 ? walk[accepted] : 0];
+  next_last_two[1] = walk[n];
+}
+
 }  // namespace
+
+int LaunchTreeAtInputs(const int64_t* start, const int64_t* tokens, const int64_t* depths, const bool* mask, int64_t n,
+                       int64_t bucket, int64_t kv_length, int64_t allowed_stride, int64_t* token_buffer,
+                       int64_t* write_slots, int64_t* positions, bool* allowed, void* stream) {
+  if (n < 1 || n > bucket || bucket > kMaxTreeItems || kv_length < 1 || allowed_stride < kv_length)
+    return cudaErrorInvalidValue;
+  TreeAtInputs<<<static_cast<unsigned>(bucket), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      start, tokens, depths, mask, static_cast<int>(n), static_cast<int>(kv_length), allowed_stride, token_buffer,
+      write_slots, positions, allowed);
+  return cudaGetLastError();
+}
+
+int LaunchMovePathEntries(uint32_t* k, uint32_t* v, const int64_t* start, const int64_t* nodes, int64_t m,
+                          int64_t planes, int64_t slots, int64_t row_words, void* stream) {
+  if (m < 1 || m > kMaxTreeItems || planes < 1 || planes > 65535 || slots < 1 || row_words < 1)
+    return cudaErrorInvalidValue;
+  const int threads = row_words >= 128 ? 128 : static_cast<int>(row_words);
+  MovePathEntries<<<dim3(static_cast<unsigned>(planes), 2), threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      k, v, start, nodes, static_cast<int>(m), slots, row_words);
+  return cudaGetLastError();
+}
+
+int LaunchAdvanceTreeRoot(const int64_t* walk, const int64_t* tokens, const int64_t* parents, int64_t n,
+                          const int64_t* positions, int64_t* context, int64_t* next_positions, int64_t* next_last_two,
+                          int64_t* record, void* stream) {
+  if (n < 1 || n > kMaxTreeItems) return cudaErrorInvalidValue;
+  AdvanceTreeRoot<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(walk, tokens, parents, static_cast<int>(n),
+                                                                    positions, context, next_positions, next_last_two,
+                                                                    record);
+  return cudaGetLastError();
+}
 
 int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t count, void* stream) {
   if (n < 1 || n > kMaxTreeItems || count < 1 || count > n) return cudaErrorInvalidValue;

@@ -1,6 +1,8 @@
 // CUDA kernels for the small index work of trees grown on the device
 // (dynamic_topk inside a CUDA graph): which candidates to keep, and the kept
-// tree's ancestor mask. ATen spells each as several launches of a few
+// tree's ancestor mask; and of pipelined tree steps: the target forward's
+// inputs at a device-side start, the accepted path's cache entries, the
+// step's bookkeeping. ATen spells each as several launches of a few
 // microseconds (two sorts, a round of gathers per tree level); these are one
 // launch each.
 //
@@ -53,6 +55,38 @@ int LaunchExpandFrontier(const float* top_scores, const int64_t* top_tokens, con
                          const int64_t* frontier_pool, int64_t* pool_tokens, int64_t* pool_parents,
                          double* pool_scores, int64_t offset, int64_t* next_tokens, int64_t* next_rows,
                          double* next_scores, int64_t* next_pool, int k, void* stream);
+
+// The static inputs of a tree forward whose start only the device knows
+// (start [1] int64): for each row r < bucket, write_slots[r] = start + r,
+// positions[r] = start + depths[r] (start for padding rows r >= n),
+// token_buffer[r] = tokens[r] (r < n only), and allowed's row r (at
+// r * allowed_stride, kv_length columns) true below start and, at columns
+// start + j, mask[r][j] (mask [n, n] bool; padding rows: only the root).
+// 1 <= n <= bucket <= kMaxTreeItems. One block a row.
+int LaunchTreeAtInputs(const int64_t* start, const int64_t* tokens, const int64_t* depths, const bool* mask, int64_t n,
+                       int64_t bucket, int64_t kv_length, int64_t allowed_stride, int64_t* token_buffer,
+                       int64_t* write_slots, int64_t* positions, bool* allowed, void* stream);
+
+// Moves an accepted path's cache entries into place: for i = 0, 1, ... while
+// nodes[i] > 0 (nodes [m] int64, increasing, then zeros), the rows at slot
+// start + nodes[i] of every (layer, head) of k and v ([planes, slots,
+// row_words] 32-bit words) are copied to slot start + 1 + i. Each thread
+// owns some words of a row and walks the path in order, so overlapping
+// sources and destinations are safe (nodes[i] > i + 1 for every later read).
+// One block a plane of k or v.
+int LaunchMovePathEntries(uint32_t* k, uint32_t* v, const int64_t* start, const int64_t* nodes, int64_t m,
+                          int64_t planes, int64_t slots, int64_t row_words, void* stream);
+
+// A pipelined tree step's bookkeeping after its walk (LaunchTreeWalk's
+// answer, walk [n + 1], a accepted): context[root + i] = tokens[walk[i]] for
+// 1 <= i <= a and context[root + a + 1] = the extra token walk[n], where root
+// = positions[1] (positions [2]: the root's position less one, the root's);
+// next_positions = positions + a + 1; next_last_two = the token before the
+// next root, the next root; record [3n + 1] = tokens, parents, walk.
+// 1 <= n <= kMaxTreeItems. One block.
+int LaunchAdvanceTreeRoot(const int64_t* walk, const int64_t* tokens, const int64_t* parents, int64_t n,
+                          const int64_t* positions, int64_t* context, int64_t* next_positions, int64_t* next_last_two,
+                          int64_t* record, void* stream);
 
 }  // namespace tree_kernels
 }  // namespace speclab
