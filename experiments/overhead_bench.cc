@@ -27,7 +27,8 @@
 #include "framework/core/verifier_registry.h"
 #include "framework/device_transfer.h"
 #include "framework/method.h"
-#include "framework/pipelined_chain.h"
+#include "framework/pipelined_steps.h"
+#include "framework/pipelined_tree.h"
 #include "framework/model/llama_model.h"
 #include "framework/speculative_decoder.h"
 
@@ -40,22 +41,29 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const ModelConfig& confi
   return LlamaModel::CreateRandomOnDevice(config, device, dtype, capacity, seed);
 }
 
-// Chain speculative sampling with `verifier` (its host rule and its device
-// form) and a fixed gamma, drafting with `drafter` (the method's parts come
-// from the registries, as a config would build them).
-absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int gamma, const std::string& verifier) {
+// Speculative sampling with `verifier` (its host rule and its device form)
+// over `tree_builder`'s drafts (a YAML mapping; "" for chains) and a fixed
+// gamma, drafting with `drafter` (the method's parts come from the
+// registries, as a config would build them).
+absl::StatusOr<Method> BenchMethod(std::unique_ptr<LanguageModel> drafter, int gamma, const std::string& verifier,
+                                   const std::string& tree_builder) {
   Method m;
-  m.name = verifier == "rejection" ? absl::StrCat("chain_g", gamma) : absl::StrCat("chain_g", gamma, "_", verifier);
   m.drafter_name = "model";
   m.drafter = std::make_unique<ModelDrafter>(std::move(drafter));
   const std::string verifier_yaml = absl::StrCat("{type: ", verifier, "}");
-  ASSIGN_OR_RETURN(Options builder, Options::FromString("{type: chain}", "bench-overhead"));
+  ASSIGN_OR_RETURN(Options builder, Options::FromString(tree_builder.empty() ? "{type: chain}" : tree_builder,
+                                                        "--tree-builder"));
   ASSIGN_OR_RETURN(Options verifier_options, Options::FromString(verifier_yaml, "--verifier"));
   ASSIGN_OR_RETURN(Options policy,
                    Options::FromString(absl::StrCat("{type: fixed, gamma: ", gamma, "}"), "bench-overhead"));
-  m.tree_builder_name = "chain";
+  ASSIGN_OR_RETURN(m.tree_builder_name, builder.GetString("type"));
   m.verifier_name = verifier;
   m.policy_name = "fixed";
+  if (tree_builder.empty()) {
+    m.name = verifier == "rejection" ? absl::StrCat("chain_g", gamma) : absl::StrCat("chain_g", gamma, "_", verifier);
+  } else {
+    m.name = absl::StrCat(m.tree_builder_name, "_", verifier);
+  }
   ASSIGN_OR_RETURN(m.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
   ASSIGN_OR_RETURN(m.verifier, VerifierRegistry::Create(verifier_options, "verifier"));
   ASSIGN_OR_RETURN(m.policy, LengthPolicyRegistry::Create(policy, "length policy"));
@@ -64,7 +72,7 @@ absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int g
   RETURN_IF_ERROR(AttachDeviceVerifier(m, device_options));
   if (m.device_verifier == nullptr)
     return absl::InvalidArgumentError(absl::StrCat("bench-overhead: --verifier ", verifier,
-                                                   " has no device form (pipelined chains need one)"));
+                                                   " has no device form for these drafts (pipelined steps need one)"));
   return m;
 }
 
@@ -74,14 +82,18 @@ absl::StatusOr<Method> ChainMethod(std::unique_ptr<LanguageModel> drafter, int g
 struct QueuedSeconds {
   double total = 0;
   double host = 0;
+  int steps = 0;  // queued: as many as asked for, or as the cache holds
 };
 
-// The device alone: `steps` pipelined chain steps queued back to back on
-// `prompt`, none read back, from the first launch until the device drains.
-// Appends the models' forwards to the counts.
+// The device alone: up to `steps` pipelined steps queued back to back on
+// `prompt` (while the cache holds them: each step's root is bounded as if
+// every earlier step accepted everything), none read back, from the first
+// launch until the device drains. largest_forward bounds a step's target
+// forward (its tokens). Appends the models' forwards to the counts.
 absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, Method& method,
                                                   const std::vector<int32_t>& prompt, const SamplingParams& sampling,
-                                                  int steps, std::map<int64_t, int64_t>& target_forwards,
+                                                  int steps, int64_t largest_forward,
+                                                  std::map<int64_t, int64_t>& target_forwards,
                                                   std::map<int64_t, int64_t>& draft_forwards) {
   const c10::Device device = target.device();
   const int64_t fed = static_cast<int64_t>(prompt.size()) - 1;  // the engine's prefill: all but the root
@@ -92,16 +104,21 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   RETURN_IF_ERROR(target.Truncate(fed));
   RETURN_IF_ERROR(method.drafter->Reset(prompt));
   at::Generator draft_generator = MakeGenerator(device, 1), verify_generator = MakeGenerator(device, 2);
-  PipelinedChain chain(target, method, sampling, prompt, draft_generator, verify_generator);
+  const int max_new_tokens = static_cast<int>(target.capacity() - static_cast<int64_t>(prompt.size())) / 2;
+  std::unique_ptr<PipelinedSteps> pipeline =
+      PipelinedForm(target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator);
+  if (pipeline == nullptr) return absl::InternalError("bench-overhead: the method cannot run pipelined");
   LanguageModel& drafter = *method.drafter->models().at(0);
   target.ResetForwardCounts();
   drafter.ResetForwardCounts();
   LongsToDevice({0}, device).to(at::kCPU);  // the device is idle from here
   const auto start = std::chrono::steady_clock::now();
   at::Tensor last;
-  for (int i = 0; i < steps; ++i) {
-    ASSIGN_OR_RETURN(std::optional<at::Tensor> record, chain.Queue(fed + i, fed + static_cast<int64_t>(i) * chain.max_advance()));
-    if (!record) return absl::InternalError("bench-overhead: the chain method cannot run pipelined");
+  int queued_steps = 0;
+  for (int64_t max_root = fed; queued_steps < steps; max_root += pipeline->max_advance(), ++queued_steps) {
+    if (queued_steps > 0 && max_root + largest_forward > target.capacity()) break;
+    ASSIGN_OR_RETURN(std::optional<at::Tensor> record, pipeline->Queue(fed + queued_steps, max_root));
+    if (!record) return absl::InternalError("bench-overhead: the method cannot run pipelined");
     last = *record;
   }
   const auto queued = std::chrono::steady_clock::now();
@@ -109,8 +126,9 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   const auto drained = std::chrono::steady_clock::now();
   for (const auto& [n, c] : target.forward_counts()) target_forwards[n] += c;
   for (const auto& [n, c] : drafter.forward_counts()) draft_forwards[n] += c;
-  return QueuedSeconds{.total = std::chrono::duration<double>(drained - start).count() / steps,
-                       .host = std::chrono::duration<double>(queued - start).count() / steps};
+  return QueuedSeconds{.total = std::chrono::duration<double>(drained - start).count() / queued_steps,
+                       .host = std::chrono::duration<double>(queued - start).count() / queued_steps,
+                       .steps = queued_steps};
 }
 
 struct Row {
@@ -124,7 +142,9 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   c10::InferenceMode inference;
   ASSIGN_OR_RETURN(c10::Device device, ParseDevice(flags.device));
   // The engine checks prompt + emitted + max_new_tokens + tree before each step.
-  const int64_t capacity = flags.prompt_tokens + 2 * flags.new_tokens + 4 * flags.gamma + 64;
+  // Trees advance up to their depth + 1 a step: room for the queued steps too.
+  const int64_t capacity =
+      flags.prompt_tokens + 2 * flags.new_tokens + 4 * flags.gamma + 64 + (flags.tree_builder.empty() ? 0 : 512);
   ASSIGN_OR_RETURN(ModelConfig target_config, ModelConfig::FromJsonFile(flags.target_shape));
   ASSIGN_OR_RETURN(ModelConfig drafter_config, ModelConfig::FromJsonFile(flags.drafter_shape));
   if (drafter_config.vocab_size != target_config.vocab_size)
@@ -133,7 +153,8 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(target_config, device, capacity, 1));
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> drafter, RandomModel(drafter_config, device, capacity, 2));
   LanguageModel* drafter_model = drafter.get();
-  ASSIGN_OR_RETURN(Method method, ChainMethod(std::move(drafter), flags.gamma, flags.verifier));
+  ASSIGN_OR_RETURN(Method method,
+                   BenchMethod(std::move(drafter), flags.gamma, flags.verifier, flags.tree_builder));
 
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts(flags.prompts);
@@ -207,21 +228,22 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     }
   }
 
-  // The pipelined chain's device work alone, per temperature: steps queued
-  // back to back, as many as the cache holds.
-  const int queued_steps = std::min<int64_t>(64, (capacity - flags.prompt_tokens) / (flags.gamma + 1) - 2);
+  // The pipelined steps' device work alone, per temperature: up to 64 steps
+  // queued back to back, as many as the cache holds.
+  const int64_t largest_forward = flags.tree_builder.empty() ? flags.gamma + 1 : PipelinedTree::kMaxTreeNodes;
   std::map<double, QueuedSeconds> queued_seconds;
   std::map<double, std::pair<std::map<int64_t, int64_t>, std::map<int64_t, int64_t>>> queued_forwards;
   for (double t : {0.0, 1.0}) {
     SamplingParams sampling = options.sampling;
     sampling.temperature = t;
     auto& [target_forwards, draft_forwards] = queued_forwards[t];
-    RETURN_IF_ERROR(QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 4, target_forwards, draft_forwards)
+    RETURN_IF_ERROR(QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 4, largest_forward,
+                                               target_forwards, draft_forwards)
                         .status());  // warm-up
     target_forwards.clear();
     draft_forwards.clear();
-    ASSIGN_OR_RETURN(queued_seconds[t], QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, queued_steps,
-                                                                   target_forwards, draft_forwards));
+    ASSIGN_OR_RETURN(queued_seconds[t], QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 64,
+                                                                   largest_forward, target_forwards, draft_forwards));
   }
 
   // Price the forwards at costs measured on the same models.
@@ -269,26 +291,26 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   }
   absl::StrAppendFormat(
       &report,
-      "\nThe pipelined chain's device work alone (%d steps queued back to back, nothing read back): the "
-      "device time of a step beyond its forwards (probabilities, sampling, verification and bookkeeping kernels), "
-      "and the pipelined loop's overhead minus that: host time the device waited for. Host ms/step is the host's "
-      "time to queue a step: where it nears the device's, the host sets the pace and the device's share is an "
-      "upper bound.\n\n"
-      "| temperature | device ms/step | host ms/step (queueing) | forwards ms/step | device work beyond the forwards "
-      "us/step | pipelined overhead us/step | host time not hidden us/step |\n|---|---|---|---|---|---|---|\n",
-      queued_steps);
+      "\nThe pipelined steps' device work alone (up to 64 steps queued back to back, as many as the cache holds, "
+      "nothing read back): the device time of a step beyond its forwards (probabilities, sampling, verification and "
+      "bookkeeping kernels), and the pipelined loop's overhead minus that: host time the device waited for. Host "
+      "ms/step is the host's time to queue a step: where it nears the device's, the host sets the pace and the "
+      "device's share is an upper bound.\n\n"
+      "| temperature | steps queued | device ms/step | host ms/step (queueing) | forwards ms/step | device work "
+      "beyond the forwards us/step | pipelined overhead us/step | host time not hidden us/step |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   for (size_t r = 0; r < rows.size(); ++r) {
     if (runners[r % runners.size()].name != method.name + ", pipelined") continue;
     const double t = rows[r].temperature;
     const auto& [target_forwards, draft_forwards] = queued_forwards[t];
     ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(target_forwards, target_costs));
     ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(draft_forwards, draft_costs));
-    const double forwards = (target_seconds + draft_seconds) / queued_steps;
+    const double forwards = (target_seconds + draft_seconds) / queued_seconds[t].steps;
     const double beyond = queued_seconds[t].total - forwards;
     const double overhead = (rows[r].seconds - rows[r].predicted) / rows[r].steps;
-    absl::StrAppendFormat(&report, "| %g | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n", t,
-                          1e3 * queued_seconds[t].total, 1e3 * queued_seconds[t].host, 1e3 * forwards, 1e6 * beyond,
-                          1e6 * overhead, 1e6 * (overhead - beyond));
+    absl::StrAppendFormat(&report, "| %g | %d | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n", t,
+                          queued_seconds[t].steps, 1e3 * queued_seconds[t].total, 1e3 * queued_seconds[t].host,
+                          1e3 * forwards, 1e6 * beyond, 1e6 * overhead, 1e6 * (overhead - beyond));
   }
   std::cout << report << std::flush;
   if (!flags.out_dir.empty()) {
@@ -313,6 +335,7 @@ absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std
       {"--drafter-shape", "CONFIG.json", text(flags.drafter_shape)},
       {"--gamma", "G", PositiveInto("--gamma", flags.gamma, 32)},
       {"--verifier", "NAME", text(flags.verifier)},
+      {"--tree-builder", "YAML", text(flags.tree_builder)},
       {"--new-tokens", "N", PositiveInto("--new-tokens", flags.new_tokens, 1 << 16)},
       {"--prompt-tokens", "P", PositiveInto("--prompt-tokens", flags.prompt_tokens, 1 << 16)},
       {"--prompts", "K", PositiveInto("--prompts", flags.prompts, 1 << 10)},

@@ -5,8 +5,10 @@
 // so its step time is mostly host work. This benchmark decodes with random
 // weights of real shapes (by default a Llama-3.1-8B target and a Llama-3.2-1B
 // drafter, same 128256-token vocabulary): chain speculative sampling with
-// rejection verification (or --verifier's rule) at temperatures 0 and 1, step by step and pipelined
-// (framework/pipelined_chain.h), plus the autoregressive baseline. Each run's
+// rejection verification (or --verifier's rule; --tree-builder's drafts in
+// place of chains, e.g. a dynamic tree verified by point_mass) at
+// temperatures 0 and 1, step by step and pipelined
+// (framework/pipelined_steps.h), plus the autoregressive baseline. Each run's
 // forwards are priced at costs measured on the same models; the measured time
 // beyond that, per step, is the overhead (sampling, verification, commits and
 // whatever host work the device waits for). Pipelined steps queued back to
@@ -28,7 +30,8 @@ struct OverheadBenchFlags {
   std::string target_shape = "configs/shapes/llama-3.1-8b.json";
   std::string drafter_shape = "configs/shapes/llama-3.2-1b.json";
   int gamma = 4;
-  std::string verifier = "rejection";  // a chain rule with a device form (rejection, block, point_mass, greedy)
+  std::string verifier = "rejection";  // a rule with a device form (rejection, block, point_mass, greedy)
+  std::string tree_builder;            // a YAML mapping; "": chains of gamma drafts
   int new_tokens = 128;
   int prompt_tokens = 64;
   int prompts = 3;

@@ -19,7 +19,8 @@ const std::string kRoot = SPECLAB_SOURCE_DIR;
 
 TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   auto flags = ParseOverheadBenchFlags(
-      {"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o", "--trace", "t", "--verifier", "block"});
+      {"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o", "--trace", "t", "--verifier", "block",
+       "--tree-builder", "{type: dynamic_topk}"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->gamma, 3);
   EXPECT_EQ(flags->new_tokens, 8);
@@ -27,6 +28,7 @@ TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   EXPECT_EQ(flags->out_dir, "o");
   EXPECT_EQ(flags->trace_dir, "t");
   EXPECT_EQ(flags->verifier, "block");
+  EXPECT_EQ(flags->tree_builder, "{type: dynamic_topk}");
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gama", "3"}).status().message()),
               HasSubstr("unknown flag '--gama' (valid: --target-shape CONFIG.json"));
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gamma", "x"}).status().message()),
@@ -61,6 +63,16 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(report.str(), HasSubstr("| chain_g2_block, pipelined | 1 |"));
   flags.verifier = "specinfer";
   EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--verifier specinfer has no device form"));
+  // A dynamic tree verified by point_mass, pipelined as chains are.
+  flags.verifier = "point_mass";
+  flags.tree_builder = "{type: dynamic_topk, top_k: 2, depth: 2, total_tokens: 5}";
+  const absl::Status tree = RunOverheadBench(flags);
+  ASSERT_TRUE(tree.ok()) << tree;
+  report.str("");
+  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
+  EXPECT_THAT(report.str(), HasSubstr("| dynamic_topk_point_mass, pipelined | 1 |"));
+  flags.tree_builder = "{type: dynamic_topk, top_k: 2, depth: 2, total_tokens: 5, width: 3}";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("width"));
   RemoveTree(out);
 }
 

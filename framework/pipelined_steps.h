@@ -11,13 +11,19 @@
 #ifndef SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
 #define SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "framework/method.h"
+#include "framework/model/language_model.h"
+#include "framework/sampling.h"
 
 namespace speclab {
 
@@ -46,6 +52,14 @@ class PipelinedSteps {
   // Parses a record copied to the host (int64, contiguous).
   virtual absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const = 0;
 };
+
+// The pipelined form of `method` for a generation of `prompt` (chains where
+// PipelinedChain::Supports, trees where PipelinedTree::Supports), or null.
+// The target holds the prompt but its last token, and the drafter was Reset
+// with the prompt; the models, method and generators must outlive it.
+std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                                              absl::Span<const int32_t> prompt, int max_new_tokens,
+                                              at::Generator& draft_generator, at::Generator& verify_generator);
 
 }  // namespace speclab
 

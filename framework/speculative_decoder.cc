@@ -15,8 +15,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
-#include "framework/pipelined_chain.h"
-#include "framework/pipelined_tree.h"
+#include "framework/pipelined_steps.h"
 
 namespace speclab {
 namespace {
@@ -288,17 +287,6 @@ absl::StatusOr<bool> DecodePipelined(PipelinedSteps& steps, Method& method, absl
   return true;  // the caller trims the cache (KeepEmitted)
 }
 
-// The pipelined form of `method`, where it has one.
-std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
-                                              const DecodeOptions& options, Randomness& random) {
-  if (PipelinedChain::Supports(target, method, prompt, options.max_new_tokens))
-    return std::make_unique<PipelinedChain>(target, method, options.sampling, prompt, random.draft, random.verify);
-  if (PipelinedTree::Supports(method, prompt))
-    return std::make_unique<PipelinedTree>(target, method, options.sampling, prompt, options.max_new_tokens,
-                                           random.draft, random.verify);
-  return nullptr;
-}
-
 absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method, absl::Span<const int32_t> prompt,
                                            const DecodeOptions& options) {
   c10::InferenceMode inference;
@@ -325,7 +313,8 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
 
   bool done = false;
   if (options.pipeline && !options.time_phases && options.verify_on_device) {
-    if (std::unique_ptr<PipelinedSteps> steps = PipelinedForm(target, method, prompt, options, random)) {
+    if (std::unique_ptr<PipelinedSteps> steps = PipelinedForm(target, method, options.sampling, prompt,
+                                                              options.max_new_tokens, random.draft, random.verify)) {
       ASSIGN_OR_RETURN(done, DecodePipelined(*steps, method, prompt, options, out));
     }
   }

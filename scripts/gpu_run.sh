@@ -90,6 +90,16 @@ if has bench; then
   timeout 120 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \
     --drafter-shape models/speclab-drafter/config.json --prompts 8 --verifier block --out "$OUT/overhead_shipped_block" 2>&1 \
     | tee "$OUT/overhead_shipped_block.log" | tail -n 12 || log "BENCH-OVERHEAD (SHIPPED, BLOCK) FAILED"
+  # The dynamic tree of gpu_quickstart.yaml, pipelined (framework/pipelined_tree.h).
+  TREE="{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}"
+  log "bench: framework overhead per step (shipped shapes, dynamic tree)"
+  timeout 150 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \
+    --drafter-shape models/speclab-drafter/config.json --prompts 8 --verifier point_mass --tree-builder "$TREE" \
+    --out "$OUT/overhead_shipped_tree" 2>&1 | tee "$OUT/overhead_shipped_tree.log" | tail -n 12 \
+    || log "BENCH-OVERHEAD (SHIPPED, TREE) FAILED"
+  log "bench: framework overhead per step (random 8B target, 1B drafter, dynamic tree)"
+  timeout 300 "$BUILD/speclab" bench-overhead --verifier point_mass --tree-builder "$TREE" --out "$OUT/overhead_tree" 2>&1 \
+    | tee "$OUT/overhead_tree.log" | tail -n 12 || log "BENCH-OVERHEAD (TREE) FAILED"
   snapshot
   log "bench: end to end (speclab)"
   "$BUILD/speclab" run configs/experiments/gpu_quickstart.yaml --out "$OUT/e2e" > "$OUT/e2e.md" 2> "$OUT/e2e.log" || { log "E2E FAILED"; tail -n 20 "$OUT/e2e.log"; }
