@@ -162,6 +162,7 @@ TEST(FusedTreeOps, PipelinedTreeKernelsMatchTheCpu) {
     const at::Tensor cache = at::randn({3, 2, 700, 8}, gen).to(at::kBFloat16);
     at::Tensor k[2] = {cache.clone(), cache.cuda()}, v[2] = {(-cache).contiguous(), (-cache).cuda()};
     at::Tensor context[2] = {at::arange(800, longs), at::arange(800, longs).cuda()};
+    for (at::Tensor& tokens_by_position : context) tokens_by_position[300] = tokens[0];  // the root's token
     fused::TreeRootAdvance next[2];
     for (int d = 0; d < 2; ++d) {
       const c10::Device device = d == 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
