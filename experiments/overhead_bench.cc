@@ -43,13 +43,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const ModelConfig& confi
 
 // Speculative sampling with `verifier` (its host rule and its device form)
 // over `tree_builder`'s drafts (a YAML mapping; "" for chains) and a fixed
-// gamma, drafting with `drafter` (the method's parts come from the
-// registries, as a config would build them).
-absl::StatusOr<Method> BenchMethod(std::unique_ptr<LanguageModel> drafter, int gamma, const std::string& verifier,
-                                   const std::string& tree_builder) {
+// gamma, drafting with `drafter` (named `drafter_name`; the method's other
+// parts come from the registries, as a config would build them).
+absl::StatusOr<Method> BenchMethod(std::unique_ptr<Drafter> drafter, const std::string& drafter_name, int gamma,
+                                   const std::string& verifier, const std::string& tree_builder) {
   Method m;
-  m.drafter_name = "model";
-  m.drafter = std::make_unique<ModelDrafter>(std::move(drafter));
+  m.drafter_name = drafter_name;
+  m.drafter = std::move(drafter);
   const std::string verifier_yaml = absl::StrCat("{type: ", verifier, "}");
   ASSIGN_OR_RETURN(Options builder, Options::FromString(tree_builder.empty() ? "{type: chain}" : tree_builder,
                                                         "--tree-builder"));
@@ -59,7 +59,9 @@ absl::StatusOr<Method> BenchMethod(std::unique_ptr<LanguageModel> drafter, int g
   ASSIGN_OR_RETURN(m.tree_builder_name, builder.GetString("type"));
   m.verifier_name = verifier;
   m.policy_name = "fixed";
-  if (tree_builder.empty()) {
+  if (drafter_name != "model") {
+    m.name = absl::StrCat(drafter_name, "_g", gamma, "_", verifier);
+  } else if (tree_builder.empty()) {
     m.name = verifier == "rejection" ? absl::StrCat("chain_g", gamma) : absl::StrCat("chain_g", gamma, "_", verifier);
   } else {
     m.name = absl::StrCat(m.tree_builder_name, "_", verifier);
@@ -108,9 +110,9 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   std::unique_ptr<PipelinedSteps> pipeline =
       PipelinedForm(target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator);
   if (pipeline == nullptr) return absl::InternalError("bench-overhead: the method cannot run pipelined");
-  LanguageModel& drafter = *method.drafter->models().at(0);
+  const std::vector<LanguageModel*> drafters = method.drafter->models();
   target.ResetForwardCounts();
-  drafter.ResetForwardCounts();
+  for (LanguageModel* drafter : drafters) drafter->ResetForwardCounts();
   LongsToDevice({0}, device).to(at::kCPU);  // the device is idle from here
   const auto start = std::chrono::steady_clock::now();
   at::Tensor last;
@@ -125,7 +127,8 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   last.to(at::kCPU);  // waits for every queued step
   const auto drained = std::chrono::steady_clock::now();
   for (const auto& [n, c] : target.forward_counts()) target_forwards[n] += c;
-  for (const auto& [n, c] : drafter.forward_counts()) draft_forwards[n] += c;
+  for (LanguageModel* drafter : drafters)
+    for (const auto& [n, c] : drafter->forward_counts()) draft_forwards[n] += c;
   return QueuedSeconds{.total = std::chrono::duration<double>(drained - start).count() / queued_steps,
                        .host = std::chrono::duration<double>(queued - start).count() / queued_steps,
                        .steps = queued_steps};
@@ -146,15 +149,32 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   const int64_t capacity =
       flags.prompt_tokens + 2 * flags.new_tokens + 4 * flags.gamma + 64 + (flags.tree_builder.empty() ? 0 : 512);
   ASSIGN_OR_RETURN(ModelConfig target_config, ModelConfig::FromJsonFile(flags.target_shape));
-  ASSIGN_OR_RETURN(ModelConfig drafter_config, ModelConfig::FromJsonFile(flags.drafter_shape));
-  if (drafter_config.vocab_size != target_config.vocab_size)
-    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the drafter shape has ", drafter_config.vocab_size,
-                                                   " tokens, the target ", target_config.vocab_size));
+  std::unique_ptr<Drafter> drafter;
+  std::string drafter_name = "model";
+  LanguageModel* drafter_model = nullptr;  // the random-weight drafter LM, where the drafter is one
+  if (flags.drafter.empty()) {
+    ASSIGN_OR_RETURN(ModelConfig drafter_config, ModelConfig::FromJsonFile(flags.drafter_shape));
+    if (drafter_config.vocab_size != target_config.vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the drafter shape has ",
+                                                     drafter_config.vocab_size, " tokens, the target ",
+                                                     target_config.vocab_size));
+    ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, RandomModel(drafter_config, device, capacity, 2));
+    drafter_model = model.get();
+    drafter = std::make_unique<ModelDrafter>(std::move(model));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(target_config, device, capacity, 1));
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> drafter, RandomModel(drafter_config, device, capacity, 2));
-  LanguageModel* drafter_model = drafter.get();
+  if (!flags.drafter.empty()) {
+    ASSIGN_OR_RETURN(Options spec, Options::FromString(flags.drafter, "--drafter"));
+    ASSIGN_OR_RETURN(drafter_name, spec.GetString("type"));
+    const DrafterEnvironment environment{.target = target.get(), .device = device,
+                                         .dtype = device.is_cuda() ? at::kBFloat16 : at::kFloat, .kv_capacity = capacity, .seed = 2};
+    ASSIGN_OR_RETURN(drafter, DrafterRegistry::Create(spec, "drafter", environment));
+    if (!drafter->models().empty())
+      return absl::InvalidArgumentError("bench-overhead: --drafter is for model-free drafters (prompt_lookup); "
+                                        "drafter LMs come from --drafter-shape");
+  }
   ASSIGN_OR_RETURN(Method method,
-                   BenchMethod(std::move(drafter), flags.gamma, flags.verifier, flags.tree_builder));
+                   BenchMethod(std::move(drafter), drafter_name, flags.gamma, flags.verifier, flags.tree_builder));
 
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts(flags.prompts);
@@ -164,7 +184,7 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   }
   DecodeOptions options{.max_new_tokens = flags.new_tokens, .eos_token = -1, .seed = 1};
   RETURN_IF_ERROR(target->PrepareForDecoding(2 * flags.gamma + 2));
-  RETURN_IF_ERROR(drafter_model->PrepareForDecoding(2 * flags.gamma + 2));
+  if (drafter_model != nullptr) RETURN_IF_ERROR(drafter_model->PrepareForDecoding(2 * flags.gamma + 2));
   {  // warm-up: allocator, kernel selection
     DecodeOptions warm = options;
     warm.max_new_tokens = 16;
@@ -255,11 +275,14 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     }
   const int64_t context = flags.prompt_tokens + flags.new_tokens / 2;
   ASSIGN_OR_RETURN(auto target_costs, MeasureForwardCosts(*target, target_counts, context, 10));
-  ASSIGN_OR_RETURN(auto draft_costs, MeasureForwardCosts(*drafter_model, draft_counts, context, 10));
+  std::map<int64_t, double> draft_costs, draft_waited;  // none for a model-free drafter
+  if (drafter_model != nullptr) {
+    ASSIGN_OR_RETURN(draft_costs, MeasureForwardCosts(*drafter_model, draft_counts, context, 10));
+    ASSIGN_OR_RETURN(draft_waited, MeasureForwardCosts(*drafter_model, {1}, context, 10, /*synchronize_each=*/true));
+  }
   // The same forwards, each waited for: what a forward costs when the host
   // must see its result before launching the next.
   ASSIGN_OR_RETURN(auto target_waited, MeasureForwardCosts(*target, {1}, context, 10, /*synchronize_each=*/true));
-  ASSIGN_OR_RETURN(auto draft_waited, MeasureForwardCosts(*drafter_model, {1}, context, 10, true));
   for (size_t r = 0; r < rows.size(); ++r) {
     for (const Generation& g : runs[r]) {
       ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(g.target_forwards, target_costs));
@@ -278,9 +301,10 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   if (draft_costs.count(1)) absl::StrAppendFormat(&report, ", drafter n=1 %.3f", 1e3 * draft_costs[1]);
   absl::StrAppendFormat(&report,
                         "\n\nLaunch and synchronisation latency (n=1, a synchronisation after each forward, minus "
-                        "back to back): target %.1f us, drafter %.1f us",
-                        1e6 * (target_waited[1] - target_costs[1]),
-                        1e6 * (draft_waited[1] - (draft_costs.count(1) ? draft_costs[1] : draft_waited[1])));
+                        "back to back): target %.1f us",
+                        1e6 * (target_waited[1] - target_costs[1]));
+  if (draft_costs.count(1) && draft_waited.count(1))
+    absl::StrAppendFormat(&report, ", drafter %.1f us", 1e6 * (draft_waited[1] - draft_costs[1]));
   report +=
       "\n\n| method | temperature | tokens/s | steps | tau | measured ms | predicted ms | overhead us/step |\n"
       "|---|---|---|---|---|---|---|---|\n";
@@ -336,6 +360,7 @@ absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std
       {"--gamma", "G", PositiveInto("--gamma", flags.gamma, 32)},
       {"--verifier", "NAME", text(flags.verifier)},
       {"--tree-builder", "YAML", text(flags.tree_builder)},
+      {"--drafter", "YAML", text(flags.drafter)},
       {"--new-tokens", "N", PositiveInto("--new-tokens", flags.new_tokens, 1 << 16)},
       {"--prompt-tokens", "P", PositiveInto("--prompt-tokens", flags.prompt_tokens, 1 << 16)},
       {"--prompts", "K", PositiveInto("--prompts", flags.prompts, 1 << 10)},

@@ -6,7 +6,8 @@
 // weights of real shapes (by default a Llama-3.1-8B target and a Llama-3.2-1B
 // drafter, same 128256-token vocabulary): chain speculative sampling with
 // rejection verification (or --verifier's rule; --tree-builder's drafts in
-// place of chains, e.g. a dynamic tree verified by point_mass) at
+// place of chains, e.g. a dynamic tree verified by point_mass; --drafter's
+// model-free drafter, e.g. prompt lookup, in place of the drafter LM) at
 // temperatures 0 and 1, step by step and pipelined
 // (framework/pipelined_steps.h), plus the autoregressive baseline. Each run's
 // forwards are priced at costs measured on the same models; the measured time
@@ -32,6 +33,7 @@ struct OverheadBenchFlags {
   int gamma = 4;
   std::string verifier = "rejection";  // a rule with a device form (rejection, block, point_mass, greedy)
   std::string tree_builder;            // a YAML mapping; "": chains of gamma drafts
+  std::string drafter;                 // a model-free drafter's YAML mapping (prompt_lookup); "": a drafter LM
   int new_tokens = 128;
   int prompt_tokens = 64;
   int prompts = 3;

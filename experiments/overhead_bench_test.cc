@@ -73,6 +73,16 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(report.str(), HasSubstr("| dynamic_topk_point_mass, pipelined | 1 |"));
   flags.tree_builder = "{type: dynamic_topk, top_k: 2, depth: 2, total_tokens: 5, width: 3}";
   EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("width"));
+  // Prompt lookup in place of the drafter LM, pipelined with point_mass.
+  flags.tree_builder = "";
+  flags.drafter = "{type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 2}";
+  const absl::Status lookup = RunOverheadBench(flags);
+  ASSERT_TRUE(lookup.ok()) << lookup;
+  report.str("");
+  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
+  EXPECT_THAT(report.str(), HasSubstr("| prompt_lookup_g2_point_mass, pipelined | 1 |"));
+  flags.drafter = "{type: model, path: " + kRoot + "/models/speclab-drafter}";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("model-free drafters"));
   RemoveTree(out);
 }
 

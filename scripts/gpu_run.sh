@@ -97,6 +97,11 @@ if has bench; then
     --drafter-shape models/speclab-drafter/config.json --prompts 8 --verifier point_mass --tree-builder "$TREE" \
     --out "$OUT/overhead_shipped_tree" 2>&1 | tee "$OUT/overhead_shipped_tree.log" | tail -n 12 \
     || log "BENCH-OVERHEAD (SHIPPED, TREE) FAILED"
+  log "bench: framework overhead per step (shipped target shape, prompt lookup)"
+  timeout 150 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json --prompts 8 \
+    --drafter "{type: prompt_lookup, max_ngram_size: 3, num_pred_tokens: 10}" --gamma 10 --verifier point_mass \
+    --out "$OUT/overhead_shipped_pld" 2>&1 | tee "$OUT/overhead_shipped_pld.log" | tail -n 12 \
+    || log "BENCH-OVERHEAD (SHIPPED, PLD) FAILED"
   log "bench: framework overhead per step (random 8B target, 1B drafter, dynamic tree)"
   timeout 300 "$BUILD/speclab" bench-overhead --verifier point_mass --tree-builder "$TREE" --out "$OUT/overhead_tree" 2>&1 \
     | tee "$OUT/overhead_tree.log" | tail -n 12 || log "BENCH-OVERHEAD (TREE) FAILED"
