@@ -294,7 +294,8 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   std::string report = absl::StrFormat(
       "## bench-overhead: target %s, drafter %s (random weights), %s, %d prompts x %d new tokens\n\n"
       "Forward costs (ms): target n=1 %.3f",
-      flags.target_shape, flags.drafter_shape, device.str(), flags.prompts, flags.new_tokens,
+      flags.target_shape, flags.drafter.empty() ? flags.drafter_shape : flags.drafter, device.str(), flags.prompts,
+      flags.new_tokens,
       1e3 * target_costs[1]);
   if (target_costs.count(flags.gamma + 1)) absl::StrAppendFormat(&report, ", target n=%d %.3f", flags.gamma + 1,
                                                                  1e3 * target_costs[flags.gamma + 1]);
