@@ -36,6 +36,15 @@ TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--prompts"}).status().message()), HasSubstr("needs a value"));
 }
 
+// Runs the bench with `flags` and returns its report, or the failure.
+std::string ReportOf(const OverheadBenchFlags& flags) {
+  const absl::Status status = RunOverheadBench(flags);
+  if (!status.ok()) return "failed: " + std::string(status.message());
+  std::stringstream report;
+  report << std::ifstream(flags.out_dir + "/overhead_bench.md").rdbuf();
+  return report.str();
+}
+
 TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   const std::string out = ::testing::TempDir() + "/overhead_bench_" + std::to_string(::getpid());
   OverheadBenchFlags flags;
@@ -47,42 +56,29 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   flags.prompts = 1;
   flags.device = "cpu";
   flags.out_dir = out;
-  ASSERT_TRUE(RunOverheadBench(flags).ok());
-  std::stringstream report;
-  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
-  EXPECT_THAT(report.str(), HasSubstr("| autoregressive | 0 |"));
-  EXPECT_THAT(report.str(), HasSubstr("| chain_g2, step by step | 1 |"));
-  EXPECT_THAT(report.str(), HasSubstr("| chain_g2, pipelined | 1 |"));
-  EXPECT_THAT(report.str(), HasSubstr("overhead us/step"));
-  EXPECT_THAT(report.str(), HasSubstr("host time not hidden us/step"));
+  const std::string report = ReportOf(flags);
+  EXPECT_THAT(report, HasSubstr("| autoregressive | 0 |"));
+  EXPECT_THAT(report, HasSubstr("| chain_g2, step by step | 1 |"));
+  EXPECT_THAT(report, HasSubstr("| chain_g2, pipelined | 1 |"));
+  EXPECT_THAT(report, HasSubstr("overhead us/step"));
+  EXPECT_THAT(report, HasSubstr("host time not hidden us/step"));
   // Another chain rule's device form; a rule without one is refused by name.
   flags.verifier = "block";
-  ASSERT_TRUE(RunOverheadBench(flags).ok());
-  report.str("");
-  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
-  EXPECT_THAT(report.str(), HasSubstr("| chain_g2_block, pipelined | 1 |"));
+  EXPECT_THAT(ReportOf(flags), HasSubstr("| chain_g2_block, pipelined | 1 |"));
   flags.verifier = "specinfer";
-  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--verifier specinfer has no device form"));
+  EXPECT_THAT(ReportOf(flags), HasSubstr("--verifier specinfer has no device form"));
   // A dynamic tree verified by point_mass, pipelined as chains are.
   flags.verifier = "point_mass";
   flags.tree_builder = "{type: dynamic_topk, top_k: 2, depth: 2, total_tokens: 5}";
-  const absl::Status tree = RunOverheadBench(flags);
-  ASSERT_TRUE(tree.ok()) << tree;
-  report.str("");
-  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
-  EXPECT_THAT(report.str(), HasSubstr("| dynamic_topk_point_mass, pipelined | 1 |"));
+  EXPECT_THAT(ReportOf(flags), HasSubstr("| dynamic_topk_point_mass, pipelined | 1 |"));
   flags.tree_builder = "{type: dynamic_topk, top_k: 2, depth: 2, total_tokens: 5, width: 3}";
-  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("width"));
+  EXPECT_THAT(ReportOf(flags), HasSubstr("width"));
   // Prompt lookup in place of the drafter LM, pipelined with point_mass.
   flags.tree_builder = "";
   flags.drafter = "{type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 2}";
-  const absl::Status lookup = RunOverheadBench(flags);
-  ASSERT_TRUE(lookup.ok()) << lookup;
-  report.str("");
-  report << std::ifstream(out + "/overhead_bench.md").rdbuf();
-  EXPECT_THAT(report.str(), HasSubstr("| prompt_lookup_g2_point_mass, pipelined | 1 |"));
+  EXPECT_THAT(ReportOf(flags), HasSubstr("| prompt_lookup_g2_point_mass, pipelined | 1 |"));
   flags.drafter = "{type: model, path: " + kRoot + "/models/speclab-drafter}";
-  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("model-free drafters"));
+  EXPECT_THAT(ReportOf(flags), HasSubstr("model-free drafters"));
   RemoveTree(out);
 }
 

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
-#include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
@@ -23,42 +22,27 @@ bool PipelinedChain::Supports(const LanguageModel& target, const Method& method,
 PipelinedChain::PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
                                absl::Span<const int32_t> prompt, at::Generator& draft_generator,
                                at::Generator& verify_generator)
-    : target_(target),
-      method_(method),
-      sampling_(sampling),
-      draft_generator_(draft_generator),
-      verify_generator_(verify_generator),
-      gamma_(method.policy->MaxDraftLength()) {
-  const int64_t n = static_cast<int64_t>(prompt.size());
-  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, target.device());
-  positions_ = LongsToDevice({n - 2, n - 1}, target.device());
-}
+    : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
+      gamma_(method.policy->MaxDraftLength()) {}
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root, int64_t max_root) {
-  const c10::Device device = target_.device();
-  BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
-                       .generator = &draft_generator_, .device = device};
-  const DeviceRoot root{.last_two = last_two_,
-                        .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
-                                     .min_start = min_root - 1}};
-  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
-  if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-  if (!draft.ok()) return draft.status();
+  const c10::Device device = target().device();
+  ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root));
+  if (!draft) return std::nullopt;
   if (draft->tokens.size(0) != gamma_ + 1)
     return absl::InternalError(absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
-  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardAt(tokens, {.start = positions_.narrow(0, 1, 1),
-                                                                 .max_start = max_root, .min_start = min_root}));
+  ASSIGN_OR_RETURN(at::Tensor logits, target().ForwardAt(tokens, RootAt(min_root, max_root)));
   // At temperature 0 the rules read only each row's argmax, the logits' own.
+  const bool greedy = sampling().greedy();
   DeviceChainProblem problem{.tokens = tokens,
-                             .target_probs = sampling_.greedy() ? logits : Probabilities(logits, sampling_),
+                             .target_probs = greedy ? logits : Probabilities(logits, sampling()),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
-                             .greedy = sampling_.greedy()};
-  ASSIGN_OR_RETURN(at::Tensor answer, method_.device_verifier->Verify(problem, verify_generator_));
+                             .greedy = greedy};
+  ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
   // The next step's root is the extra token, after the last accepted token.
   const at::Tensor accepted = answer.narrow(0, 0, 1);
-  last_two_ = at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)});
-  positions_ = (positions_ + accepted).add_(1);
+  AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
   return at::cat({tokens, answer});
 }
 

@@ -33,8 +33,7 @@ class PipelinedChain final : public PipelinedSteps {
   static bool Supports(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
                        int max_new_tokens);
 
-  // The target holds the prompt but its last token, and the drafter was Reset
-  // with the prompt. The models, method and generators must outlive this.
+  // As PipelinedSteps'.
   PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
@@ -48,14 +47,7 @@ class PipelinedChain final : public PipelinedSteps {
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
 
  private:
-  LanguageModel& target_;
-  Method& method_;
-  SamplingParams sampling_;
-  at::Generator& draft_generator_;
-  at::Generator& verify_generator_;
   int gamma_;
-  at::Tensor last_two_;   // [2] int64: the token before the next root, the root
-  at::Tensor positions_;  // [2] int64: their positions
 };
 
 }  // namespace speclab

@@ -1,9 +1,49 @@
 #include "framework/pipelined_steps.h"
 
+#include <ATen/ATen.h>
+
+#include "framework/device_transfer.h"
 #include "framework/pipelined_chain.h"
 #include "framework/pipelined_tree.h"
+#include "framework/tree_builder.h"
 
 namespace speclab {
+
+PipelinedSteps::PipelinedSteps(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                               absl::Span<const int32_t> prompt, at::Generator& draft_generator,
+                               at::Generator& verify_generator)
+    : target_(target),
+      method_(method),
+      sampling_(sampling),
+      draft_generator_(draft_generator),
+      verify_generator_(verify_generator) {
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, target.device());
+  positions_ = LongsToDevice({n - 2, n - 1}, target.device());
+}
+
+absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_root, int64_t max_root,
+                                                                 const at::Tensor& context) {
+  BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
+                       .generator = &draft_generator_, .device = target_.device()};
+  const DeviceRoot root{.last_two = last_two_,
+                        .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
+                                     .min_start = min_root - 1},
+                        .context = context};
+  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
+  if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+  if (!draft.ok()) return draft.status();
+  return *std::move(draft);
+}
+
+DevicePosition PipelinedSteps::RootAt(int64_t min_root, int64_t max_root) const {
+  return {.start = positions_.narrow(0, 1, 1), .max_start = max_root, .min_start = min_root};
+}
+
+void PipelinedSteps::AdvanceTo(at::Tensor last_two, at::Tensor positions) {
+  last_two_ = std::move(last_two);
+  positions_ = std::move(positions);
+}
 
 std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
                                               absl::Span<const int32_t> prompt, int max_new_tokens,

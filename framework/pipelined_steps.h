@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "framework/draft_tree.h"
 #include "framework/method.h"
 #include "framework/model/language_model.h"
 #include "framework/sampling.h"
@@ -51,6 +52,39 @@ class PipelinedSteps {
 
   // Parses a record copied to the host (int64, contiguous).
   virtual absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const = 0;
+
+ protected:
+  // The target holds the prompt but its last token, and the drafter was Reset
+  // with the prompt. The models, method and generators must outlive this.
+  PipelinedSteps(LanguageModel& target, Method& method, const SamplingParams& sampling,
+                 absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
+
+  // The builder's draft of the next step (TreeBuilder::BuildAt), rooted at
+  // last_two() whose root lies in [min_root, max_root]; `context` as
+  // DeviceRoot::context. nullopt where the builder or drafter cannot draft
+  // from a device root.
+  absl::StatusOr<std::optional<DraftTree>> DraftAt(int64_t min_root, int64_t max_root,
+                                                   const at::Tensor& context = at::Tensor());
+  // The next root's position for the target's forward.
+  DevicePosition RootAt(int64_t min_root, int64_t max_root) const;
+  // Moves on to the next step's root: the token before it and the root, and their positions ([2] int64 each).
+  void AdvanceTo(at::Tensor last_two, at::Tensor positions);
+
+  LanguageModel& target() const { return target_; }
+  Method& method() const { return method_; }
+  const SamplingParams& sampling() const { return sampling_; }
+  at::Generator& verify_generator() const { return verify_generator_; }
+  const at::Tensor& last_two() const { return last_two_; }
+  const at::Tensor& positions() const { return positions_; }
+
+ private:
+  LanguageModel& target_;
+  Method& method_;
+  SamplingParams sampling_;
+  at::Generator& draft_generator_;
+  at::Generator& verify_generator_;
+  at::Tensor last_two_;   // [2] int64: the token before the next root, the root
+  at::Tensor positions_;  // [2] int64: their positions
 };
 
 // The pipelined form of `method` for a generation of `prompt` (chains where

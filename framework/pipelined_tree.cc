@@ -10,7 +10,6 @@
 #include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
 #include "framework/model/fused_ops.h"
-#include "framework/tree_builder.h"
 
 namespace speclab {
 
@@ -22,32 +21,19 @@ bool PipelinedTree::Supports(const Method& method, absl::Span<const int32_t> pro
 PipelinedTree::PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
                              absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
                              at::Generator& verify_generator)
-    : target_(target),
-      method_(method),
-      sampling_(sampling),
-      draft_generator_(draft_generator),
-      verify_generator_(verify_generator),
+    : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
       room_needed_(static_cast<int64_t>(prompt.size()) + max_new_tokens) {
   const c10::Device device = target.device();
   const int64_t n = static_cast<int64_t>(prompt.size());
   // Writes reach at most a tree's size past the last root, inside the cache's capacity.
   context_ = at::zeros({target.capacity() + kMaxTreeNodes}, at::TensorOptions().dtype(at::kLong).device(device));
   context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device));
-  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, device);
-  positions_ = LongsToDevice({n - 2, n - 1}, device);
 }
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root, int64_t max_root) {
-  const c10::Device device = target_.device();
-  BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
-                       .generator = &draft_generator_, .device = device};
-  const DeviceRoot root{.last_two = last_two_,
-                        .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
-                                     .min_start = min_root - 1},
-                        .context = context_};
-  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
-  if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-  if (!draft.ok()) return draft.status();
+  const c10::Device device = target().device();
+  ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root, context_));
+  if (!draft) return std::nullopt;
   if (!draft->device_shape) return absl::InternalError("pipelined tree: the builder's tree is not on the device");
   const DraftTree::DeviceShape& shape = *draft->device_shape;
   const at::Tensor tokens = draft->tokens.to(device);
@@ -55,26 +41,25 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   if (nodes_ == 0) {
     if (n > kMaxTreeNodes) return std::nullopt;
     const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
-    if (room_needed_ + depth + 1 + n > target_.capacity()) return std::nullopt;
+    if (room_needed_ + depth + 1 + n > target().capacity()) return std::nullopt;
     nodes_ = n;
     path_length_ = depth + 1;
   } else if (n != nodes_) {
     return absl::InternalError(absl::StrCat("pipelined tree: drafted ", n, " nodes after ", nodes_));
   }
-  const DevicePosition at{.start = positions_.narrow(0, 1, 1), .max_start = max_root, .min_start = min_root};
-  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
+  const DevicePosition at = RootAt(min_root, max_root);
+  ASSIGN_OR_RETURN(at::Tensor logits, target().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
   const at::Tensor parents = shape.parents.to(device);
   // At temperature 0 the rules read only each row's argmax, the logits' own.
+  const bool greedy = sampling().greedy();
   DeviceTreeProblem problem{.tokens = tokens, .parents = parents,
-                            .target_probs = sampling_.greedy() ? logits : Probabilities(logits, sampling_),
-                            .greedy = sampling_.greedy()};
-  ASSIGN_OR_RETURN(at::Tensor walk, method_.device_verifier->VerifyTree(problem, verify_generator_));
+                            .target_probs = greedy ? logits : Probabilities(logits, sampling()), .greedy = greedy};
+  ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
   // The accepted path becomes context: its cache entries move into place,
   // and its tokens, then the extra token, follow the root in context_.
-  RETURN_IF_ERROR(target_.CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
-  fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions_, context_);
-  positions_ = next.positions;
-  last_two_ = next.last_two;
+  RETURN_IF_ERROR(target().CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
+  fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions(), context_);
+  AdvanceTo(std::move(next.last_two), std::move(next.positions));
   return next.record;
 }
 

@@ -38,8 +38,7 @@ class PipelinedTree final : public PipelinedSteps {
   // and the cache room is known with the tree's size: Queue() says.)
   static bool Supports(const Method& method, absl::Span<const int32_t> prompt);
 
-  // The target holds the prompt but its last token, and the drafter was Reset
-  // with the prompt. The models, method and generators must outlive this.
+  // As PipelinedSteps'.
   PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
                 absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
                 at::Generator& verify_generator);
@@ -55,17 +54,10 @@ class PipelinedTree final : public PipelinedSteps {
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
 
  private:
-  LanguageModel& target_;
-  Method& method_;
-  SamplingParams sampling_;
-  at::Generator& draft_generator_;
-  at::Generator& verify_generator_;
   int64_t room_needed_;      // the prompt and max_new_tokens: the tree and a step's advance come on top
   int64_t nodes_ = 0;        // the tree's size, from the first step
   int64_t path_length_ = 0;  // the root and the deepest node's depth: the most a step advances
   at::Tensor context_;       // int64 [capacity + kMaxTreeNodes]: the generation's tokens by position
-  at::Tensor last_two_;      // [2] int64: the token before the next root, the next root
-  at::Tensor positions_;     // [2] int64: their positions
 };
 
 }  // namespace speclab

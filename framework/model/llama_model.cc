@@ -286,6 +286,12 @@ struct LlamaModel::Impl {
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
   void LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured);
   absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick);
+  // Whether ForwardLevels' prefix and levels run as one static graph: every
+  // slot must fit the spare slots that captures write.
+  bool LevelsFitGraph(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) const {
+    return static_shapes && config.sliding_window == 0 && prefix.defined() && prefix.dim() == 1 && levels >= 1 &&
+           pick.width >= 1 && prefix.size(0) + levels * pick.width <= kMaxTokenBucket;
+  }
   absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                  const LevelPick& pick);
   absl::StatusOr<LevelsKept> ForwardLevelsAtStatic(const at::Tensor& prefix, const DevicePosition& at, int64_t levels,
@@ -1404,10 +1410,7 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
 absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                      const LevelPick& pick) {
   Impl& m = *impl_;
-  // Every slot must fit the spare slots that captures write.
-  const bool graph = m.static_shapes && m.config.sliding_window == 0 && prefix.defined() && prefix.dim() == 1 &&
-                     levels >= 1 && pick.width >= 1 && prefix.size(0) + levels * pick.width <= kMaxTokenBucket;
-  if (!graph) return LanguageModel::ForwardLevels(prefix, position, levels, pick);
+  if (!m.LevelsFitGraph(prefix, levels, pick)) return LanguageModel::ForwardLevels(prefix, position, levels, pick);
   if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: pick has no function");
   if (prefix.size(0) < 1 || prefix.scalar_type() != at::kLong || prefix.device() != m.device)
     return absl::InvalidArgumentError(
@@ -1422,11 +1425,14 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, i
     c10::InferenceMode guard;
     return m.ForwardLevelsStatic(prefix, position, levels, pick);
   });
-  if (kept.ok()) {
-    CountForward(prefix.size(0));
-    for (int64_t i = 0; i < levels; ++i) CountForward(pick.width);
-  }
+  if (kept.ok()) CountLevelForwards(prefix.size(0), levels, pick.width);
   return kept;
+}
+
+// ForwardLevels' forwards as the default's Forward() calls count them.
+void LlamaModel::CountLevelForwards(int64_t prefix, int64_t levels, int64_t width) {
+  CountForward(prefix);
+  for (int64_t i = 0; i < levels; ++i) CountForward(width);
 }
 
 absl::StatusOr<at::Tensor> LlamaModel::ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
@@ -1468,19 +1474,14 @@ absl::Status LlamaModel::CompactPathAt(const at::Tensor& nodes, const DevicePosi
 absl::StatusOr<LevelsKept> LlamaModel::ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
                                                        int64_t levels, const LevelPick& pick) {
   Impl& m = *impl_;
-  const bool graph = m.static_shapes && m.config.sliding_window == 0 && prefix.defined() && prefix.dim() == 1 &&
-                     levels >= 1 && pick.width >= 1 && prefix.size(0) + levels * pick.width <= kMaxTokenBucket;
-  if (!graph) return LanguageModel::ForwardLevelsAt(prefix, at, levels, pick);
+  if (!m.LevelsFitGraph(prefix, levels, pick)) return LanguageModel::ForwardLevelsAt(prefix, at, levels, pick);
   if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevelsAt: pick has no function");
   RETURN_IF_ERROR(m.ValidateAt("ForwardLevelsAt", prefix, at, prefix.size(0) + levels * pick.width));
   absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsAt", [&] {
     c10::InferenceMode guard;
     return m.ForwardLevelsAtStatic(prefix, at, levels, pick);
   });
-  if (kept.ok()) {
-    CountForward(prefix.size(0));
-    for (int64_t i = 0; i < levels; ++i) CountForward(pick.width);
-  }
+  if (kept.ok()) CountLevelForwards(prefix.size(0), levels, pick.width);
   return kept;
 }
 

@@ -125,6 +125,7 @@ class LlamaModel final : public LanguageModel {
  private:
   struct Impl;
   explicit LlamaModel(std::unique_ptr<Impl> impl);
+  void CountLevelForwards(int64_t prefix, int64_t levels, int64_t width);
   std::unique_ptr<Impl> impl_;
 };
 
