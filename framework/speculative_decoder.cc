@@ -316,6 +316,9 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     if (std::unique_ptr<PipelinedSteps> steps = PipelinedForm(target, method, options.sampling, prompt,
                                                               options.max_new_tokens, random.draft, random.verify)) {
       ASSIGN_OR_RETURN(done, DecodePipelined(*steps, method, prompt, options, out));
+      // A tree refused at its first step was drafted (PipelinedTree::Queue):
+      // the step-by-step loop counts its own forwards only.
+      if (!done) ResetForwardCounts(target, method.drafter.get());
     }
   }
   std::vector<int32_t> context(prompt.begin(), prompt.end());

@@ -380,5 +380,27 @@ TEST(TreeDecodingTest, PipelinedTreesDrawTheStepByStepTokens) {
   }
 }
 
+// Where the drafter's fixed prefix does not fit before the first root (a
+// three-token prompt, depth 3: DraftLevelsAt is Unimplemented), the engine
+// runs its step-by-step loop: the same tokens and forwards as with
+// pipelining off, and every step has a drafting phase.
+TEST(TreeDecodingTest, PipelinedTreesFallBackToStepsWhereThePrefixDoesNotFit) {
+  const std::vector<int32_t> prompt = {1, 5, 3};
+  auto target = TinyModel(1);
+  Generation runs[2];
+  for (bool pipeline : {false, true}) {
+    Method method = ModelDrafterMethod(TinyModel(2), kDynamic, Verifier("point_mass"), 3);
+    DecodeOptions options = Decoding(1, 16, 4);
+    options.pipeline = pipeline;
+    auto out = GenerateSpeculative(*target, method, prompt, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    runs[pipeline] = *std::move(out);
+  }
+  EXPECT_EQ(runs[1].tokens, runs[0].tokens);
+  EXPECT_EQ(runs[1].target_forwards, runs[0].target_forwards);
+  EXPECT_EQ(runs[1].draft_forwards, runs[0].draft_forwards);
+  for (const StepStats& step : runs[1].steps) EXPECT_GT(step.draft_seconds, 0.0);
+}
+
 }  // namespace
 }  // namespace speclab
