@@ -39,7 +39,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   const at::Tensor tokens = draft->tokens.to(device);
   const int64_t n = tokens.size(0);
   if (nodes_ == 0) {
-    if (n > kMaxTreeNodes) return std::nullopt;
+    if (n < 2 || n > kMaxTreeNodes) return std::nullopt;
     const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
     if (room_needed_ + depth + 1 + n > target().capacity()) return std::nullopt;
     nodes_ = n;

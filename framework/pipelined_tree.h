@@ -47,8 +47,8 @@ class PipelinedTree final : public PipelinedSteps {
   // first), the parents (-1 for the root), and the verifier's walk
   // (DeviceVerifier::VerifyTree). nullopt, with the target unchanged, where
   // the builder or drafter has no device-rooted trees or, at the first step,
-  // where the tree exceeds kMaxTreeNodes or the target's cache has no room
-  // for the tree queued past the end.
+  // where the tree has no drafts or more than kMaxTreeNodes nodes, or the
+  // target's cache has no room for the tree queued past the end.
   absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
   int64_t max_advance() const override { return path_length_; }
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
