@@ -30,7 +30,7 @@ struct DeviceChainProblem {
   // reduces to greedy matching, which a rule may use as its fast path. The
   // draft rows are the drafts' one-hots then, and may be left undefined, and
   // rules read only each target row's argmax: callers may pass the target's
-  // logits instead of their one-hots (the pipelined steps do).
+  // logits instead of their one-hots (the engine does: TargetRows).
   bool greedy = false;
 };
 

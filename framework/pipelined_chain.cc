@@ -30,15 +30,13 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root));
   if (!draft) return std::nullopt;
   if (draft->tokens.size(0) != gamma_ + 1)
-    return absl::InternalError(absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
+    return absl::InternalError(
+        absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
   ASSIGN_OR_RETURN(at::Tensor logits, target().ForwardAt(tokens, RootAt(min_root, max_root)));
-  // At temperature 0 the rules read only each row's argmax, the logits' own.
-  const bool greedy = sampling().greedy();
-  DeviceChainProblem problem{.tokens = tokens,
-                             .target_probs = greedy ? logits : Probabilities(logits, sampling()),
+  DeviceChainProblem problem{.tokens = tokens, .target_probs = TargetRows(logits, sampling()),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
-                             .greedy = greedy};
+                             .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
   // The next step's root is the extra token, after the last accepted token.
   const at::Tensor accepted = answer.narrow(0, 0, 1);

@@ -48,12 +48,11 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
     return absl::InternalError(absl::StrCat("pipelined tree: drafted ", n, " nodes after ", nodes_));
   }
   const DevicePosition at = RootAt(min_root, max_root);
-  ASSIGN_OR_RETURN(at::Tensor logits, target().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
+  ASSIGN_OR_RETURN(at::Tensor logits,
+                   target().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
   const at::Tensor parents = shape.parents.to(device);
-  // At temperature 0 the rules read only each row's argmax, the logits' own.
-  const bool greedy = sampling().greedy();
-  DeviceTreeProblem problem{.tokens = tokens, .parents = parents,
-                            .target_probs = greedy ? logits : Probabilities(logits, sampling()), .greedy = greedy};
+  DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = TargetRows(logits, sampling()),
+                            .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
   // The accepted path becomes context: its cache entries move into place,
   // and its tokens, then the extra token, follow the root in context_.

@@ -16,6 +16,10 @@ absl::Status SamplingParams::Validate() const {
   return absl::OkStatus();
 }
 
+at::Tensor TargetRows(const at::Tensor& logits, const SamplingParams& params) {
+  return params.greedy() ? logits.to(at::kFloat) : Probabilities(logits, params);
+}
+
 at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params) {
   at::Tensor x = logits.to(at::kFloat);
   if (params.greedy()) {

@@ -27,6 +27,12 @@ struct SamplingParams {
 // Processed distributions for logits [n, V] (any float dtype): float32 [n, V] rows summing to 1.
 at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params);
 
+// What verifiers read of the target's logits [n, V]: Probabilities(), except
+// at temperature 0, where p is the one-hot of each row's argmax and every
+// rule reads only that argmax (DeviceChainProblem::greedy): the logits
+// themselves (float32), so that no one-hot rows are built.
+at::Tensor TargetRows(const at::Tensor& logits, const SamplingParams& params);
+
 // The largest entry's index in each row of scores [n, V] (logits or
 // probabilities, float32), the first on ties: int64 [n]. What temperature 0
 // picks; on CUDA a chunked kernel (fused::ArgmaxRows) rather than ATen's one

@@ -12,6 +12,16 @@ TEST(SamplingTest, TemperatureZeroIsOneHotArgmax) {
   EXPECT_TRUE(p.equal(at::tensor({0.f, 1.f, 0.f, 0.f}).reshape({1, 4})));
 }
 
+TEST(SamplingTest, TargetRowsAreTheLogitsAtTemperatureZero) {
+  // At T = 0 verifiers read only the argmax: the logits' own, as the one-hot p's.
+  const at::Tensor logits = at::tensor({0.1f, 2.0f, -1.0f, 1.5f, 3.0f, 0.0f, 3.0f, -2.0f}).reshape({2, 4});
+  const at::Tensor greedy = TargetRows(logits.to(at::kDouble), {.temperature = 0});
+  EXPECT_EQ(greedy.scalar_type(), at::kFloat);
+  EXPECT_TRUE(greedy.equal(logits));
+  EXPECT_TRUE(GreedyTokens(greedy).equal(GreedyTokens(Probabilities(logits, {.temperature = 0}))));
+  EXPECT_TRUE(TargetRows(logits, {.temperature = 0.7}).equal(Probabilities(logits, {.temperature = 0.7})));
+}
+
 TEST(SamplingTest, TemperatureTopKTopPChain) {
   at::Tensor logits = at::tensor({std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)}).reshape({1, 4});
   at::Tensor plain = Probabilities(logits, {.temperature = 1});

@@ -356,16 +356,16 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
                             : IsChain(tree) ? at::Tensor()
                                             : MaskToDevice(tree.AncestorMask(), n, n, device);
     ASSIGN_OR_RETURN(at::Tensor logits, target.Forward(draft.tokens.to(device), positions, mask));
-    at::Tensor probs = Probabilities(logits, options.sampling);
+    const at::Tensor target_rows = TargetRows(logits, options.sampling);
     Verdict verdict;
     if (device_verifier != nullptr && !shape && IsChain(tree) && !method.tree_builder->traits().may_branch) {
-      ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, probs, draft.draft_probs,
-                                                    options.sampling.greedy(), random.verify));
+      ASSIGN_OR_RETURN(verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, target_rows,
+                                                    draft.draft_probs, options.sampling.greedy(), random.verify));
     } else if (device_verifier != nullptr && device_verifier->verifies_trees()) {
-      ASSIGN_OR_RETURN(verdict, VerifyTreeOnDevice(*device_verifier, draft, probs, options.sampling.greedy(),
+      ASSIGN_OR_RETURN(verdict, VerifyTreeOnDevice(*device_verifier, draft, target_rows, options.sampling.greedy(),
                                                    random.verify));
     } else {
-      HostView host = FetchForVerification(draft.tokens, probs, draft.draft_probs,
+      HostView host = FetchForVerification(draft.tokens, target_rows, draft.draft_probs,
                                            draft.sampling != DraftSampling::kDeterministic, want_rows,
                                            options.sampling.greedy(), shape ? shape->parents : at::Tensor());
       if (shape) RETURN_IF_ERROR(AdoptShape(draft, host.parents, host.tokens));
