@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -19,6 +18,7 @@
 #include "drafters/model/model_drafter.h"
 #include "framework/core/verifier_registry.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/cuda_tests.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -26,7 +26,9 @@ namespace speclab {
 namespace {
 
 using ::speclab::testing::ModelDrafterMethod;
+using ::speclab::testing::TestDevice;
 using ::speclab::testing::TinyModel;
+using ::speclab::testing::TinyModelOn;
 using ::testing::HasSubstr;
 
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
@@ -251,29 +253,6 @@ TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
 // GPU: device-side drafting (Gumbel keys, gathers, per-level reads) at T = 0
 // against greedy decoding on the same device, and at T = 1 with the rules
 // each builder is meant for.
-c10::Device TestDevice() {
-  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
-  return device != nullptr && std::string(device) == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-}
-
-std::unique_ptr<LlamaModel> TinyModelOn(c10::Device device, uint64_t seed) {
-  ModelConfig config;
-  config.vocab_size = 16;
-  config.hidden_size = 32;
-  config.intermediate_size = 64;
-  config.num_hidden_layers = 2;
-  config.num_attention_heads = 4;
-  config.num_key_value_heads = 2;
-  config.head_dim = 8;
-  config.max_position_embeddings = 512;
-  auto model = LlamaModel::CreateRandom(config, device, at::kFloat, 256, seed);
-  EXPECT_TRUE(model.ok()) << model.status();
-  c10::NoGradGuard no_grad;
-  for (auto& [name, tensor] : (*model)->NamedParameters())
-    if (name == "lm_head.weight") tensor.mul_(30);
-  return *std::move(model);
-}
-
 TEST(TreeDecodingTest, EveryBuilderRunsOnTheTestDevice) {
   const c10::Device device = TestDevice();
   if (device.is_cuda() && !at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";

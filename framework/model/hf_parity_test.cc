@@ -14,6 +14,7 @@
 
 #include "framework/model/llama_model.h"
 #include "framework/model/safetensors.h"
+#include "tests/support/cuda_tests.h"
 
 namespace speclab {
 namespace {
@@ -28,10 +29,7 @@ std::string FixtureRoot() {
 }
 
 // SPECLAB_TEST_DEVICE=cuda runs the comparison on the GPU (still float32).
-c10::Device TestDevice() {
-  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
-  return device != nullptr && std::string(device) == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
-}
+using ::speclab::testing::TestDevice;
 
 std::vector<std::string> FixtureFolders() {
   std::vector<std::string> out;

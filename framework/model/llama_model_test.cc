@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -30,10 +29,7 @@ namespace fs = std::filesystem;
 // --- Helpers -----------------------------------------------------------------
 
 // CPU unless SPECLAB_TEST_DEVICE=cuda (scripts/gpu_run.sh), always float32.
-c10::Device Dev() {
-  const char* device = std::getenv("SPECLAB_TEST_DEVICE");
-  return device != nullptr && std::string(device) == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
-}
+using ::speclab::testing::TestDevice;
 
 ModelConfig SmallConfig(const std::string& model_type = "llama") {
   ModelConfig c;
@@ -81,12 +77,12 @@ std::vector<Variant> Variants() {
 }
 
 std::unique_ptr<LlamaModel> MakeModel(const ModelConfig& config, int64_t capacity = 64, uint64_t seed = 7) {
-  auto model = LlamaModel::CreateRandom(config, Dev(), at::kFloat, capacity, seed);
+  auto model = LlamaModel::CreateRandom(config, TestDevice(), at::kFloat, capacity, seed);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
 }
 
-at::Tensor Longs(const std::vector<int64_t>& values) { return at::tensor(values, at::kLong).to(Dev()); }
+at::Tensor Longs(const std::vector<int64_t>& values) { return at::tensor(values, at::kLong).to(TestDevice()); }
 
 std::vector<int64_t> RandomTokens(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -100,14 +96,14 @@ std::vector<int64_t> RandomTokens(int n, int vocab, uint32_t seed) {
 at::Tensor ChainMask(int64_t n, int64_t tentative = 0, bool see_tentative = true) {
   at::Tensor mask = at::ones({n, n}, at::kBool).tril();
   if (tentative > 0) mask = at::cat({at::full({n, tentative}, see_tentative, at::kBool), mask}, 1);
-  return mask.to(Dev());
+  return mask.to(TestDevice());
 }
 
 // Feeds `tokens` as one causal chain after the current cache contents.
 at::Tensor FeedChain(LanguageModel& model, const std::vector<int64_t>& tokens) {
   const int64_t start = model.committed_length() + model.tentative_length();
   auto logits = model.Forward(Longs(tokens),
-                              at::arange(start, start + static_cast<int64_t>(tokens.size()), at::kLong).to(Dev()),
+                              at::arange(start, start + static_cast<int64_t>(tokens.size()), at::kLong).to(TestDevice()),
                               ChainMask(tokens.size(), model.tentative_length()));
   EXPECT_TRUE(logits.ok()) << logits.status();
   return logits.ok() ? *logits : at::Tensor();
@@ -140,7 +136,7 @@ TokenTree RandomTree(int32_t root, int size, int vocab, uint32_t seed) {
 
 at::Tensor TreeMask(const TokenTree& tree) {
   const std::vector<uint8_t> mask = tree.AncestorMask();
-  return at::tensor(at::ArrayRef<uint8_t>(mask)).to(at::kBool).view({tree.size(), tree.size()}).to(Dev());
+  return at::tensor(at::ArrayRef<uint8_t>(mask)).to(at::kBool).view({tree.size(), tree.size()}).to(TestDevice());
 }
 
 std::vector<int64_t> ToInt64(const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
@@ -171,7 +167,7 @@ bool Contains(const absl::Status& status, const std::string& text) {
 }
 
 // Float32 on the CPU agrees to rounding; CUDA's attention kernels reorder sums more.
-const double kTol = Dev().is_cuda() ? 1e-4 : 1e-5;
+const double kTol = TestDevice().is_cuda() ? 1e-4 : 1e-5;
 
 // --- Behaviour on every variant ------------------------------------------------
 
@@ -263,7 +259,7 @@ TEST_P(LlamaVariantTest, SaveLoadRoundTripGivesIdenticalLogits) {
   auto model = MakeModel(config);
   const std::string dir = TempDir("round_trip");
   ASSERT_TRUE(model->Save(dir, at::kFloat).ok());
-  auto loaded = LlamaModel::Load(dir, Dev(), at::kFloat, 64);
+  auto loaded = LlamaModel::Load(dir, TestDevice(), at::kFloat, 64);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const ModelConfig& c = (*loaded)->config();
   EXPECT_EQ(c.model_type, config.model_type);
@@ -340,7 +336,7 @@ TEST(LlamaModelTest, CommitKeepsSparseSlotsInOrder) {
   mask[4][1] = true;
   mask[4][3] = true;
   mask[2][0] = true;
-  ASSERT_TRUE(model->Forward(tokens, positions, mask.to(Dev())).ok());
+  ASSERT_TRUE(model->Forward(tokens, positions, mask.to(TestDevice())).ok());
   ASSERT_TRUE(model->Commit({1, 3, 4}).ok());
   const at::Tensor after = FeedChain(*model, {7});
 
@@ -446,7 +442,7 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
       for (int m = 0; m < 2; ++m) {
         LlamaModel& model = *models[m];
         ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(model));
-        at::Generator generator = MakeGenerator(Dev(), 5);
+        at::Generator generator = MakeGenerator(TestDevice(), 5);
         auto chain = model.ForwardChain(Longs({4}), 251, 8, TestPick(greedy, &generator));
         ASSERT_TRUE(chain.ok()) << chain.status();
         results[m] = *chain;
@@ -612,7 +608,7 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
     for (int level = 0; level < 3; ++level) {
       std::vector<uint8_t> flat;
       for (const auto& row : masks[level]) flat.insert(flat.end(), row.begin(), row.end());
-      const at::Tensor mask = at::tensor(flat, at::kByte).view({2, -1}).to(at::kBool).to(Dev());
+      const at::Tensor mask = at::tensor(flat, at::kByte).view({2, -1}).to(at::kBool).to(TestDevice());
       auto logits = reference->Forward(Longs(tokens), Longs({253 + level, 253 + level}), mask);
       ASSERT_TRUE(logits.ok()) << logits.status();
       const at::Tensor greedy = GreedyTokens(*logits).cpu();
@@ -651,7 +647,7 @@ TEST(LlamaModelTest, DevicePositionedTreesEqualHostPositionedOnes) {
     // Parents -1, 0, 0, 1, 2: node 3 under node 1, node 4 under node 2.
     const std::vector<uint8_t> rows = {1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0,
                                        1, 1, 0, 1, 0, 1, 0, 1, 0, 1};
-    const at::Tensor mask = at::tensor(rows, at::kByte).view({5, 5}).to(at::kBool).to(Dev());
+    const at::Tensor mask = at::tensor(rows, at::kByte).view({5, 5}).to(at::kBool).to(TestDevice());
     const at::Tensor tokens = Longs({4, 5, 6, 7, 8}), depths = Longs({0, 1, 1, 2, 2});
     auto expected = reference->Forward(tokens, depths + 251, mask);
     ASSERT_TRUE(expected.ok()) << expected.status();
@@ -694,7 +690,7 @@ TEST(LlamaModelTest, DevicePositionedTreeErrors) {
     model->EnableCudaGraphs(static_shapes);
     FeedChain(*model, {1, 2, 3});
     const DevicePosition at{.start = Longs({3}), .max_start = 3, .min_start = 3};
-    const at::Tensor mask = at::ones({2, 2}, at::kBool).tril().to(Dev());
+    const at::Tensor mask = at::ones({2, 2}, at::kBool).tril().to(TestDevice());
     EXPECT_FALSE(model->ForwardTreeAt(Longs({1, 2}), Longs({0}), mask, at).ok());
     EXPECT_FALSE(model->ForwardTreeAt(Longs({1, 2}), Longs({0, 1}), mask.narrow(1, 0, 1), at).ok());
     EXPECT_FALSE(model->CompactPathAt(at::Tensor(), at).ok());
@@ -707,7 +703,7 @@ TEST(LlamaModelTest, DevicePositionedTreeErrors) {
   auto model = MakeModel(SmallConfig(), 16);
   model->EnableCudaGraphs(false);
   FeedChain(*model, {1, 2, 3});
-  auto early = model->ForwardTreeAt(Longs({1}), Longs({0}), at::ones({1, 1}, at::kBool).to(Dev()),
+  auto early = model->ForwardTreeAt(Longs({1}), Longs({0}), at::ones({1, 1}, at::kBool).to(TestDevice()),
                                     {.start = Longs({1}), .max_start = 3, .min_start = 2});
   EXPECT_EQ(early.status().code(), absl::StatusCode::kInvalidArgument) << early.status();
 }
@@ -804,7 +800,7 @@ TEST(LlamaModelTest, InPlaceParameterUpdatesReachInference) {
   // Save follows the parameters, so the reloaded model agrees.
   const std::string dir = TempDir("repointed");
   ASSERT_TRUE(model->Save(dir, at::kFloat).ok());
-  auto loaded = LlamaModel::Load(dir, Dev(), at::kFloat, 16);
+  auto loaded = LlamaModel::Load(dir, TestDevice(), at::kFloat, 16);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_LT(RelError(FeedChain(**loaded, tokens), repointed), kTol);
 }
@@ -830,7 +826,7 @@ TEST(LlamaModelTest, LoadsShardedCheckpoint) {
   WriteFile(dir + "/model.safetensors.index.json",
             absl::StrCat("{\n  \"metadata\": {\"total_size\": 0},\n  \"weight_map\": {\n", weight_map, "\n  }\n}\n"));
   fs::remove(dir + "/model.safetensors");
-  auto loaded = LlamaModel::Load(dir, Dev(), at::kFloat, 32);
+  auto loaded = LlamaModel::Load(dir, TestDevice(), at::kFloat, 32);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const std::vector<int64_t> tokens = RandomTokens(6, config.vocab_size, 14);
   EXPECT_TRUE(at::equal(FeedChain(**loaded, tokens), FeedChain(*model, tokens)));
@@ -839,7 +835,7 @@ TEST(LlamaModelTest, LoadsShardedCheckpoint) {
   shards[1].erase(shards[1].begin());
   const std::string dropped = std::next(tensors->begin())->first;
   ASSERT_TRUE(WriteSafetensors(dir + "/model-00002-of-00002.safetensors", shards[1]).ok());
-  auto broken = LlamaModel::Load(dir, Dev(), at::kFloat, 32);
+  auto broken = LlamaModel::Load(dir, TestDevice(), at::kFloat, 32);
   ASSERT_FALSE(broken.ok());
   EXPECT_TRUE(Contains(broken.status(), dropped)) << broken.status();
   EXPECT_TRUE(Contains(broken.status(), "model-00002-of-00002.safetensors")) << broken.status();
@@ -853,7 +849,7 @@ TEST(LlamaModelTest, Bf16SaveAndLoad) {
   auto tensors = ReadSafetensors(dir + "/model.safetensors");
   ASSERT_TRUE(tensors.ok()) << tensors.status();
   EXPECT_EQ(tensors->at("model.embed_tokens.weight").scalar_type(), at::kBFloat16);
-  auto loaded = LlamaModel::Load(dir, Dev(), at::kBFloat16, 16);
+  auto loaded = LlamaModel::Load(dir, TestDevice(), at::kBFloat16, 16);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   for (const auto& [name, param] : (*loaded)->NamedParameters()) {
     EXPECT_TRUE(at::equal(param.cpu(), tensors->at(name))) << name;
@@ -916,20 +912,20 @@ TEST(LlamaModelTest, BadInputsAreErrors) {
     std::string expect;
   };
   const std::vector<Case> cases = {
-      {"mask shape", Longs({1, 2}), Longs({0, 1}), at::ones({2, 3}, at::kBool).to(Dev()), "mask has shape [2, 3]"},
-      {"mask dtype", Longs({1, 2}), Longs({0, 1}), at::ones({2, 2}, at::kFloat).to(Dev()), "mask must be Bool"},
-      {"mask dims", Longs({1, 2}), Longs({0, 1}), at::ones({2}, at::kBool).to(Dev()), "mask must have 2 dims"},
-      {"token dtype", at::tensor({1, 2}, at::kInt).to(Dev()), Longs({0, 1}), ChainMask(2), "tokens must be Long"},
+      {"mask shape", Longs({1, 2}), Longs({0, 1}), at::ones({2, 3}, at::kBool).to(TestDevice()), "mask has shape [2, 3]"},
+      {"mask dtype", Longs({1, 2}), Longs({0, 1}), at::ones({2, 2}, at::kFloat).to(TestDevice()), "mask must be Bool"},
+      {"mask dims", Longs({1, 2}), Longs({0, 1}), at::ones({2}, at::kBool).to(TestDevice()), "mask must have 2 dims"},
+      {"token dtype", at::tensor({1, 2}, at::kInt).to(TestDevice()), Longs({0, 1}), ChainMask(2), "tokens must be Long"},
       {"positions size", Longs({1, 2}), Longs({0}), ChainMask(2), "positions has shape [1]"},
       {"undefined", at::Tensor(), Longs({0}), ChainMask(1), "tokens is undefined"},
-      {"empty", Longs({}), Longs({}), at::ones({0, 0}, at::kBool).to(Dev()), "no tokens"},
+      {"empty", Longs({}), Longs({}), at::ones({0, 0}, at::kBool).to(TestDevice()), "no tokens"},
       {"token range", Longs({1, 64}), Longs({0, 1}), ChainMask(2), "token ids"},
       {"negative position", Longs({1, 2}), Longs({-1, 0}), ChainMask(2), "positions"},
   };
   for (const Case& c : cases) {
     // Value checks (id range, negative positions) need a host sync, which
     // Forward makes only on the CPU (see LlamaModel::Impl::Forward).
-    if (Dev().is_cuda() && (c.what == "token range" || c.what == "negative position")) continue;
+    if (TestDevice().is_cuda() && (c.what == "token range" || c.what == "negative position")) continue;
     auto logits = model->Forward(c.tokens, c.positions, c.mask);
     ASSERT_FALSE(logits.ok()) << c.what;
     EXPECT_EQ(logits.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
@@ -945,27 +941,27 @@ TEST(LlamaModelTest, BadInputsAreErrors) {
   EXPECT_EQ(model->committed_length(), 2);
   // Positions beyond the precomputed RoPE table still work.
   EXPECT_TRUE(model->Forward(Longs({1}), Longs({1000}), ChainMask(1)).ok());
-  EXPECT_FALSE(LlamaModel::CreateRandom(SmallConfig(), Dev(), at::kFloat, 0, 1).ok());
-  EXPECT_FALSE(LlamaModel::CreateRandom(SmallConfig(), Dev(), at::kLong, 8, 1).ok());
+  EXPECT_FALSE(LlamaModel::CreateRandom(SmallConfig(), TestDevice(), at::kFloat, 0, 1).ok());
+  EXPECT_FALSE(LlamaModel::CreateRandom(SmallConfig(), TestDevice(), at::kLong, 8, 1).ok());
 }
 
 TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   const ModelConfig config = SmallConfig();
   auto model = MakeModel(config);
   const std::string missing = TempDir("missing") + "/nothing_here";
-  auto no_dir = LlamaModel::Load(missing, Dev(), at::kFloat, 8);
+  auto no_dir = LlamaModel::Load(missing, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(no_dir.ok());
   EXPECT_EQ(no_dir.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(Contains(no_dir.status(), missing)) << no_dir.status();
 
   const std::string no_config = TempDir("no_config");
-  auto no_cfg = LlamaModel::Load(no_config, Dev(), at::kFloat, 8);
+  auto no_cfg = LlamaModel::Load(no_config, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(no_cfg.ok());
   EXPECT_TRUE(Contains(no_cfg.status(), "config.json")) << no_cfg.status();
 
   const std::string no_weights = TempDir("no_weights");
   ASSERT_TRUE(config.WriteJsonFile(no_weights + "/config.json").ok());
-  auto no_w = LlamaModel::Load(no_weights, Dev(), at::kFloat, 8);
+  auto no_w = LlamaModel::Load(no_weights, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(no_w.ok());
   EXPECT_TRUE(Contains(no_w.status(), "model.safetensors")) << no_w.status();
 
@@ -973,7 +969,7 @@ TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   ASSERT_TRUE(model->Save(truncated, at::kFloat).ok());
   const std::string weights = truncated + "/model.safetensors";
   fs::resize_file(weights, fs::file_size(weights) - 100);
-  auto trunc = LlamaModel::Load(truncated, Dev(), at::kFloat, 8);
+  auto trunc = LlamaModel::Load(truncated, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(trunc.ok());
   EXPECT_TRUE(Contains(trunc.status(), weights)) << trunc.status();
 
@@ -982,7 +978,7 @@ TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   ModelConfig bigger = config;
   bigger.intermediate_size = 56;
   ASSERT_TRUE(bigger.WriteJsonFile(wrong_shape + "/config.json").ok());
-  auto shape = LlamaModel::Load(wrong_shape, Dev(), at::kFloat, 8);
+  auto shape = LlamaModel::Load(wrong_shape, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(shape.ok());
   EXPECT_TRUE(Contains(shape.status(), "model.safetensors")) << shape.status();
   EXPECT_TRUE(Contains(shape.status(), "'model.layers.0.mlp.down_proj.weight' has shape [32, 48], expected [32, 56]"))
@@ -994,7 +990,7 @@ TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   ASSERT_TRUE(tensors.ok());
   tensors->erase("model.layers.1.self_attn.o_proj.weight");
   ASSERT_TRUE(WriteSafetensors(missing_tensor + "/model.safetensors", *tensors).ok());
-  auto absent = LlamaModel::Load(missing_tensor, Dev(), at::kFloat, 8);
+  auto absent = LlamaModel::Load(missing_tensor, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(absent.ok());
   EXPECT_TRUE(Contains(absent.status(), "model.layers.1.self_attn.o_proj.weight")) << absent.status();
   EXPECT_TRUE(Contains(absent.status(), "model.safetensors")) << absent.status();
@@ -1005,13 +1001,13 @@ TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   ASSERT_TRUE(tensors.ok());
   tensors->emplace("model.layers.0.self_attn.o_proj.bias", at::zeros({32}));
   ASSERT_TRUE(WriteSafetensors(extra_tensor + "/model.safetensors", *tensors).ok());
-  auto extra = LlamaModel::Load(extra_tensor, Dev(), at::kFloat, 8);
+  auto extra = LlamaModel::Load(extra_tensor, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(extra.ok());
   EXPECT_TRUE(Contains(extra.status(), "unexpected tensor 'model.layers.0.self_attn.o_proj.bias'")) << extra.status();
 
   const std::string gpt2 = TempDir("gpt2");
   WriteFile(gpt2 + "/config.json", R"({"model_type": "gpt2", "vocab_size": 10})");
-  auto unsupported = LlamaModel::Load(gpt2, Dev(), at::kFloat, 8);
+  auto unsupported = LlamaModel::Load(gpt2, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(unsupported.ok());
   EXPECT_TRUE(Contains(unsupported.status(), "gpt2")) << unsupported.status();
   EXPECT_TRUE(Contains(unsupported.status(), "llama, qwen2, mistral")) << unsupported.status();

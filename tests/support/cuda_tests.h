@@ -4,6 +4,7 @@
 #define SPECLAB_TESTS_SUPPORT_CUDA_TESTS_H_
 
 #include <ATen/Context.h>
+#include <c10/core/Device.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,6 +15,12 @@ namespace speclab::testing {
 inline bool CudaTestsRequested() {
   const char* device = std::getenv("SPECLAB_TEST_DEVICE");
   return device != nullptr && std::string(device) == "cuda";
+}
+
+// The device tests that run on either take: cuda:0 where CUDA tests are
+// requested, the CPU otherwise.
+inline c10::Device TestDevice() {
+  return CudaTestsRequested() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
 }
 
 }  // namespace speclab::testing

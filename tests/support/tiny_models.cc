@@ -13,6 +13,11 @@ namespace speclab::testing {
 
 std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab, int64_t layers, double logit_scale,
                                       int64_t capacity) {
+  return TinyModelOn(c10::Device(c10::kCPU), seed, vocab, layers, logit_scale, capacity);
+}
+
+std::unique_ptr<LlamaModel> TinyModelOn(c10::Device device, uint64_t seed, int64_t vocab, int64_t layers,
+                                        double logit_scale, int64_t capacity) {
   ModelConfig config;
   config.vocab_size = vocab;
   config.hidden_size = 32;
@@ -23,7 +28,7 @@ std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab, int64_t laye
   config.head_dim = 8;
   config.max_position_embeddings = 512;
   config.tie_word_embeddings = false;
-  auto model = LlamaModel::CreateRandom(config, c10::Device(c10::kCPU), at::kFloat, capacity, seed);
+  auto model = LlamaModel::CreateRandom(config, device, at::kFloat, capacity, seed);
   EXPECT_TRUE(model.ok()) << model.status();
   c10::NoGradGuard no_grad;
   for (auto& [name, tensor] : (*model)->NamedParameters())

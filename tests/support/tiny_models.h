@@ -16,6 +16,9 @@ namespace speclab::testing {
 // gives near-uniform rows, which would make every test trivially pass).
 std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab = 16, int64_t layers = 2, double logit_scale = 30,
                                       int64_t capacity = 256);
+// The same model on `device` (the same weights on every device: CreateRandom draws them on the CPU).
+std::unique_ptr<LlamaModel> TinyModelOn(c10::Device device, uint64_t seed, int64_t vocab = 16, int64_t layers = 2,
+                                        double logit_scale = 30, int64_t capacity = 256);
 
 // A random Llama of shapes the CUDA kernels take (head_dim 64, sizes that are
 // multiples of 16; 512 tokens, 2 layers), for tests of the fused GPU path.
