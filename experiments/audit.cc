@@ -19,7 +19,7 @@ using enumeration::Instance;
 
 constexpr int kSamples = 20000;
 constexpr double kDelta = 1e-6;
-constexpr double kLosslessTolerance = 1e-9;
+constexpr double kLosslessTolerance = enumeration::LosslessTolerance();  // rounding alone
 
 absl::StatusOr<std::unique_ptr<Verifier>> CreateWithDefaults(const VerifierRegistry::Entry& entry) {
   ASSIGN_OR_RETURN(Options options, Options::FromString("", absl::StrCat("<audit:", entry.name, ">")));

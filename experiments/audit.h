@@ -11,7 +11,8 @@
 //    sampler of exactly the target law exceeds with probability <= 1e-6
 //    (enumeration::SampledTvBound: ½Σ sqrt(P(1-P)/N) + sqrt(ln(1e6)/(2N))).
 //    The row reports the instance with the largest sampled_tv / bound.
-// A verifier that claims losslessness passes iff exact_tv < 1e-9 and every
+// A verifier that claims losslessness passes iff exact_tv is below what float64
+// rounding alone can do (enumeration::LosslessTolerance(), 2.2e-8) and every
 // instance's sampled_tv <= bound; one declared lossy passes by being
 // declared so, and its note gives the measured distance. Verifiers that read
 // only the target argmax (traits.needs_target_rows = false) can only preserve

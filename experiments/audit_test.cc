@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <set>
 
+#include "algorithms/verifiers/testing/law_check.h"
+#include "tests/support/exact_enumeration.h"
+
 namespace speclab {
 namespace {
 
@@ -22,12 +25,12 @@ TEST(AuditTest, LosslessVerifiersPassAndTypicalIsMeasuredLossy) {
                 row.pass ? "pass" : "FAIL", row.note.c_str());
     EXPECT_TRUE(row.pass) << row.verifier << ": " << row.note;
     if (row.claimed_lossless) {
-      EXPECT_LT(row.exact_tv, 1e-9) << row.verifier;
+      EXPECT_LT(row.exact_tv, enumeration::LosslessTolerance()) << row.verifier;
       EXPECT_LE(row.sampled_tv, row.bound) << row.verifier;
     }
     if (row.verifier == "typical") {
       EXPECT_FALSE(row.claimed_lossless);
-      EXPECT_GT(row.exact_tv, 1e-4);
+      EXPECT_GT(row.exact_tv, enumeration_test::kLossyThreshold);
     }
   }
   std::printf("[ audit ] %zu verifiers in %.1f s\n", rows->size(), seconds);

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "framework/core/float_bounds.h"
+
 namespace speclab {
 namespace {
 
@@ -23,17 +25,24 @@ TEST(SamplingTest, TargetRowsAreTheLogitsAtTemperatureZero) {
 }
 
 TEST(SamplingTest, TemperatureTopKTopPChain) {
+  // float32 softmaxes of 4 logits against exact values: the logits' own
+  // rounding and the shift by the maximum (2u |logit|, |logit| < 3), exp's
+  // 2 ulps, the normaliser's gamma(4), the division, the expected value's
+  // rounding to float: relative.
+  const double u = float_bounds::kFloat32Roundoff;
+  const double rtol = float_bounds::Gamma(4, u) + 12 * u;
   at::Tensor logits = at::tensor({std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)}).reshape({1, 4});
   at::Tensor plain = Probabilities(logits, {.temperature = 1});
-  EXPECT_TRUE(plain.allclose(at::tensor({0.5f, 0.3f, 0.15f, 0.05f}).reshape({1, 4}), 1e-5, 1e-6));
+  EXPECT_TRUE(plain.allclose(at::tensor({0.5f, 0.3f, 0.15f, 0.05f}).reshape({1, 4}), rtol, 0.0));
   at::Tensor topk = Probabilities(logits, {.temperature = 1, .top_k = 2});
-  EXPECT_TRUE(topk.allclose(at::tensor({0.625f, 0.375f, 0.f, 0.f}).reshape({1, 4}), 1e-5, 1e-6));
+  EXPECT_TRUE(topk.allclose(at::tensor({0.625f, 0.375f, 0.f, 0.f}).reshape({1, 4}), rtol, 0.0));
   // top_p 0.8: 0.5 + 0.3 reaches 0.8, so the third token is dropped.
   at::Tensor topp = Probabilities(logits, {.temperature = 1, .top_p = 0.8});
-  EXPECT_TRUE(topp.allclose(at::tensor({0.625f, 0.375f, 0.f, 0.f}).reshape({1, 4}), 1e-5, 1e-6));
+  EXPECT_TRUE(topp.allclose(at::tensor({0.625f, 0.375f, 0.f, 0.f}).reshape({1, 4}), rtol, 0.0));
   at::Tensor hot = Probabilities(logits, {.temperature = 0.5});
   const double z = 0.25 + 0.09 + 0.0225 + 0.0025;
-  EXPECT_NEAR(hot[0][0].item<double>(), 0.25 / z, 1e-5);
+  EXPECT_NEAR(hot[0][0].item<double>(), 0.25 / z,
+              2 * rtol * 0.25 / z);  // the halved temperature doubles the shift's error
 }
 
 TEST(SamplingTest, SameSeedSameDraws) {

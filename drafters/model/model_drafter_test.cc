@@ -13,6 +13,7 @@
 #include "framework/device_transfer.h"
 #include "framework/sampling.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/float_tolerance.h"
 #include "tests/support/host_only_drafter.h"
 #include "tests/support/tiny_models.h"
 
@@ -120,7 +121,12 @@ TEST(ModelDrafterTest, StepByStepDraftingAfterDeviceRootedChainsStartsOver) {
   auto after_chain = used.NextTokenLogits(tree, {0}, at::Tensor());
   auto expected = fresh.NextTokenLogits(tree, {0}, at::Tensor());
   ASSERT_TRUE(after_chain.ok() && expected.ok());
-  EXPECT_TRUE(at::allclose(*after_chain, *expected, 1e-5, 1e-5));
+  // Two float32 forwards of one model: within the first-order bound of its
+  // reductions.
+  const LanguageModel& model = *fresh.models()[0];
+  const double tolerance =
+      testing::ForwardTolerance(model.config(), model.capacity(), testing::UnitRoundoff(at::kFloat));
+  EXPECT_LE((*after_chain - *expected).abs().max().item<double>(), tolerance * expected->abs().max().item<double>());
 }
 
 TEST_F(VocabularyMapTest, MappedDrafterIsExactAtTemperatureZero) {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -161,17 +161,22 @@ TEST(SafetensorsTest, RefusesUnsupportedDtypeOnWrite) {
   EXPECT_NE(status.message().find("'d'"), std::string::npos) << status;
 }
 
-TEST(SafetensorsTest, ReadsLargeFileQuickly) {
-  // 64 MB: one read into one buffer should take well under a second.
-  const at::Tensor big = at::ones({16 << 20});
+// A large file is read with one read into one buffer, its tensors views into
+// it (no copy per tensor): the second tensor's data starts where the first's
+// ends. (How fast that is is a benchmark's question, not a test's.)
+TEST(SafetensorsTest, ReadsALargeFileIntoOneBuffer) {
+  const at::Tensor big = at::ones({16 << 20});  // 64 MB
   const std::string path = TempPath("big.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{"a", big.narrow(0, 0, 8 << 20)}, {"b", big.narrow(0, 0, 8 << 20)}}).ok());
-  const auto begin = std::chrono::steady_clock::now();
   auto read = ReadSafetensors(path);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->at("b").numel(), 8 << 20);
-  EXPECT_LT(seconds, 2.0);
+  const at::Tensor& a = read->at("a");
+  const at::Tensor& b = read->at("b");
+  EXPECT_EQ(b.numel(), 8 << 20);
+  const char* a_data = static_cast<const char*>(a.data_ptr());
+  const char* b_data = static_cast<const char*>(b.data_ptr());
+  EXPECT_EQ(std::abs(b_data - a_data), static_cast<std::ptrdiff_t>(a.nbytes()));
+  EXPECT_TRUE(at::equal(b, big.narrow(0, 0, 8 << 20)));
   fs::remove(path);
 }
 

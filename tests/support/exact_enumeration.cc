@@ -171,8 +171,8 @@ int ExpectGreedyAtTemperatureZero(const Verifier& verifier, const Instance& inst
         for (const auto& [verdict, probability] : *law)
           if (verdict.accepted == expected->accepted && verdict.extra_token == expected->extra_token)
             matching += probability;
-        EXPECT_NEAR(matching, 1.0, 1e-12) << instance.Describe() << " " << DescribeTree(drafted.tree)
-                                          << ": greedy gives " << DescribeVerdict(*expected);
+        EXPECT_NEAR(matching, 1.0, kLosslessTolerance) << instance.Describe() << " " << DescribeTree(drafted.tree)
+                                                       << ": greedy gives " << DescribeVerdict(*expected);
         ++compared;
         return absl::OkStatus();
       });

@@ -62,9 +62,9 @@ TEST(KhistiVerifierTest, SelectionLawIsTheExactLawOfTheSelectedToken) {
                     })
                     .ok());
     const std::vector<double> law = verifiers::SelectionLaw(pr, qr, k);
-    for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], enumerated[x], 1e-15) << "k=" << k << " x=" << x;
+    for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], enumerated[x], kLosslessTolerance) << "k=" << k << " x=" << x;
     if (k == 1) {
-      for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], qr[x], 1e-15);
+      for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], qr[x], kLosslessTolerance);
     }
   }
 }
@@ -81,11 +81,13 @@ TEST(KhistiVerifierTest, Figure2OptimumAndTheImportanceRuleBelowIt) {
   for (const Figure2Row& row : Figure2Table()) {
     const Instance instance = Figure2Instance(row.q2);
     const double optimum = OptimalAcceptance(instance.target.constant_row, instance.draft.constant_row, 2);
-    EXPECT_NEAR(optimum, row.optimal, 1e-4) << "q2=" << row.q2;
+    EXPECT_NEAR(optimum, row.optimal, kTableRounding) << "q2=" << row.q2;
     const double acceptance = ExpectedAccepted(*verifier, instance);
-    EXPECT_LE(acceptance, optimum + 1e-12) << "q2=" << row.q2;
-    std::printf("[ figure 2 ] q2=%.4f optimal %.4f khisti(p/q) %.4f spectr %.4f specinfer %.4f\n", row.q2, optimum,
-                acceptance, row.spectr, row.specinfer);
+    EXPECT_LE(acceptance, optimum + kLosslessTolerance) << "q2=" << row.q2;
+    std::printf(
+        "[ figure 2 ] q2=%.4f optimal %.4f khisti(p/q) %.4f spectr "
+        "%.4f specinfer %.4f\n",
+        row.q2, optimum, acceptance, row.spectr, row.specinfer);
   }
 }
 

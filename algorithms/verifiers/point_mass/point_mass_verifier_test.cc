@@ -35,7 +35,8 @@ TEST(PointMassVerifierTest, AcceptanceOfADeterministicDraftIsItsTargetMass) {
                 for (int child : drafted.tree.children(0)) covered += models.target.Row({0})[drafted.tree.token(child)];
                 return absl::OkStatus();
               }).ok());
-  EXPECT_NEAR(ExpectedAccepted(*verifier, instance), covered, 1e-14);  // §5.1: Σ_j p(c_j)
+  EXPECT_NEAR(ExpectedAccepted(*verifier, instance), covered,
+              kLosslessTolerance);  // §5.1: Σ_j p(c_j)
 }
 
 TEST(PointMassVerifierTest, MatchesGreedyAtTemperatureZero) {

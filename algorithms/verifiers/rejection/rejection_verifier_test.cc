@@ -33,7 +33,8 @@ TEST(RejectionVerifierTest, AcceptanceIsOneMinusTotalVariation) {
   enumeration::TableModel p(instance.target), q(instance.draft);
   double beta = 0;
   for (int x = 0; x < 5; ++x) beta += std::min(p.Row({0})[x], q.Row({0})[x]);
-  EXPECT_NEAR(ExpectedAccepted(*verifier, instance), beta, 1e-14);  // §5.1
+  EXPECT_NEAR(ExpectedAccepted(*verifier, instance), beta,
+              kLosslessTolerance);  // §5.1
 }
 
 TEST(RejectionVerifierTest, MatchesGreedyAtTemperatureZero) {

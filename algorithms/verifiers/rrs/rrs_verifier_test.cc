@@ -30,7 +30,7 @@ TEST(RrsVerifierTest, EqualsSpecInferWhenSiblingsShareARow) {
     auto b = enumeration::ExactLaw(*specinfer, instance);
     ASSERT_TRUE(a.ok() && b.ok());
     ASSERT_EQ(a->size(), b->size()) << instance.Describe();
-    for (const auto& [tokens, probability] : *a) EXPECT_NEAR(probability, (*b)[tokens], 1e-15);
+    for (const auto& [tokens, probability] : *a) EXPECT_NEAR(probability, (*b)[tokens], kLosslessTolerance);
   }
 }
 
@@ -38,7 +38,7 @@ TEST(RrsVerifierTest, ReproducesKhistiFigure2) {
   auto verifier = MakeVerifier("rrs");
   ASSERT_NE(verifier, nullptr);
   for (const Figure2Row& row : Figure2Table())
-    EXPECT_NEAR(ExpectedAccepted(*verifier, Figure2Instance(row.q2)), row.specinfer, 1e-4) << "q2=" << row.q2;
+    EXPECT_NEAR(ExpectedAccepted(*verifier, Figure2Instance(row.q2)), row.specinfer, kTableRounding) << "q2=" << row.q2;
 }
 
 TEST(RrsVerifierTest, MatchesGreedyAtTemperatureZero) {

@@ -27,7 +27,7 @@ TEST(SpecInferVerifierTest, ReproducesKhistiFigure2) {
   auto verifier = MakeVerifier("specinfer");
   ASSERT_NE(verifier, nullptr);
   for (const Figure2Row& row : Figure2Table())
-    EXPECT_NEAR(ExpectedAccepted(*verifier, Figure2Instance(row.q2)), row.specinfer, 1e-4) << "q2=" << row.q2;
+    EXPECT_NEAR(ExpectedAccepted(*verifier, Figure2Instance(row.q2)), row.specinfer, kTableRounding) << "q2=" << row.q2;
 }
 
 TEST(SpecInferVerifierTest, MatchesGreedyAtTemperatureZero) {

@@ -30,7 +30,8 @@ TEST(SpecTrVerifierTest, RhoIsTheValidSideOfTheRoot) {
       ASSERT_GE(rho, 1.0);
       ASSERT_LE(rho, std::max(1.0, static_cast<double>(k)));
       const double beta = verifiers::KSeqBeta(pr, qr, rho);
-      EXPECT_LE(1 - std::pow(1 - beta, k), rho * beta + 1e-15);  // validity
+      EXPECT_LE(1 - std::pow(1 - beta, k),
+                rho * beta + kLosslessTolerance);  // validity
       if (rho > 1.0) {
         const double below = rho - 1e-9;
         const double beta_below = verifiers::KSeqBeta(pr, qr, below);
@@ -52,8 +53,8 @@ TEST(SpecTrVerifierTest, ReproducesKhistiFigure2) {
   ASSERT_NE(verifier, nullptr);
   for (const Figure2Row& row : Figure2Table()) {
     const double acceptance = ExpectedAccepted(*verifier, Figure2Instance(row.q2));
-    EXPECT_NEAR(acceptance, row.spectr, 1e-4) << "q2=" << row.q2;
-    EXPECT_GE(acceptance, row.specinfer - 1e-4) << "K-SEQ is at least MSS here";
+    EXPECT_NEAR(acceptance, row.spectr, kTableRounding) << "q2=" << row.q2;
+    EXPECT_GE(acceptance, row.specinfer - kTableRounding) << "K-SEQ is at least MSS here";
   }
 }
 

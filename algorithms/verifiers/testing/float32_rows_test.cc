@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/core/float_bounds.h"
 #include "tests/support/exact_enumeration.h"
 
 namespace speclab {
@@ -44,7 +45,12 @@ TEST(VerifierFloat32RowsTest, LosslessVerifiersStayWithinRounding) {
       instance.target.one_hot = c.greedy_target;
       instances.push_back(instance);
     }
-    EXPECT_LT(MaxLawError(*verifier, instances), 1e-6) << c.verifier;
+    // Each float32 entry is within u32 of its float64 value and a row's sum of
+    // 4 within gamma(4): every outcome's probability is a product of at most
+    // 16 such factors (drafts, choices, continuation, depth 3), so the law
+    // moves by at most 16 gamma(5) from the float64 rule's.
+    EXPECT_LT(MaxLawError(*verifier, instances), 16 * float_bounds::Gamma(5, float_bounds::kFloat32Roundoff))
+        << c.verifier;
   }
 }
 

@@ -16,12 +16,30 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "algorithms/verifiers/testing/choice_enumerator.h"
 #include "algorithms/verifiers/testing/draft_instance.h"
 #include "algorithms/verifiers/testing/table_model.h"
+#include "framework/core/float_bounds.h"
 #include "framework/core/verifier.h"
 
 namespace speclab {
 namespace enumeration {
+
+// Operations a rule spends computing one choice's probability, at most: a
+// residual renormalised over an instance's vocabulary (a few dozen tokens) a
+// few times.
+inline constexpr int64_t kRoundingsPerChoice = 1000;
+
+// How far rounding alone (float64) can move an exact rule's enumerated law:
+// a sequence's probability sums non-negative terms of total at most 1 over at
+// most EnumerationLimits::max_runs draft trees and as many verifier runs per
+// tree (gamma(max_runs) each), and each term is a product of at most
+// max_choices_per_run choice probabilities of kRoundingsPerChoice operations.
+inline constexpr double LosslessTolerance() {
+  constexpr EnumerationLimits kLimits;
+  return 2 * float_bounds::Gamma(kLimits.max_runs, float_bounds::kFloat64Roundoff) +
+         float_bounds::Gamma(kLimits.max_choices_per_run * kRoundingsPerChoice, float_bounds::kFloat64Roundoff);
+}
 
 // Emitted token sequence -> probability.
 using SequenceLaw = std::map<std::vector<int32_t>, double>;

@@ -12,9 +12,9 @@ void ExpectSameLaw(const Verifier& a, const Verifier& b, const Instance& instanc
   ASSERT_TRUE(law_a.ok()) << law_a.status();
   ASSERT_TRUE(law_b.ok()) << law_b.status();
   for (const auto& [tokens, probability] : *law_a)
-    EXPECT_NEAR(probability, (*law_b)[tokens], 1e-14) << instance.Describe();
+    EXPECT_NEAR(probability, (*law_b)[tokens], kLosslessTolerance) << instance.Describe();
   for (const auto& [tokens, probability] : *law_b)
-    EXPECT_NEAR(probability, (*law_a)[tokens], 1e-14) << instance.Describe();
+    EXPECT_NEAR(probability, (*law_a)[tokens], kLosslessTolerance) << instance.Describe();
 }
 
 TEST(TraversalVerifierTest, TraitsAreHonest) {
@@ -56,8 +56,9 @@ TEST(TraversalVerifierTest, AcceptsAtLeastAsMuchAsRecursiveRejectionOnTrees) {
       const Instance iid = MakeInstance(shape, shape == std::vector<int>{2, 2} ? 3 : 4, DraftMode::kIndependent, seed);
       Instance wor = iid;
       wor.mode = DraftMode::kWithoutReplacement;
-      EXPECT_GE(ExpectedAccepted(*traversal, iid), ExpectedAccepted(*rrs, iid) - 1e-12) << iid.Describe();
-      EXPECT_GE(ExpectedAccepted(*traversal, wor), ExpectedAccepted(*rrs_wor, wor) - 1e-12) << wor.Describe();
+      EXPECT_GE(ExpectedAccepted(*traversal, iid), ExpectedAccepted(*rrs, iid) - kLosslessTolerance) << iid.Describe();
+      EXPECT_GE(ExpectedAccepted(*traversal, wor), ExpectedAccepted(*rrs_wor, wor) - kLosslessTolerance)
+          << wor.Describe();
     }
   }
 }
