@@ -238,9 +238,12 @@ absl::Status RunExperiment(const RunFlags& flags) {
   if (!flags.trace_dir.empty()) RETURN_IF_ERROR(TraceMethods(e, encoded.front(), options, flags.trace_dir));
   std::cerr << "speclab: measuring forward costs for the predicted speedups\n";
   RETURN_IF_ERROR(PredictRunTimes(e, encoded, records));
-  const std::vector<SummaryRow> rows = Summarize(records, kBaseline);
-  std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows)
-            << std::flush;
+  std::vector<SummaryRow> rows = Summarize(records, kBaseline);
+  const bool on_cpu = e.target->device().is_cpu();
+  for (SummaryRow& row : rows) row.has_overhead = !on_cpu;
+  std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows);
+  if (on_cpu) std::cout << "\n" << kCpuOverheadNote << "\n";
+  std::cout << std::flush;
   if (!flags.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));
     WritePromptIds(flags.out_dir, e.prompts, encoded);

@@ -39,7 +39,13 @@ struct SummaryRow {
   bool has_prediction = false;
   double predicted_speedup = 0;
   double overhead_us_per_step = 0;
+  // False where the overhead cannot be measured this way (on the CPU; see
+  // kCpuOverheadNote): the table and summary.csv then leave it out.
+  bool has_overhead = true;
 };
+
+// Why the CPU's tables have no overhead column, printed under them.
+extern const char kCpuOverheadNote[];
 
 // Rows for every method (the baseline included, named `baseline`), grouped by
 // temperature, then task (plus an "all" task per temperature).
