@@ -1,6 +1,6 @@
 // Batch-1 forward cost of the shipped models: one decoding step (1 token on
 // a 128-token KV prefix) and a 16-node tree. The target/drafter ratio is the
-// `c` of Leviathan's speedup model (ALGORITHMS.md §5.3).
+// `c` of Leviathan's speedup model (docs/algorithms.md §5.3).
 // Run: build/speclab_bench --benchmark_filter=ModelForward
 //      SPECLAB_BENCH_DEVICE=cuda build/speclab_bench --benchmark_filter=ModelForward
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-// Losslessness audit of every registered verifier (shared/ALGORITHMS.md §0.4).
+// Losslessness audit of every registered verifier (docs/algorithms.md §0.4).
 //
 // For each verifier (default options) the audit drafts small random table
 // instances of the shapes and sampling modes it accepts and measures

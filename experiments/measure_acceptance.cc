@@ -243,7 +243,7 @@ absl::Status Measure(const std::string& experiment_config, const std::vector<std
   std::vector<double> budgets(settings.budgets.begin(), settings.budgets.end());
   out << "# speclab measure-acceptance: positional acceptance of a depth-1 tree of `width`\n"
       << "# children drawn without replacement and verified with rrs_wor, and the\n"
-      << "# target's and drafter's forward times (ALGORITHMS.md §2.5). Usable as a sequoia\n"
+      << "# target's and drafter's forward times (docs/algorithms.md §2.5). Usable as a sequoia\n"
       << "# tree builder's acceptance_file and latency_profile_file.\n"
       << "experiment: \"" << e.name << "\"\n"
       << "drafter_of_method: \"" << source.name << "\"\n"

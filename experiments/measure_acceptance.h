@@ -1,5 +1,5 @@
 // `speclab measure-acceptance EXPERIMENT.yaml --out FILE`: measures what the
-// `sequoia` tree builder needs (shared/ALGORITHMS.md §2.5).
+// `sequoia` tree builder needs (docs/algorithms.md §2.5).
 //
 //  - The positional acceptance vector p_k = P(the k-th sampled child is the
 //    accepted one): the experiment's target and the drafter of its FIRST

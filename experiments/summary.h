@@ -1,5 +1,5 @@
 // Summary: per (method, task, temperature) metrics of an experiment run,
-// following shared/ALGORITHMS.md §6 (tau counts the extra token).
+// following docs/algorithms.md §6 (tau counts the extra token).
 #ifndef SPECLAB_EXPERIMENTS_SUMMARY_H_
 #define SPECLAB_EXPERIMENTS_SUMMARY_H_
 

@@ -1,7 +1,7 @@
 // Sampling: the one logits-processor chain applied to target and drafter alike.
 //
 // p = softmax(top_p(top_k(logits / temperature))); temperature 0 means the
-// one-hot argmax distribution (shared/ALGORITHMS.md §1.3). Verification always
+// one-hot argmax distribution (docs/algorithms.md §1.3). Verification always
 // compares these processed distributions.
 #ifndef SPECLAB_FRAMEWORK_SAMPLING_H_
 #define SPECLAB_FRAMEWORK_SAMPLING_H_

@@ -246,7 +246,7 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
 
 // The random streams of a speculative generation.
 struct Randomness {
-  at::Generator draft;   // drafting (never the verifier's, ALGORITHMS.md §1.3.5)
+  at::Generator draft;   // drafting (never the verifier's, docs/algorithms.md §1.3.5)
   SeededRandomSource verify_host;
   at::Generator verify;  // device verifiers
 };
@@ -293,7 +293,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   RETURN_IF_ERROR(options.sampling.Validate());
   RETURN_IF_ERROR(method.CheckCompatible());
   const c10::Device device = target.device();
-  // Drafting and verification draw from independent streams (ALGORITHMS.md §1.3.5).
+  // Drafting and verification draw from independent streams (docs/algorithms.md §1.3.5).
   constexpr uint64_t kVerifySalt = 0x9E3779B97F4A7C15ULL;
   Randomness random{.draft = MakeGenerator(device, options.seed),
                     .verify_host = SeededRandomSource(options.seed ^ kVerifySalt),

@@ -1,5 +1,5 @@
 // ModelDrafter: an independent small LM that shares the target's vocabulary
-// (shared/ALGORITHMS.md §4.1). It keeps its own KV cache in step with the
+// (docs/algorithms.md §4.1). It keeps its own KV cache in step with the
 // committed context and feeds tree nodes as tentative slots, so a step costs
 // one drafter forward per tree level and no recomputation after acceptance.
 #ifndef SPECLAB_DRAFTERS_MODEL_MODEL_DRAFTER_H_

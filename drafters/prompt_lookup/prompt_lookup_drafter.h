@@ -1,5 +1,5 @@
 // PromptLookupDrafter: n-gram match in the prompt and the generated text
-// (Saxena 2023; shared/ALGORITHMS.md §4.2). Gives tokens without distributions.
+// (Saxena 2023; docs/algorithms.md §4.2). Gives tokens without distributions.
 #ifndef SPECLAB_DRAFTERS_PROMPT_LOOKUP_PROMPT_LOOKUP_DRAFTER_H_
 #define SPECLAB_DRAFTERS_PROMPT_LOOKUP_PROMPT_LOOKUP_DRAFTER_H_
 

@@ -2,7 +2,7 @@
 //
 // Policies see only drafter-side information while drafting and verified
 // outcomes after the step, never the verifier's uniforms, so every policy
-// keeps the verifier's losslessness (shared/ALGORITHMS.md §3).
+// keeps the verifier's losslessness (docs/algorithms.md §3).
 #ifndef SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_
 #define SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_
 

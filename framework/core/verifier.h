@@ -4,7 +4,7 @@
 // fills it with one device-to-host transfer: the target's processed
 // distributions p at every tree node, and (when the tree builder sampled its
 // tokens) the draft distributions q they were drawn from. Rules are in
-// shared/ALGORITHMS.md §1.
+// docs/algorithms.md §1.
 #ifndef SPECLAB_FRAMEWORK_CORE_VERIFIER_H_
 #define SPECLAB_FRAMEWORK_CORE_VERIFIER_H_
 

@@ -227,7 +227,7 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tenso
 // One tiny kernel on CUDA; ATen: gathers, a compare and a cumulative product.
 at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u);
 
-// Block verification's stopping point (shared/ALGORITHMS.md §1.9) for the
+// Block verification's stopping point (docs/algorithms.md §1.9) for the
 // drafts x_i = tokens[i], i = 1..gamma (gamma = rows - 1 >= 1), with one
 // uniform per position (u[i - 1] for position i): the weights w_i =
 // min(1, w_{i-1} p[i-1][x_i] / q[i][x_i]), w_0 = 1 (0 where q[i][x_i] = 0),

@@ -191,7 +191,7 @@ TEST(FusedRowOps, CudaResidualRaceMatchesAtenOnTheCpu) {
 }
 
 // Block verification's stopping point against the rule written out in
-// float64 (ALGORITHMS.md §1.9): w_i = min(1, w_{i-1} p/q), h_i = m_i / (m_i +
+// float64 (docs/algorithms.md §1.9): w_i = min(1, w_{i-1} p/q), h_i = m_i / (m_i +
 // 1 - w_i), h_gamma = w_gamma; u placed so that position t is the last to
 // succeed, for every t. Rows of 6 positions, one with q = p (no residual
 // mass), on the CPU and, where requested, on CUDA.

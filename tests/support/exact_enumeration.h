@@ -1,4 +1,4 @@
-// Test helpers around the exact-enumeration harness (shared/ALGORITHMS.md §0.4).
+// Test helpers around the exact-enumeration harness (docs/algorithms.md §0.4).
 //
 // The harness itself (enumerating RandomSource, table models, drafting,
 // law comparison) lives in algorithms/verifiers/testing/ so that the

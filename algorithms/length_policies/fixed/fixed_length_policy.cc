@@ -1,4 +1,4 @@
-// `fixed`: the same draft length gamma every step (shared/ALGORITHMS.md §3.1).
+// `fixed`: the same draft length gamma every step (docs/algorithms.md §3.1).
 #include "framework/core/length_policy.h"
 #include "framework/core/status_macros.h"
 

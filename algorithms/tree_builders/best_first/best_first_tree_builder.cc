@@ -1,5 +1,5 @@
 // `best_first`: SpecExec's budgeted tree, grown best-first by cumulative
-// draft log-probability (shared/ALGORITHMS.md §2.7; yandex-research/specexec
+// draft log-probability (docs/algorithms.md §2.7; yandex-research/specexec
 // specdec/specexec.py::grow_tree, get_next_beams).
 //
 //   tree_builder: {type: best_first, budget: 16, max_beam_len: 8}

@@ -1,4 +1,4 @@
-// `chain`: one path of up to MaxDraftLength() tokens (shared/ALGORITHMS.md §2.2).
+// `chain`: one path of up to MaxDraftLength() tokens (docs/algorithms.md §2.2).
 //
 // With a distribution drafter every token is drawn from the drafter's
 // processed distribution q (argmax at temperature 0) on the device, and the

@@ -1,6 +1,6 @@
 // Drafting a fixed TreeShape with a distribution drafter (`static`, `sequoia`).
 //
-// EAGLE-1 semantics (shared/ALGORITHMS.md §2.3): the children of a node are
+// EAGLE-1 semantics (docs/algorithms.md §2.3): the children of a node are
 // chosen from the drafter's q at that node's own path. One drafter forward
 // per depth lists every node of the level that has children.
 //  - Top-k (deterministic): rank r is the r-th most likely token by the

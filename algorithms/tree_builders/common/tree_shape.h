@@ -1,7 +1,7 @@
 // TreeShape: a fixed draft-tree shape, written as Medusa-style choices.
 //
 // A shape is a prefix-closed list of paths of 0-based child ranks from the
-// root (shared/ALGORITHMS.md §2.3): [0, 1] is the rank-1 child of the rank-0
+// root (docs/algorithms.md §2.3): [0, 1] is the rank-1 child of the rank-0
 // child of the root. What a rank means (the i-th most likely token, or the
 // i-th draw without replacement) is up to the builder that drafts the shape
 // (shape_drafting.h). Nodes are stored sorted by (depth, path), as Medusa and

@@ -48,7 +48,7 @@ TEST(TreeShapeTest, FindsRankGaps) {
   EXPECT_EQ(shape->RankSpan(0), 3);
 }
 
-// The shipped trees (configs/trees/) have the sizes of ALGORITHMS.md §2.3.
+// The shipped trees (configs/trees/) have the sizes of docs/algorithms.md §2.3.
 TEST(TreeShapeTest, ShippedTreesHaveTheReferenceShapes) {
   struct Tree {
     std::string file;

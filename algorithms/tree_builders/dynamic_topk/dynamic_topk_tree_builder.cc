@@ -1,4 +1,4 @@
-// `dynamic_topk`: EAGLE-2's context-dependent draft tree (shared/ALGORITHMS.md
+// `dynamic_topk`: EAGLE-2's context-dependent draft tree (docs/algorithms.md
 // §2.4; SafeAILab/EAGLE cnets.py::topK_genrate).
 //
 //   tree_builder: {type: dynamic_topk, top_k: 10, depth: 5, total_tokens: 60}

@@ -1,6 +1,6 @@
 // `multi_sample`: k draft sequences of the length policy's length, sampled
 // from the drafter's warped q and merged into one tree (SpecTr, SpecInfer
-// with one drafter, Khisti; shared/ALGORITHMS.md §1.5, §1.7, §1.8).
+// with one drafter, Khisti; docs/algorithms.md §1.5, §1.7, §1.8).
 //
 //   tree_builder: {type: multi_sample, k: 4}                     # i.i.d.: specinfer, rrs, spectr, khisti
 //   tree_builder: {type: multi_sample, k: 4, replacement: false} # rrs_wor, traversal

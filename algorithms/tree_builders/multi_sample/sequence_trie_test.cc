@@ -1,5 +1,5 @@
 // The multi-sample layout (sequence_trie.h) and, by exact enumeration
-// (shared/ALGORITHMS.md §0.4), the law it gives under every verifier that
+// (docs/algorithms.md §0.4), the law it gives under every verifier that
 // takes i.i.d. or without-replacement multi-drafts.
 #include "algorithms/tree_builders/multi_sample/sequence_trie.h"
 

@@ -1,5 +1,5 @@
 // Sequoia's dynamic program for the tree that maximises the expected number
-// of tokens per step under positional acceptance (shared/ALGORITHMS.md §2.5,
+// of tokens per step under positional acceptance (docs/algorithms.md §2.5,
 // §5.4), and its hardware-aware choice of size and depth.
 //
 // p_k = P(the k-th sampled child is the accepted one), k = 1..W. The value of

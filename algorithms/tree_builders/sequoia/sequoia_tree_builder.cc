@@ -1,5 +1,5 @@
 // `sequoia`: the DP-optimal static tree for a measured positional acceptance
-// vector (shared/ALGORITHMS.md §2.5), drafted like `static`: siblings drawn
+// vector (docs/algorithms.md §2.5), drafted like `static`: siblings drawn
 // without replacement at temperature > 0 (verify with rrs_wor, as Sequoia
 // does), top-k at temperature 0 (greedy, point_mass).
 //

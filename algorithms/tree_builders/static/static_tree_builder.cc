@@ -1,4 +1,4 @@
-// `static`: a fixed tree in Medusa-choices format (shared/ALGORITHMS.md §2.3),
+// `static`: a fixed tree in Medusa-choices format (docs/algorithms.md §2.3),
 // drafted with EAGLE-1 semantics (common/shape_drafting.h).
 //
 //   tree_builder: {type: static, choices: [[0], [1], [0, 0]]}

@@ -1,4 +1,4 @@
-// Greedy exact match (shared/ALGORITHMS.md §1.1).
+// Greedy exact match (docs/algorithms.md §1.1).
 //
 // Keeps the longest root-to-leaf prefix whose every token is the target's
 // argmax (first path on ties) and appends the argmax after it. Lossless with

@@ -1,4 +1,4 @@
-// Exact enumeration of a randomised program's outcomes (shared/ALGORITHMS.md §0.4).
+// Exact enumeration of a randomised program's outcomes (docs/algorithms.md §0.4).
 //
 // Verifiers draw all their randomness through RandomSource::Bernoulli and
 // ::Categorical. EnumerateChoices runs a program once per sequence of choice

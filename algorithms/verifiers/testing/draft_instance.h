@@ -1,5 +1,5 @@
 // A verification instance for exact tests: table models, a tree shape and a
-// drafting procedure (shared/ALGORITHMS.md §0.4).
+// drafting procedure (docs/algorithms.md §0.4).
 //
 // DraftTree draws a tree through a RandomSource, so the same code serves
 // exact enumeration (with the enumerating source) and Monte Carlo runs (with

@@ -1,4 +1,4 @@
-// Losslessness checks of a verifier on one Instance (shared/ALGORITHMS.md §0.4).
+// Losslessness checks of a verifier on one Instance (docs/algorithms.md §0.4).
 //
 // A step emits o = (accepted tokens, extra token). The verifier is lossless iff
 // for every sequence s of length depth+1

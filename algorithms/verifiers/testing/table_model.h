@@ -1,4 +1,4 @@
-// Table "models" for exact verifier tests (shared/ALGORITHMS.md §0.4).
+// Table "models" for exact verifier tests (docs/algorithms.md §0.4).
 //
 // A TableModel maps a context (the token path from the root, root included)
 // to a distribution over a small vocabulary. Rows are random Dirichlet draws

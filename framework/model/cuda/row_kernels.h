@@ -53,7 +53,7 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
 int LaunchRejectionAccepted(const int64_t* tokens, const float* p, const float* q, const float* u, int64_t* out,
                             int64_t rows, int64_t cols, void* stream);
 
-// Block verification's stopping point (shared/ALGORITHMS.md §1.9) for a
+// Block verification's stopping point (docs/algorithms.md §1.9) for a
 // chain of gamma = rows - 1 drafts x_i = tokens[i]: weights[i] = w_i =
 // min(1, w_{i-1} p[i-1][x_i] / q[i][x_i]) (w_0 = 1, computed as exp(L_i -
 // max_{j<=i} L_j) with L the running sum of log ratios), h_i = m_i / (m_i + 1
