@@ -7,11 +7,19 @@
 #include "absl/strings/str_cat.h"
 #include "experiments/model_loading.h"
 #include "framework/core/status_macros.h"
+#include "framework/plugin_loader.h"
 
 namespace speclab {
 
 absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   Experiment e;
+  // Plugin libraries first (paths relative to the experiment's file): the
+  // methods below may name what they register.
+  ASSIGN_OR_RETURN(std::vector<std::string> plugins, root.GetStringList("plugins", std::vector<std::string>{}));
+  for (const std::string& plugin : plugins) {
+    if (absl::Status loaded = LoadPlugin(root.ResolvePath(plugin)); !loaded.ok())
+      return root.Error("plugins", std::string(loaded.message()));
+  }
   ASSIGN_OR_RETURN(e.name, root.GetString("name", "experiment"));
 
   ASSIGN_OR_RETURN(Options models, root.GetMap("models"));

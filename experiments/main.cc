@@ -1,8 +1,8 @@
 // speclab: the command-line entry point.
 //
 //   speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR] [--trace DIR]
-//   speclab list [--format=tsv]
-//   speclab audit [--format=tsv] [--seed N]
+//   speclab list [--format=tsv] [--plugin LIB.so ...]
+//   speclab audit [--format=tsv] [--seed N] [--plugin LIB.so ...]
 //   speclab train TRAIN.yaml [--set key.path=value ...]
 //   speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set ...]
 //   speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] ...
@@ -22,14 +22,15 @@
 #include "experiments/overhead_bench.h"
 #include "experiments/plugin_list.h"
 #include "experiments/train.h"
+#include "framework/plugin_loader.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
     "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR] [--trace DIR]\n"
-    "  speclab list [--format=tsv]\n"
-    "  speclab audit [--format=tsv] [--seed N]\n"
+    "  speclab list [--format=tsv] [--plugin LIB.so ...]\n"
+    "  speclab audit [--format=tsv] [--seed N] [--plugin LIB.so ...]\n"
     "  speclab train TRAIN.yaml [--set key.path=value ...]\n"
     "  speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set key.path=value ...]\n"
     "  speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] [--prompt-tokens P]\n"
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
       } else if (command == "audit" && args[i] == "--seed" && i + 1 < args.size() &&
                  absl::SimpleAtoi(args[i + 1], &seed)) {
         ++i;
+      } else if ((args[i] == "--plugin" && i + 1 < args.size()) || absl::StartsWith(args[i], "--plugin=")) {
+        const std::string path = args[i] == "--plugin" ? args[++i] : args[i].substr(9);
+        if (absl::Status loaded = speclab::LoadPlugin(path); !loaded.ok()) return Fail(loaded);
       } else {
         return Usage(absl::StrFormat("unexpected argument '%s'", args[i]));
       }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, tests and benchmarks speclab on a CUDA machine against PyTorch's
 # LibTorch 2.x, in one call. Usage:
-#   scripts/gpu_run.sh [STAGE ...]     stages: build test train parity bench trace pack (default: build test bench)
+#   scripts/gpu_run.sh [STAGE ...]     stages: build test sdk compare train parity bench trace pack
+#                                      (default: build test bench)
 # Environment:
 #   OUT           folder for results (default out/gpu); logs and tables land there
 #   ABSL_DEBS     folder with Debian's libabsl-dev and libabsl20220623 .debs
@@ -11,6 +12,9 @@
 #   BENCH_SHAPES  shapes for bench-decode (default shipped,1b,8b)
 #   RESULTS_TAR   if set, OUT is packed into this .tgz after every stage, so
 #                 that a run cut short still returns what it measured
+#   BASE_TAR      for the compare stage: a `git archive` tarball of the commit
+#                 to compare against (default .carry/base.tar)
+#   COMPARE_ROUNDS  rounds of base-then-head runs in the compare stage (default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -50,6 +54,48 @@ if has test; then
     && log "tests passed" || { log "TESTS FAILED"; grep -E "Failed|FAILED|Error" "$OUT/ctest.log" | head -40 || true; }
   tail -5 "$OUT/ctest.log"
   "$BUILD/speclab" audit > "$OUT/audit.txt" 2>&1 || log "AUDIT FAILED"
+  snapshot
+fi
+
+if has sdk; then
+  # The installed package against PyTorch's LibTorch: the out-of-tree example
+  # builds, its tests pass, and an experiment on CUDA loads it.
+  log "sdk: install, out-of-tree example"
+  TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  cmake --install "$BUILD" --prefix /tmp/speclab-install > "$OUT/sdk.log" 2>&1
+  cmake -S examples/out_of_tree -B /tmp/speclab-example -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="/tmp/speclab-install;$TORCH_PREFIX;/tmp/speclab-absl/usr" >> "$OUT/sdk.log" 2>&1 &&
+    ninja -C /tmp/speclab-example >> "$OUT/sdk.log" 2>&1 &&
+    ctest --test-dir /tmp/speclab-example --output-on-failure >> "$OUT/sdk.log" 2>&1 &&
+    /tmp/speclab-install/bin/speclab run examples/out_of_tree/experiment.yaml --set models.device=cuda \
+      --set 'plugins=[/tmp/speclab-example/libspeclab_example.so]' --set prompts.per_task=2 >> "$OUT/sdk.log" 2>&1 \
+    && log "sdk ok" || { log "SDK FAILED"; tail -n 30 "$OUT/sdk.log"; }
+  grep -A6 'task `all`' "$OUT/sdk.log" || true
+fi
+
+if has compare; then
+  # No speed lost: gpu_quickstart.yaml at BASE_TAR's commit and at this tree,
+  # alternating, on one card in one call.
+  BASE_TAR=${BASE_TAR:-.carry/base.tar}
+  log "compare: build the base ($BASE_TAR)"
+  # The tarball may leave out the models and data (the device's upload is
+  # limited): the base then reads this tree's.
+  rm -rf /tmp/speclab-base && mkdir -p /tmp/speclab-base && tar -xf "$BASE_TAR" -C /tmp/speclab-base
+  for shared in models data; do [ -e /tmp/speclab-base/$shared ] || ln -s "$PWD/$shared" /tmp/speclab-base/$shared; done
+  TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  (cd /tmp/speclab-base && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;/tmp/speclab-absl/usr" -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DTORCH_CUDA_ARCH_LIST=9.0 > "$OUT/base_cmake.log" 2>&1 && ninja -C build-gpu speclab > "$OUT/base_build.log" 2>&1) \
+    || { log "BASE BUILD FAILED"; tail -n 30 "$OUT/base_build.log"; }
+  for round in $(seq 1 "${COMPARE_ROUNDS:-1}"); do
+    for side in base head; do
+      dir=$PWD; [ $side = base ] && dir=/tmp/speclab-base
+      log "compare: $side, round $round"
+      (cd "$dir" && build-gpu/speclab run configs/experiments/gpu_quickstart.yaml) > "$OUT/compare_${side}_$round.md" \
+        2> "$OUT/compare_${side}_$round.log" || log "COMPARE $side FAILED"
+      grep -A12 'task `all`, temperature 0' "$OUT/compare_${side}_$round.md" | head -12 || true
+    done
+  done
   snapshot
 fi
 

@@ -8,5 +8,9 @@ scripts/build.sh
 if command -v npm >/dev/null && [ ! -f tests/fixtures/tokenizers/llama3/tokenizer.json ]; then
   scripts/fetch_tokenizer_fixtures.sh || echo "speclab: Llama-3 tokenizer fixture not fetched; its tests will skip"
 fi
+# The SDK as a plugin author uses it: install speclab, build the out-of-tree
+# example against the installed package, run its tests, load it in an
+# experiment and audit its verifier.
+scripts/sdk_check.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
 build/speclab audit

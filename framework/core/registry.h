@@ -5,7 +5,9 @@
 //       .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<Verifier>> {...}});
 //
 // No central switch: the plugin's translation unit is linked as an object
-// file (CMake's speclab_plugins), so its static registration always runs.
+// file (CMake's speclab_plugins), so its static registration always runs;
+// plugins built out of the tree register when their library is loaded
+// (framework/plugin.h).
 #ifndef SPECLAB_FRAMEWORK_CORE_REGISTRY_H_
 #define SPECLAB_FRAMEWORK_CORE_REGISTRY_H_
 
@@ -23,6 +25,13 @@
 
 namespace speclab {
 
+// Names that a registration found already taken, in order, as "'name'"
+// (the plugin loader reports the ones a library caused).
+inline std::vector<std::string>& RegistrationConflicts() {
+  static auto* conflicts = new std::vector<std::string>();
+  return *conflicts;
+}
+
 template <typename Interface, typename... Args>
 class Registry {
  public:
@@ -34,9 +43,12 @@ class Registry {
     Factory create;
   };
 
+  // False (and the name recorded in RegistrationConflicts) where `entry.name` is taken.
   static bool Add(Entry entry) {
     std::string name = entry.name;
-    return Entries().emplace(std::move(name), std::move(entry)).second;
+    if (Entries().emplace(name, std::move(entry)).second) return true;
+    RegistrationConflicts().push_back(absl::StrCat("'", name, "'"));
+    return false;
   }
 
   static std::vector<const Entry*> List() {
