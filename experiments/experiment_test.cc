@@ -39,5 +39,15 @@ TEST(ExperimentTest, RepeatsOutOfRangeNameTheKey) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("expected an integer in [1, 99]"));
 }
 
+// plugins: loads before anything else, and a bad entry names the key and the
+// file (paths relative to the experiment's file).
+TEST(ExperimentTest, AMissingPluginNamesTheKeyAndTheFile) {
+  const absl::Status status = RunExperiment(QuickstartFlags({"plugins=[missing/libnothing.so]"}));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("quickstart.yaml"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("'plugins'"));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(kRoot + "/configs/experiments/missing/libnothing.so: no such file"));
+}
+
 }  // namespace
 }  // namespace speclab
