@@ -41,6 +41,33 @@ absl::StatusOr<Options> PluginSpec(Options& spec, const std::string& key, const 
   return spec.GetMap(key);
 }
 
+// `draft_sampling:`, each key optional; values checked as the experiment's are.
+absl::StatusOr<DrafterSampling> ReadDrafterSampling(Options& spec) {
+  DrafterSampling out;
+  if (!spec.Has("draft_sampling")) return out;
+  ASSIGN_OR_RETURN(Options sampling, spec.GetMap("draft_sampling"));
+  SamplingParams check;
+  if (sampling.Has("temperature")) {
+    ASSIGN_OR_RETURN(check.temperature, sampling.GetDouble("temperature"));
+    // Greedy drafts keep no q rows on the device path (q is their one-hot):
+    // drafting at temperature 0 is the experiment's own temperature 0.
+    if (!(check.temperature > 0))
+      return sampling.Error("temperature", "expected a temperature > 0 (greedy drafting is decoding.temperatures: [0])");
+    out.temperature = check.temperature;
+  }
+  if (sampling.Has("top_k")) {
+    ASSIGN_OR_RETURN(check.top_k, sampling.GetInt("top_k"));
+    out.top_k = check.top_k;
+  }
+  if (sampling.Has("top_p")) {
+    ASSIGN_OR_RETURN(check.top_p, sampling.GetDouble("top_p"));
+    out.top_p = check.top_p;
+  }
+  RETURN_IF_ERROR(sampling.CheckAllUsed());
+  if (absl::Status valid = check.Validate(); !valid.ok()) return spec.Error("draft_sampling", std::string(valid.message()));
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& environment) {
@@ -50,6 +77,7 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   ASSIGN_OR_RETURN(Options builder, PluginSpec(spec, "tree_builder", "chain"));
   ASSIGN_OR_RETURN(Options verifier, PluginSpec(spec, "verifier", ""));
   ASSIGN_OR_RETURN(Options policy, PluginSpec(spec, "length_policy", "fixed"));
+  ASSIGN_OR_RETURN(method.drafter_sampling, ReadDrafterSampling(spec));
   RETURN_IF_ERROR(spec.CheckAllUsed());
   const Options device_verifier_spec = verifier;  // before the host rule reads (and marks) its keys
   ASSIGN_OR_RETURN(method.drafter, DrafterRegistry::Create(drafter, "drafter", environment));

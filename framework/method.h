@@ -3,6 +3,7 @@
 #define SPECLAB_FRAMEWORK_METHOD_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -10,9 +11,27 @@
 #include "framework/core/verifier.h"
 #include "framework/device_verifier.h"
 #include "framework/drafter.h"
+#include "framework/sampling.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
+
+// A drafter's own sampling settings (a method's `draft_sampling:`): each one
+// set replaces the experiment's for drafting. Drafts are drawn from q
+// processed with them and verifiers read that q, so every rule stays exact;
+// multi-draft papers draft at another temperature than the target's.
+struct DrafterSampling {
+  std::optional<double> temperature;
+  std::optional<int64_t> top_k;
+  std::optional<double> top_p;
+
+  // The settings drafts are drawn with while the target samples with `target`.
+  SamplingParams For(const SamplingParams& target) const {
+    return {.temperature = temperature.value_or(target.temperature),
+            .top_k = top_k.value_or(target.top_k),
+            .top_p = top_p.value_or(target.top_p)};
+  }
+};
 
 struct Method {
   std::string name;
@@ -21,6 +40,7 @@ struct Method {
   std::unique_ptr<TreeBuilder> tree_builder;
   std::unique_ptr<Verifier> verifier;
   std::unique_ptr<DraftLengthPolicy> policy;
+  DrafterSampling drafter_sampling;
   // The verifier's device form, when it has one and the builder draws chains
   // or the form verifies trees (framework/device_verifier.h); null otherwise.
   std::unique_ptr<DeviceVerifier> device_verifier;
@@ -35,7 +55,8 @@ struct Method {
 
 // Builds a method from its config mapping:
 //   {name: NAME, drafter: {type: ...}, tree_builder: {type: ...} (default chain),
-//    verifier: {type: ...}, length_policy: {type: ...} (default fixed)}
+//    verifier: {type: ...}, length_policy: {type: ...} (default fixed),
+//    draft_sampling: {temperature: T, top_k: K, top_p: P} (each optional)}
 // and checks that its parts fit together.
 absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& environment);
 

@@ -24,7 +24,8 @@ PipelinedSteps::PipelinedSteps(LanguageModel& target, Method& method, const Samp
 
 absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_root, int64_t max_root,
                                                                  const at::Tensor& context) {
-  BuildRequest request{.root_token = -1, .sampling = sampling_, .policy = method_.policy.get(),
+  BuildRequest request{.root_token = -1, .sampling = method_.drafter_sampling.For(sampling_),
+                       .policy = method_.policy.get(),
                        .generator = &draft_generator_, .device = target_.device()};
   const DeviceRoot root{.last_two = last_two_,
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -10,7 +11,8 @@
 namespace speclab {
 
 absl::Status SamplingParams::Validate() const {
-  if (temperature < 0) return absl::InvalidArgumentError(absl::StrCat("temperature must be >= 0, got ", temperature));
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    return absl::InvalidArgumentError(absl::StrCat("temperature must be a finite number >= 0, got ", temperature));
   if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
   if (!(top_p > 0 && top_p <= 1)) return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
   return absl::OkStatus();

@@ -335,7 +335,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     StepStats stats;
     auto t0 = Clock::now();
     RETURN_IF_ERROR(method.drafter->BeginStep(context));
-    BuildRequest request{.root_token = context.back(), .sampling = options.sampling,
+    BuildRequest request{.root_token = context.back(), .sampling = method.drafter_sampling.For(options.sampling),
                          .policy = method.policy.get(), .generator = &random.draft, .device = device};
     ASSIGN_OR_RETURN(DraftTree draft, method.tree_builder->Build(*method.drafter, request));
     TokenTree& tree = draft.tree;

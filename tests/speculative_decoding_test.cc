@@ -262,6 +262,47 @@ TEST_P(ChainLawTest, MatchesTargetLawAtTemperatureOne) {
   EXPECT_GT(control.statistic, control.critical);
 }
 
+// A drafter with sampling settings of its own (a method's draft_sampling:):
+// drafts drawn at temperature 0.5 and top-k 3 from the drafter while the target
+// samples at temperature 1. Verifiers read the q the drafts came from, so the
+// output keeps the target's law, with the host rule and with its device form.
+TEST(DrafterSamplingTest, DraftingAtItsOwnTemperatureKeepsTheTargetLaw) {
+  constexpr int kRuns = 2000;
+  auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const auto law = ExactTwoTokenLaw(*target, kPrompt, 1.0);
+  for (const bool on_device : {false, true}) {
+    Method method = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", "{type: rejection}", 2);
+    method.drafter_sampling = {.temperature = 0.5, .top_k = 3};
+    TwoTokenCounts counts;
+    for (int i = 0; i < kRuns; ++i) {
+      auto out = GenerateSpeculative(*target, method, kPrompt, Options(1, 2, 3000 + i, on_device));
+      ASSERT_TRUE(out.ok()) << out.status();
+      ++counts[{out->tokens[0], out->tokens[1]}];
+    }
+    const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
+    EXPECT_LT(result.statistic, result.critical) << (on_device ? "device" : "host") << ", dof "
+                                                 << result.degrees_of_freedom;
+  }
+}
+
+// draft_sampling: in a method's config: each key optional, values checked.
+TEST(DrafterSamplingTest, ConfigKeysAreReadAndChecked) {
+  auto target = TinyModel(7, 8, 1, 40);
+  auto method = MethodFromYaml(
+      "{name: m, drafter: {type: prompt_lookup}, verifier: {type: point_mass}, draft_sampling: {top_k: 3}}",
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  EXPECT_EQ(method->drafter_sampling.For({.temperature = 0.7}).top_k, 3);
+  EXPECT_EQ(method->drafter_sampling.For({.temperature = 0.7}).temperature, 0.7);
+  for (const char* bad : {"{temperature: 0}", "{top_p: 1.5}", "{top_k: -1}", "{temprature: 1}"}) {
+    auto refused = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: prompt_lookup}, verifier: {type: point_mass}, "
+                                               "draft_sampling: ", bad, "}"),
+                                  target.get());
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("draft_sampling")) << bad;
+  }
+}
+
 // Every lossless chain rule: token-wise rejection, the point-mass rule and
 // block verification, each on the host and pipelined on the device, and
 // rejection's device form step by step.
