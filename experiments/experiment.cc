@@ -23,7 +23,7 @@
 #include "experiments/summary.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 #include "framework/method.h"
 #include "framework/model/llama_model.h"
 #include "framework/speculative_decoder.h"

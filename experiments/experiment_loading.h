@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "experiments/prompt_set.h"
 #include "framework/core/options.h"
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 #include "framework/method.h"
 #include "framework/model/llama_model.h"
 #include "framework/sampling.h"

@@ -10,7 +10,7 @@
 #include "framework/core/file_util.h"
 #include "framework/core/float_bounds.h"
 #include "framework/core/options.h"
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 #include "framework/model/llama_model.h"
 #include "framework/tree_builder.h"
 

@@ -33,7 +33,7 @@
 #include "experiments/model_loading.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 #include "framework/model/llama_model.h"
 #include "framework/model/model_config.h"
 #include "framework/model/safetensors.h"

@@ -542,7 +542,7 @@ log "spm input sha256 ${spm_stamp%% *}; model md5 $(md5sum <"$TOKDIR/speclab.mod
 
 # --- 5. Checks and token counts. spm_encode/spm_decode work line by line, so
 # this checks the round trip of every line of valid and test; a newline is one
-# <0x0A> token (framework/core/tokenizer_test.cc checks whole documents).
+# <0x0A> token (framework/tokenizers/tokenizer_test.cc checks whole documents).
 python3 - "$CORPUS" "$TOKDIR/speclab.model" <<'PYTHON'
 import subprocess, sys
 corpus, model = sys.argv[1], sys.argv[2]

@@ -2,7 +2,7 @@
 # Re-creates tests/fixtures/sentencepiece/reference_ids.txt: the ids that
 # libsentencepiece's own `spm_encode` (Debian package `sentencepiece`, 0.1.97)
 # gives each line of tests/fixtures/sentencepiece/reference_text.txt with
-# data/tokenizer/speclab.model. framework/core/sentencepiece_tokenizer_test.cc
+# data/tokenizer/speclab.model. framework/tokenizers/sentencepiece_tokenizer_test.cc
 # checks that speclab's SentencePieceTokenizer encodes every line to the same
 # ids (speclab does not link libsentencepiece; see sentencepiece_tokenizer.h).
 #

@@ -8,7 +8,7 @@ For every tests/fixtures/tokenizers/<name>/tokenizer.json this writes, next to i
     reference_info.txt  the `tokenizers` version that produced them
 
 Lines of test_text.txt are split on "\\n" only (a "\\r" before it stays in the
-line), exactly as framework/core/bpe_tokenizer_test.cc splits them.
+line), exactly as framework/tokenizers/bpe_tokenizer_test.cc splits them.
 
 Usage: python3 scripts/tokenizer_reference.py [FIXTURE_ROOT]
 (needs `pip install tokenizers`; it is installed on the GPU machine.)

@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "framework/core/unicode.h"
+#include "framework/tokenizers/unicode.h"
 
 namespace speclab {
 namespace {

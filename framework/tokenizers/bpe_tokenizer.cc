@@ -1,4 +1,4 @@
-#include "framework/core/bpe_tokenizer.h"
+#include "framework/tokenizers/bpe_tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "framework/core/json.h"
 #include "framework/core/status_macros.h"
-#include "framework/core/unicode.h"
+#include "framework/tokenizers/unicode.h"
 
 namespace speclab {
 namespace {

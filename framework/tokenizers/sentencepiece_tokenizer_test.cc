@@ -10,7 +10,7 @@
 //     sequences, and small unigram/BPE/word/char models that spm_train
 //     trains on the spot (nmt_nfkc and nfkc_cf charsmaps, user-defined and
 //     control symbols, byte fallback on and off, whitespace as suffix).
-#include "framework/core/sentencepiece_tokenizer.h"
+#include "framework/tokenizers/sentencepiece_tokenizer.h"
 #include "framework/core/file_util.h"
 
 #include <unistd.h>

@@ -21,8 +21,8 @@
 // `tokenizers`' tok.encode(text, add_special_tokens=False).ids (checked
 // against tokenizers 0.23.2 on the Llama-3 and Qwen3 files; see
 // tests/fixtures/tokenizers/). Character classes and NFC follow Unicode 15.0.
-#ifndef SPECLAB_FRAMEWORK_CORE_BPE_TOKENIZER_H_
-#define SPECLAB_FRAMEWORK_CORE_BPE_TOKENIZER_H_
+#ifndef SPECLAB_FRAMEWORK_TOKENIZERS_BPE_TOKENIZER_H_
+#define SPECLAB_FRAMEWORK_TOKENIZERS_BPE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -32,7 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 
 namespace speclab {
 
@@ -96,4 +96,4 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_CORE_BPE_TOKENIZER_H_
+#endif  // SPECLAB_FRAMEWORK_TOKENIZERS_BPE_TOKENIZER_H_

@@ -1,4 +1,4 @@
-#include "framework/core/unicode.h"
+#include "framework/tokenizers/unicode.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "framework/core/bpe_tokenizer.h"
+#include "framework/tokenizers/bpe_tokenizer.h"
 #include "framework/core/file_util.h"
 
 #include <gmock/gmock.h>
@@ -22,8 +22,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "framework/core/json.h"
-#include "framework/core/tokenizer.h"
-#include "framework/core/unicode.h"
+#include "framework/tokenizers/tokenizer.h"
+#include "framework/tokenizers/unicode.h"
 
 namespace speclab {
 namespace {

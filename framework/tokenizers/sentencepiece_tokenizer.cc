@@ -4,7 +4,7 @@
 // comment); the behaviour, tie-breaks and float arithmetic are upstream's, so
 // that ids equal `spm_encode --output_format=id` (scripts/
 // sentencepiece_reference.sh and sentencepiece_tokenizer_test.cc check that).
-#include "framework/core/sentencepiece_tokenizer.h"
+#include "framework/tokenizers/sentencepiece_tokenizer.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -29,7 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "framework/core/proto/sentencepiece_model.pb.h"
+#include "framework/tokenizers/proto/sentencepiece_model.pb.h"
 #include "framework/core/status_macros.h"
 
 namespace speclab {

@@ -1,4 +1,4 @@
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 #include "framework/core/file_util.h"
 
 #include <unistd.h>
@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "framework/core/sentencepiece_tokenizer.h"
+#include "framework/tokenizers/sentencepiece_tokenizer.h"
 
 namespace speclab {
 namespace {

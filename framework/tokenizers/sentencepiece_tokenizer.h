@@ -22,8 +22,8 @@
 // Encoding costs O(n log n) on the text's lines (more exactly: on the runs
 // between characters that no merge can involve, "\n" in speclab.model), a
 // few MB/s on one core. A unigram model keeps 12 bytes a byte of text.
-#ifndef SPECLAB_FRAMEWORK_CORE_SENTENCEPIECE_TOKENIZER_H_
-#define SPECLAB_FRAMEWORK_CORE_SENTENCEPIECE_TOKENIZER_H_
+#ifndef SPECLAB_FRAMEWORK_TOKENIZERS_SENTENCEPIECE_TOKENIZER_H_
+#define SPECLAB_FRAMEWORK_TOKENIZERS_SENTENCEPIECE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -33,7 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 
 namespace speclab {
 
@@ -83,4 +83,4 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_CORE_SENTENCEPIECE_TOKENIZER_H_
+#endif  // SPECLAB_FRAMEWORK_TOKENIZERS_SENTENCEPIECE_TOKENIZER_H_

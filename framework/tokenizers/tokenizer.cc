@@ -1,4 +1,4 @@
-#include "framework/core/tokenizer.h"
+#include "framework/tokenizers/tokenizer.h"
 
 #include <filesystem>
 #include <memory>
@@ -11,8 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "framework/core/bpe_tokenizer.h"
-#include "framework/core/sentencepiece_tokenizer.h"
+#include "framework/tokenizers/bpe_tokenizer.h"
+#include "framework/tokenizers/sentencepiece_tokenizer.h"
 #include "framework/core/status_macros.h"
 
 namespace speclab {

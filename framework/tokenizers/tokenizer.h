@@ -3,8 +3,8 @@
 // LoadTokenizer() picks the implementation from the path it is given.
 // speclab's own tokenizer is data/tokenizer/speclab.model, built by
 // scripts/build_corpus.sh (see docs/data.md).
-#ifndef SPECLAB_FRAMEWORK_CORE_TOKENIZER_H_
-#define SPECLAB_FRAMEWORK_CORE_TOKENIZER_H_
+#ifndef SPECLAB_FRAMEWORK_TOKENIZERS_TOKENIZER_H_
+#define SPECLAB_FRAMEWORK_TOKENIZERS_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -47,4 +47,4 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_CORE_TOKENIZER_H_
+#endif  // SPECLAB_FRAMEWORK_TOKENIZERS_TOKENIZER_H_
