@@ -85,15 +85,15 @@ if has compare; then
   TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   (cd /tmp/speclab-base && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;/tmp/speclab-absl/usr" -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DTORCH_CUDA_ARCH_LIST=9.0 > "$OUT/base_cmake.log" 2>&1 && ninja -C build-gpu speclab > "$OUT/base_build.log" 2>&1) \
-    || { log "BASE BUILD FAILED"; tail -n 30 "$OUT/base_build.log"; }
+    -DTORCH_CUDA_ARCH_LIST=9.0 > /tmp/base_cmake.log 2>&1 && ninja -C build-gpu speclab > /tmp/base_build.log 2>&1) \
+    || { log "BASE BUILD FAILED"; tail -n 30 /tmp/base_build.log; }
   for round in $(seq 1 "${COMPARE_ROUNDS:-1}"); do
     for side in base head; do
       dir=$PWD; [ $side = base ] && dir=/tmp/speclab-base
       log "compare: $side, round $round"
       (cd "$dir" && build-gpu/speclab run configs/experiments/gpu_quickstart.yaml) > "$OUT/compare_${side}_$round.md" \
-        2> "$OUT/compare_${side}_$round.log" || log "COMPARE $side FAILED"
-      grep -A12 'task `all`, temperature 0' "$OUT/compare_${side}_$round.md" | head -12 || true
+        2> "/tmp/compare_${side}_$round.log" || { log "COMPARE $side FAILED"; tail -n 20 "/tmp/compare_${side}_$round.log"; }
+      grep -A9 'task `all`' "$OUT/compare_${side}_$round.md" || true
     done
   done
   snapshot
