@@ -85,9 +85,11 @@ absl::Status WriteOutputs(const std::string& dir, const Options& root, const std
                        s.longest_path, s.accepted, s.draft_seconds, s.verify_seconds, s.other_seconds});
     }
     auto text = tokenizer.Decode(r.generation.tokens);
-    outputs << absl::StrFormat("{\"method\": \"%s\", \"task\": \"%s\", \"id\": \"%s\", \"temperature\": %g, \"text\": \"%s\"}\n",
-                               JsonEscape(r.method), JsonEscape(r.task), JsonEscape(r.prompt_id), r.temperature,
-                               JsonEscape(text.ok() ? *text : ""));
+    outputs << absl::StrFormat(
+        "{\"method\": \"%s\", \"task\": \"%s\", \"id\": \"%s\", \"temperature\": %g, \"engine_form\": \"%s\", "
+        "\"text\": \"%s\"}\n",
+        JsonEscape(r.method), JsonEscape(r.task), JsonEscape(r.prompt_id), r.temperature,
+        JsonEscape(r.generation.engine_form), JsonEscape(text.ok() ? *text : ""));
   }
   RETURN_IF_ERROR(WriteStepRecords((std::filesystem::path(dir) / "steps.pb").string(), steps));
   return WriteSummaryCsv((std::filesystem::path(dir) / "summary.csv").string(), rows);
@@ -169,6 +171,23 @@ absl::Status TraceMethods(Experiment& e, const std::vector<int32_t>& prompt, Dec
   return absl::OkStatus();
 }
 
+// How each method's generations ran (Generation::engine_form), one line a
+// method and form: pipelined, or step by step and why.
+std::string EngineForms(const std::vector<RunRecord>& records) {
+  std::map<std::string, std::map<std::string, int>> forms;
+  std::vector<std::string> order;
+  for (const RunRecord& r : records) {
+    if (r.method == kBaseline) continue;
+    if (!forms.count(r.method)) order.push_back(r.method);
+    ++forms[r.method][r.generation.engine_form];
+  }
+  std::string out = order.empty() ? "" : "\nHow each method's steps ran:\n";
+  for (const std::string& method : order)
+    for (const auto& [form, count] : forms[method])
+      absl::StrAppendFormat(&out, "- %s: %s (%d generations)\n", method, form, count);
+  return out;
+}
+
 // Forwards up to this many tokens (trees, drafter levels) run as CUDA graphs.
 constexpr int64_t kMaxPreparedTokens = 128;
 
@@ -243,6 +262,7 @@ absl::Status RunExperiment(const RunFlags& flags) {
   for (SummaryRow& row : rows) row.has_overhead = !on_cpu;
   std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows);
   if (on_cpu) std::cout << "\n" << kCpuOverheadNote << "\n";
+  std::cout << EngineForms(records);
   std::cout << std::flush;
   if (!flags.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));

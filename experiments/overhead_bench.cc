@@ -109,7 +109,9 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   const int max_new_tokens = static_cast<int>(target.capacity() - static_cast<int64_t>(prompt.size())) / 2;
   std::unique_ptr<PipelinedSteps> pipeline =
       PipelinedForm(target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator);
-  if (pipeline == nullptr) return absl::InternalError("bench-overhead: the method cannot run pipelined");
+  if (pipeline == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the method cannot run pipelined: ",
+                                                   WhyNotPipelined(target, method, prompt, max_new_tokens)));
   const std::vector<LanguageModel*> drafters = method.drafter->models();
   target.ResetForwardCounts();
   for (LanguageModel* drafter : drafters) drafter->ResetForwardCounts();

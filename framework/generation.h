@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "framework/sampling.h"
@@ -49,6 +50,10 @@ struct Generation {
   // Model forwards after prefill, by token count (LanguageModel::forward_counts).
   std::map<int64_t, int64_t> target_forwards;
   std::map<int64_t, int64_t> draft_forwards;
+  // How the engine ran the steps: "autoregressive", "pipelined chain",
+  // "pipelined tree", or "step by step: " and why not pipelined (the option
+  // or the plugin that rules it out).
+  std::string engine_form;
 };
 
 }  // namespace speclab

@@ -94,6 +94,14 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   return method;
 }
 
+std::string WhyNoDeviceVerifier(const Method& method) {
+  if (DeviceVerifierRegistry::Find(method.verifier_name) == nullptr)
+    return absl::StrCat("the verifier '", method.verifier_name,
+                        "' has no device form: each step brings every node's probability rows to the host");
+  return absl::StrCat("the verifier '", method.verifier_name, "' has a device form for chains only, and the tree builder '",
+                      method.tree_builder_name, "' branches");
+}
+
 absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec) {
   method.device_verifier.reset();
   const auto* entry = DeviceVerifierRegistry::Find(method.verifier_name);

@@ -53,6 +53,10 @@ struct Method {
   bool lossless() const { return verifier->traits().losslessness == Losslessness::kLossless; }
 };
 
+// Why `method` has no device verifier for its drafts, naming the verifier
+// (and the builder, where the verifier's device form verifies chains only).
+std::string WhyNoDeviceVerifier(const Method& method);
+
 // Builds a method from its config mapping:
 //   {name: NAME, drafter: {type: ...}, tree_builder: {type: ...} (default chain),
 //    verifier: {type: ...}, length_policy: {type: ...} (default fixed),

@@ -10,13 +10,21 @@
 
 namespace speclab {
 
-bool PipelinedChain::Supports(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
-                              int max_new_tokens) {
-  if (method.device_verifier == nullptr || !method.policy->length_is_fixed() ||
-      method.tree_builder->traits().may_branch || prompt.size() < 2)
-    return false;
+absl::Status PipelinedChain::Check(const LanguageModel& target, const Method& method,
+                                   absl::Span<const int32_t> prompt, int max_new_tokens) {
+  if (method.tree_builder->traits().may_branch)
+    return absl::FailedPreconditionError(absl::StrCat("the tree builder '", method.tree_builder_name, "' branches"));
+  if (method.device_verifier == nullptr) return absl::FailedPreconditionError(WhyNoDeviceVerifier(method));
+  if (!method.policy->length_is_fixed())
+    return absl::FailedPreconditionError(absl::StrCat("the length policy '", method.policy_name,
+                                                      "' decides each step on the host after reading the last"));
+  if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
   const int64_t step = method.policy->MaxDraftLength() + 1;
-  return static_cast<int64_t>(prompt.size()) + max_new_tokens + 2 * step <= target.capacity();
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + max_new_tokens + 2 * step;
+  if (needed > target.capacity())
+    return absl::FailedPreconditionError(absl::StrCat("a queued step needs ", needed, " KV slots, past the capacity ",
+                                                      target.capacity(), " (models.kv_capacity)"));
+  return absl::OkStatus();
 }
 
 PipelinedChain::PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
@@ -28,7 +36,7 @@ PipelinedChain::PipelinedChain(LanguageModel& target, Method& method, const Samp
 absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target().device();
   ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root));
-  if (!draft) return std::nullopt;
+  if (!draft) return std::nullopt;  // DraftAt said why
   if (draft->tokens.size(0) != gamma_ + 1)
     return absl::InternalError(
         absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));

@@ -26,18 +26,20 @@ namespace speclab {
 
 class PipelinedChain final : public PipelinedSteps {
  public:
-  // Whether `method` may run pipelined: a device verifier, a fixed draft
-  // length and a chain builder, a prompt of two tokens or more, and room in
-  // the target's cache for one step queued past `max_new_tokens`. (The
-  // builder and drafter may still lack device-rooted chains: Queue() says.)
-  static bool Supports(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
-                       int max_new_tokens);
+  // OK where `method` may run pipelined: a chain builder, a device verifier,
+  // a fixed draft length, a prompt of two tokens or more, and room in the
+  // target's cache for one step queued past `max_new_tokens`; otherwise
+  // FailedPrecondition saying which part is missing. (The builder and
+  // drafter may still lack device-rooted chains: Queue() says.)
+  static absl::Status Check(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
+                            int max_new_tokens);
 
   // As PipelinedSteps'.
   PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
   int gamma() const { return gamma_; }
+  const char* form() const override { return "pipelined chain"; }
 
   // The record, int64 [gamma + 3]: the root, the gamma drafts, the number
   // accepted, the extra token. nullopt, with nothing changed, where the

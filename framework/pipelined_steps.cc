@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/str_cat.h"
 #include "framework/device_transfer.h"
 #include "framework/pipelined_chain.h"
 #include "framework/pipelined_tree.h"
@@ -32,7 +33,11 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
                                      .min_start = min_root - 1},
                         .context = context};
   absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
-  if (draft.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+  if (draft.status().code() == absl::StatusCode::kUnimplemented) {
+    Refuse(absl::StrCat("the tree builder '", method_.tree_builder_name, "' or the drafter '", method_.drafter_name,
+                        "' cannot draft from a root on the device: ", draft.status().message()));
+    return std::nullopt;
+  }
   if (!draft.ok()) return draft.status();
   return *std::move(draft);
 }
@@ -46,12 +51,20 @@ void PipelinedSteps::AdvanceTo(at::Tensor last_two, at::Tensor positions) {
   positions_ = std::move(positions);
 }
 
+std::string WhyNotPipelined(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
+                            int max_new_tokens) {
+  const absl::Status status = method.tree_builder->traits().may_branch
+                                  ? PipelinedTree::Check(method, prompt)
+                                  : PipelinedChain::Check(target, method, prompt, max_new_tokens);
+  return std::string(status.message());
+}
+
 std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
                                               absl::Span<const int32_t> prompt, int max_new_tokens,
                                               at::Generator& draft_generator, at::Generator& verify_generator) {
-  if (PipelinedChain::Supports(target, method, prompt, max_new_tokens))
+  if (PipelinedChain::Check(target, method, prompt, max_new_tokens).ok())
     return std::make_unique<PipelinedChain>(target, method, sampling, prompt, draft_generator, verify_generator);
-  if (PipelinedTree::Supports(method, prompt))
+  if (PipelinedTree::Check(method, prompt).ok())
     return std::make_unique<PipelinedTree>(target, method, sampling, prompt, max_new_tokens, draft_generator,
                                            verify_generator);
   return nullptr;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,12 @@ class PipelinedSteps {
   // Parses a record copied to the host (int64, contiguous).
   virtual absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const = 0;
 
+  // "pipelined chain" or "pipelined tree", as runs report it.
+  virtual const char* form() const = 0;
+
+  // Why the last Queue() gave nullopt, in words ("" before any refusal).
+  const std::string& refusal() const { return refusal_; }
+
  protected:
   // The target holds the prompt but its last token, and the drafter was Reset
   // with the prompt. The models, method and generators must outlive this.
@@ -69,6 +76,8 @@ class PipelinedSteps {
   DevicePosition RootAt(int64_t min_root, int64_t max_root) const;
   // Moves on to the next step's root: the token before it and the root, and their positions ([2] int64 each).
   void AdvanceTo(at::Tensor last_two, at::Tensor positions);
+  // Records why Queue() gives nullopt (refusal()).
+  void Refuse(std::string reason) { refusal_ = std::move(reason); }
 
   LanguageModel& target() const { return target_; }
   Method& method() const { return method_; }
@@ -85,10 +94,17 @@ class PipelinedSteps {
   at::Generator& verify_generator_;
   at::Tensor last_two_;   // [2] int64: the token before the next root, the root
   at::Tensor positions_;  // [2] int64: their positions
+  std::string refusal_;
 };
 
+// Why `method` has no pipelined form (a device verifier for its drafts, a
+// fixed length, drafts from a device root), in words naming the plugin, or
+// "" where it has one (PipelinedChain::Check, PipelinedTree::Check).
+std::string WhyNotPipelined(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
+                            int max_new_tokens);
+
 // The pipelined form of `method` for a generation of `prompt` (chains where
-// PipelinedChain::Supports, trees where PipelinedTree::Supports), or null.
+// PipelinedChain::Check passes, trees where PipelinedTree::Check does), or null.
 // The target holds the prompt but its last token, and the drafter was Reset
 // with the prompt; the models, method and generators must outlive it.
 std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,

@@ -13,9 +13,17 @@
 
 namespace speclab {
 
-bool PipelinedTree::Supports(const Method& method, absl::Span<const int32_t> prompt) {
-  return method.device_verifier != nullptr && method.device_verifier->verifies_trees() &&
-         method.policy->length_is_fixed() && method.tree_builder->traits().may_branch && prompt.size() >= 2;
+absl::Status PipelinedTree::Check(const Method& method, absl::Span<const int32_t> prompt) {
+  if (!method.tree_builder->traits().may_branch)
+    return absl::FailedPreconditionError(absl::StrCat("the tree builder '", method.tree_builder_name,
+                                                      "' draws chains only"));
+  if (method.device_verifier == nullptr || !method.device_verifier->verifies_trees())
+    return absl::FailedPreconditionError(WhyNoDeviceVerifier(method));
+  if (!method.policy->length_is_fixed())
+    return absl::FailedPreconditionError(absl::StrCat("the length policy '", method.policy_name,
+                                                      "' decides each step on the host after reading the last"));
+  if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
+  return absl::OkStatus();
 }
 
 PipelinedTree::PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
@@ -39,9 +47,16 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   const at::Tensor tokens = draft->tokens.to(device);
   const int64_t n = tokens.size(0);
   if (nodes_ == 0) {
-    if (n < 2 || n > kMaxTreeNodes) return std::nullopt;
+    if (n < 2 || n > kMaxTreeNodes) {
+      Refuse(absl::StrCat("the tree has ", n, " nodes, outside [2, ", kMaxTreeNodes, "]"));
+      return std::nullopt;
+    }
     const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
-    if (room_needed_ + depth + 1 + n > target().capacity()) return std::nullopt;
+    if (room_needed_ + depth + 1 + n > target().capacity()) {
+      Refuse(absl::StrCat("a queued tree needs ", room_needed_ + depth + 1 + n, " KV slots, past the capacity ",
+                          target().capacity(), " (models.kv_capacity)"));
+      return std::nullopt;
+    }
     nodes_ = n;
     path_length_ = depth + 1;
   } else if (n != nodes_) {

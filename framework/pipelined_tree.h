@@ -32,11 +32,12 @@ class PipelinedTree final : public PipelinedSteps {
  public:
   static constexpr int64_t kMaxTreeNodes = 128;  // the target's largest static forward
 
-  // Whether `method` may run pipelined trees: a branching builder, a fixed
-  // draft length and a device verifier of trees, and a prompt of two tokens
-  // or more. (The builder and drafter may still lack device-rooted trees,
-  // and the cache room is known with the tree's size: Queue() says.)
-  static bool Supports(const Method& method, absl::Span<const int32_t> prompt);
+  // OK where `method` may run pipelined trees: a branching builder, a device
+  // verifier of trees, a fixed draft length and a prompt of two tokens or
+  // more; otherwise FailedPrecondition saying which part is missing. (The
+  // builder and drafter may still lack device-rooted trees, and the cache
+  // room is known with the tree's size: Queue() says.)
+  static absl::Status Check(const Method& method, absl::Span<const int32_t> prompt);
 
   // As PipelinedSteps'.
   PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
@@ -51,6 +52,7 @@ class PipelinedTree final : public PipelinedSteps {
   // target's cache has no room for the tree queued past the end.
   absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
   int64_t max_advance() const override { return path_length_; }
+  const char* form() const override { return "pipelined tree"; }
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
 
  private:

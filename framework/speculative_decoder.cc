@@ -239,6 +239,7 @@ absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<
     unread = std::move(next);
   }
   RETURN_IF_ERROR(KeepEmitted(target, prompt, out));
+  out.engine_form = "autoregressive";
   out.decode_seconds = Seconds(decode_start, Mark(device, true));
   CollectForwardCounts(target, nullptr, out);
   return out;
@@ -312,15 +313,23 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   ResetForwardCounts(target, method.drafter.get());
 
   bool done = false;
-  if (options.pipeline && !options.time_phases && options.verify_on_device) {
+  std::string step_by_step_reason = !options.pipeline            ? "decoding.pipeline is off (its default off CUDA)"
+                                    : options.time_phases         ? "phases are timed, which waits for each"
+                                    : !options.verify_on_device   ? "decoding.verify_on_device is off"
+                                                                  : WhyNotPipelined(target, method, prompt,
+                                                                                    options.max_new_tokens);
+  if (step_by_step_reason.empty()) {
     if (std::unique_ptr<PipelinedSteps> steps = PipelinedForm(target, method, options.sampling, prompt,
                                                               options.max_new_tokens, random.draft, random.verify)) {
       ASSIGN_OR_RETURN(done, DecodePipelined(*steps, method, prompt, options, out));
+      if (done) out.engine_form = steps->form();
       // A tree refused at its first step was drafted (PipelinedTree::Queue):
       // the step-by-step loop counts its own forwards only.
       if (!done) ResetForwardCounts(target, method.drafter.get());
+      step_by_step_reason = steps->refusal();
     }
   }
+  if (!done) out.engine_form = "step by step: " + step_by_step_reason;
   std::vector<int32_t> context(prompt.begin(), prompt.end());
   // The target's commit of a step's accepted path waits until the next
   // step's draft is queued: the drafter's work (a CUDA graph, for model

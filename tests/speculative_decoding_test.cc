@@ -285,6 +285,29 @@ TEST(DrafterSamplingTest, DraftingAtItsOwnTemperatureKeepsTheTargetLaw) {
   }
 }
 
+// Every generation says how its steps ran, and where not pipelined, why,
+// naming the option or the plugin.
+TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
+  auto target = TinyModel(7, 8, 1, 40);
+  DecodeOptions options = Options(1, 6, 1, /*verify_on_device=*/true);
+  auto form = [&](Method& method, const DecodeOptions& o) {
+    auto out = GenerateSpeculative(*target, method, kPrompt, o);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? out->engine_form : std::string();
+  };
+  Method chain = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: chain}", "{type: rejection}", 2);
+  options.pipeline = true;
+  EXPECT_EQ(form(chain, options), "pipelined chain");
+  options.pipeline = false;
+  EXPECT_EQ(form(chain, options), "step by step: decoding.pipeline is off (its default off CUDA)");
+  options.pipeline = true;
+  Method tree = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: specinfer}", 2);
+  EXPECT_THAT(form(tree, options), HasSubstr("step by step: the verifier 'specinfer' has no device form"));
+  auto autoregressive = GenerateAutoregressive(*target, kPrompt, options);
+  ASSERT_TRUE(autoregressive.ok());
+  EXPECT_EQ(autoregressive->engine_form, "autoregressive");
+}
+
 // draft_sampling: in a method's config: each key optional, values checked.
 TEST(DrafterSamplingTest, ConfigKeysAreReadAndChecked) {
   auto target = TinyModel(7, 8, 1, 40);

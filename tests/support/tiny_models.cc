@@ -75,7 +75,9 @@ Method ModelDrafterMethod(std::unique_ptr<LanguageModel> drafter, const std::str
   method.verifier = create(verifier_yaml, VerifierRegistry{});
   method.policy = create("{type: fixed, gamma: " + std::to_string(gamma) + "}", LengthPolicyRegistry{});
   method.drafter_name = "model";
+  method.tree_builder_name = *Options::FromString(builder_yaml, "test.yaml")->GetString("type");
   method.verifier_name = *Options::FromString(verifier_yaml, "test.yaml")->GetString("type");
+  method.policy_name = "fixed";
   EXPECT_TRUE(method.CheckCompatible().ok()) << method.CheckCompatible();
   const absl::Status attached = AttachDeviceVerifier(method, *Options::FromString(verifier_yaml, "test.yaml"));
   EXPECT_TRUE(attached.ok()) << attached;

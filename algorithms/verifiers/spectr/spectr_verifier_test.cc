@@ -33,6 +33,9 @@ TEST(SpecTrVerifierTest, RhoIsTheValidSideOfTheRoot) {
       EXPECT_LE(1 - std::pow(1 - beta, k),
                 rho * beta + kLosslessTolerance);  // validity
       if (rho > 1.0) {
+        // A probe (not a tolerance): far beyond the bisection's last interval,
+        // (k - 1) 2^-60, and the validity test's rounding (~1e-15), so that
+        // the rule, not rounding, decides that rho - 1e-9 is invalid.
         const double below = rho - 1e-9;
         const double beta_below = verifiers::KSeqBeta(pr, qr, below);
         EXPECT_GT(1 - std::pow(1 - beta_below, k), below * beta_below);  // smallest valid ρ
