@@ -31,7 +31,7 @@ struct DraftTree {
 
   // Set by builders that choose the tree's shape on the device, so that the
   // engine queues the target's forward without reading the draft back
-  // (dynamic_topk through Drafter::DraftLevels). `tree` then holds the root
+  // (dynamic_topk through DeviceDrafter::DraftLevels). `tree` then holds the root
   // only; the engine reads `parents` back with the verifier's data, in the
   // step's one synchronisation, and rebuilds it (AdoptShape).
   struct DeviceShape {

@@ -3,7 +3,7 @@
 // The next root (the previous step's extra token), the token before it (its
 // last accepted token) and both positions are computed on the device, and the
 // models pick their graphs by the host's bound on the root position
-// (LanguageModel::ForwardAt, Drafter::DraftChainAt). The engine
+// (LanguageModel::ForwardAt, DeviceDrafter::DraftChainAt). The engine
 // (speculative_decoder.cc) runs one step ahead; benchmarks queue many back to
 // back to time the device alone.
 #ifndef SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_

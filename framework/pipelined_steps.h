@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "framework/device/device_drafter.h"
 #include "framework/draft_tree.h"
 #include "framework/method.h"
 #include "framework/model/language_model.h"

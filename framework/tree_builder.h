@@ -13,6 +13,7 @@
 #include "framework/core/token_tree.h"
 #include "framework/draft_tree.h"
 #include "framework/core/verifier.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 #include "framework/sampling.h"
 
@@ -39,7 +40,7 @@ class TreeBuilder {
   virtual TreeBuilderTraits traits() const = 0;
   virtual absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) = 0;
   // Pipelined decoding, optional: the draft Build() would make, rooted at a
-  // token only the device knows (Drafter::DraftChainAt, ContinuationAt,
+  // token only the device knows (DeviceDrafter::DraftChainAt, ContinuationAt,
   // DraftLevelsAt), so that the engine can queue a step before it has read
   // the previous one. Chain builders return the chain (the host tree's
   // tokens are placeholders); branching builders a tree whose shape is on

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 #include "framework/model/language_model.h"
 
@@ -24,7 +25,8 @@ struct VocabularyMap {
   int64_t unknown_draft_token = 0;  // fed to the drafter for target tokens it lacks
 };
 
-class ModelDrafter final : public Drafter {
+// The Drafter interface, and its device form (framework/device/device_drafter.h).
+class ModelDrafter final : public Drafter, public DeviceDrafter {
  public:
   explicit ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<VocabularyMap> vocab_map = std::nullopt);
 

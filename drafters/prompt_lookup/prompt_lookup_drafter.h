@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
 namespace speclab {
@@ -27,7 +28,8 @@ std::vector<int32_t> LookupContinuation(absl::Span<const int32_t> sequence, int 
 // accepted), or the last token repeated where nothing matched.
 std::vector<int32_t> FixedLengthContinuation(absl::Span<const int32_t> sequence, int max_ngram, int length);
 
-class PromptLookupDrafter final : public Drafter {
+// The Drafter interface, and its device form (framework/device/device_drafter.h).
+class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
  public:
   // `device` and `capacity` size the copy of the context that
   // ContinuationAt() keeps on the device (grown when a step needs more).

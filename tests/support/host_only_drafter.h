@@ -1,6 +1,6 @@
-// A drafter that forwards Drafter's required methods to another and hides its
-// optional device paths (DraftChain, DraftLevels, DraftChainAt, which return
-// Unimplemented here): tests compare what a builder draws with and without them.
+// A drafter that forwards Drafter's methods to another and hides its device
+// form (it is no DeviceDrafter): tests compare what a builder draws with and
+// without it.
 #ifndef SPECLAB_TESTS_SUPPORT_HOST_ONLY_DRAFTER_H_
 #define SPECLAB_TESTS_SUPPORT_HOST_ONLY_DRAFTER_H_
 

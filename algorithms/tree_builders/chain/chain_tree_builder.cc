@@ -4,11 +4,11 @@
 // processed distribution q (argmax at temperature 0) on the device, and the
 // next drafter forward consumes it there: drafting never waits for the host
 // unless the length policy reads each token's probability. Drafters with a
-// device chain (Drafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
+// device chain (DeviceDrafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
 // graph) draft the whole chain in one call when the policy fixes the length
 // up front, and can draft it from a root only the device knows
 // (BuildAt: the engine's pipelined chains), as can token-only drafters
-// with device-rooted continuations (Drafter::ContinuationAt).
+// with device-rooted continuations (DeviceDrafter::ContinuationAt).
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -38,11 +38,13 @@ class ChainTreeBuilder final : public TreeBuilder {
     if (request.policy->wants_progress())
       return absl::UnimplementedError("the length policy reads each drafted token on the host");
     const int length = request.policy->MaxDraftLength();
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (device == nullptr) return absl::UnimplementedError("the drafter has no device form");
     if (drafter.kind() == DrafterKind::kTokensOnly) {
-      ASSIGN_OR_RETURN(at::Tensor tokens, drafter.ContinuationAt(root, length));
+      ASSIGN_OR_RETURN(at::Tensor tokens, device->ContinuationAt(root, length));
       return ChainTree(request.root_token, length, {.tokens = tokens}, DraftSampling::kDeterministic);
     }
-    ASSIGN_OR_RETURN(ChainResult chain, drafter.DraftChainAt(root, length, Pick(request)));
+    ASSIGN_OR_RETURN(ChainResult chain, device->DraftChainAt(root, length, Pick(request)));
     return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent);
   }
 
@@ -86,10 +88,12 @@ class ChainTreeBuilder final : public TreeBuilder {
             .noise_generator = request.generator};
   }
 
-  // The chain from Drafter::DraftChain, or nullopt where the drafter has none.
+  // The chain from DeviceDrafter::DraftChain, or nullopt where the drafter has none.
   static absl::StatusOr<std::optional<DraftTree>> BuildOnDevice(Drafter& drafter, const BuildRequest& request,
                                                                 int length) {
-    absl::StatusOr<ChainResult> chain = drafter.DraftChain(length, Pick(request));
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (device == nullptr) return std::nullopt;
+    absl::StatusOr<ChainResult> chain = device->DraftChain(length, Pick(request));
     if (chain.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!chain.ok()) return chain.status();
     return ChainTree(request.root_token, length, *chain, DraftSampling::kIndependent);

@@ -15,7 +15,7 @@
 // mass), so verify with greedy or point_mass (EAGLE-2 sets q(x) = 1, §2.4).
 // Scores are the drafter's unwarped log-probabilities (draft_ops.h). Cost:
 // depth + 1 drafter forwards. With a drafter that grows levels on the device
-// (Drafter::DraftLevels: ModelDrafter; one CUDA graph on CUDA), each frontier
+// (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on CUDA), each frontier
 // is chosen there and the pool is read back once; otherwise once per forward
 // (the frontier's parents decide the next forward's mask, built on the host).
 // The returned tree is pruned, so it is re-indexed (pruned_tree.h).
@@ -57,7 +57,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
     return GrowOnHost(drafter, request, scratch, tree_builders::MostProbable(logits, top_k_));
   }
 
-  // The same tree as GrowOnDevice's, from Drafter::DraftLevelsAt.
+  // The same tree as GrowOnDevice's, from DeviceDrafter::DraftLevelsAt.
   absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
     ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, &root));
     if (!grown) return absl::UnimplementedError("the drafter has no device-rooted tree levels");
@@ -65,7 +65,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
   }
 
  private:
-  // Every level on the device (Drafter::DraftLevels; ModelDrafter on CUDA:
+  // Every level on the device (DeviceDrafter::DraftLevels; ModelDrafter on CUDA:
   // one graph), and the tree kept from the pool inside that graph too: the
   // engine queues the target's forward without reading the draft back
   // (DraftTree::DeviceShape). The same pool, in the same order, as
@@ -109,8 +109,10 @@ class DynamicTopKTreeBuilder final : public TreeBuilder {
     // The picks cannot fail politely inside the drafter's graph: check top_k here.
     for (LanguageModel* model : drafter.models())
       RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", k, model->config().vocab_size));
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (device == nullptr) return std::nullopt;
     absl::StatusOr<LevelsKept> levels =
-        root != nullptr ? drafter.DraftLevelsAt(*root, depth_, pick) : drafter.DraftLevels(depth_, pick);
+        root != nullptr ? device->DraftLevelsAt(*root, depth_, pick) : device->DraftLevels(depth_, pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
     const std::vector<at::Tensor>& tree = levels->back();
