@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/device_verifier.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
@@ -14,10 +16,8 @@ absl::Status PipelinedChain::Check(const LanguageModel& target, const Method& me
                                    absl::Span<const int32_t> prompt, int max_new_tokens) {
   if (method.tree_builder->traits().may_branch)
     return absl::FailedPreconditionError(absl::StrCat("the tree builder '", method.tree_builder_name, "' branches"));
-  if (method.device_verifier == nullptr) return absl::FailedPreconditionError(WhyNoDeviceVerifier(method));
-  if (!method.policy->length_is_fixed())
-    return absl::FailedPreconditionError(absl::StrCat("the length policy '", method.policy_name,
-                                                      "' decides each step on the host after reading the last"));
+  if (const std::vector<std::string> parts = PartsWithoutDeviceForms(method, /*trees=*/false); !parts.empty())
+    return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
   if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
   const int64_t step = method.policy->MaxDraftLength() + 1;
   const int64_t needed = static_cast<int64_t>(prompt.size()) + max_new_tokens + 2 * step;

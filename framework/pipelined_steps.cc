@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/device_transfer.h"
 #include "framework/pipelined_chain.h"
 #include "framework/pipelined_tree.h"
@@ -32,7 +33,12 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
                                      .min_start = min_root - 1},
                         .context = context};
-  absl::StatusOr<DraftTree> draft = method_.tree_builder->BuildAt(*method_.drafter, request, root);
+  DeviceTreeBuilder* builder = DeviceFormOf(*method_.tree_builder);
+  if (builder == nullptr) {  // Check() refuses such methods; kept for direct callers
+    Refuse(absl::StrCat("the tree builder '", method_.tree_builder_name, "' has no device form"));
+    return std::nullopt;
+  }
+  absl::StatusOr<DraftTree> draft = builder->BuildAt(*method_.drafter, request, root);
   if (draft.status().code() == absl::StatusCode::kUnimplemented) {
     Refuse(absl::StrCat("the tree builder '", method_.tree_builder_name, "' or the drafter '", method_.drafter_name,
                         "' cannot draft from a root on the device: ", draft.status().message()));
@@ -49,6 +55,19 @@ DevicePosition PipelinedSteps::RootAt(int64_t min_root, int64_t max_root) const 
 void PipelinedSteps::AdvanceTo(at::Tensor last_two, at::Tensor positions) {
   last_two_ = std::move(last_two);
   positions_ = std::move(positions);
+}
+
+std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool trees) {
+  std::vector<std::string> parts;
+  if (DeviceFormOf(*method.tree_builder) == nullptr)
+    parts.push_back(absl::StrCat("the tree builder '", method.tree_builder_name,
+                                 "' has no device form (framework/device/device_tree_builder.h)"));
+  if (method.device_verifier == nullptr || (trees && !method.device_verifier->verifies_trees()))
+    parts.push_back(WhyNoDeviceVerifier(method));
+  if (!method.policy->length_is_fixed())
+    parts.push_back(absl::StrCat("the length policy '", method.policy_name,
+                                 "' decides each step on the host after reading the last"));
+  return parts;
 }
 
 std::string WhyNotPipelined(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,

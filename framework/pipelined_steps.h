@@ -67,7 +67,7 @@ class PipelinedSteps {
   PipelinedSteps(LanguageModel& target, Method& method, const SamplingParams& sampling,
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
-  // The builder's draft of the next step (TreeBuilder::BuildAt), rooted at
+  // The builder's draft of the next step (DeviceTreeBuilder::BuildAt), rooted at
   // last_two() whose root lies in [min_root, max_root]; `context` as
   // DeviceRoot::context. nullopt where the builder or drafter cannot draft
   // from a device root.
@@ -97,6 +97,12 @@ class PipelinedSteps {
   at::Tensor positions_;  // [2] int64: their positions
   std::string refusal_;
 };
+
+// The parts of `method` that keep it off the device, in words naming each
+// plugin: a tree builder or a verifier without a device form (for trees,
+// where `trees`), a length policy that decides each step after the last.
+// Empty where every part has one.
+std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool trees);
 
 // Why `method` has no pipelined form (a device verifier for its drafts, a
 // fixed length, drafts from a device root), in words naming the plugin, or

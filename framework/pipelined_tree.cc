@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/device_transfer.h"
 #include "framework/device_verifier.h"
 #include "framework/model/fused_ops.h"
@@ -17,11 +19,8 @@ absl::Status PipelinedTree::Check(const Method& method, absl::Span<const int32_t
   if (!method.tree_builder->traits().may_branch)
     return absl::FailedPreconditionError(absl::StrCat("the tree builder '", method.tree_builder_name,
                                                       "' draws chains only"));
-  if (method.device_verifier == nullptr || !method.device_verifier->verifies_trees())
-    return absl::FailedPreconditionError(WhyNoDeviceVerifier(method));
-  if (!method.policy->length_is_fixed())
-    return absl::FailedPreconditionError(absl::StrCat("the length policy '", method.policy_name,
-                                                      "' decides each step on the host after reading the last"));
+  if (const std::vector<std::string> parts = PartsWithoutDeviceForms(method, /*trees=*/true); !parts.empty())
+    return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
   if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
   return absl::OkStatus();
 }

@@ -1,4 +1,6 @@
 // TreeBuilder: shapes the draft tree of a step from a drafter's proposals.
+// A builder that can also grow its tree from a root only the device knows
+// implements its device form beside it: framework/device/device_tree_builder.h.
 #ifndef SPECLAB_FRAMEWORK_TREE_BUILDER_H_
 #define SPECLAB_FRAMEWORK_TREE_BUILDER_H_
 
@@ -13,7 +15,6 @@
 #include "framework/core/token_tree.h"
 #include "framework/draft_tree.h"
 #include "framework/core/verifier.h"
-#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 #include "framework/sampling.h"
 
@@ -39,16 +40,6 @@ class TreeBuilder {
   virtual ~TreeBuilder() = default;
   virtual TreeBuilderTraits traits() const = 0;
   virtual absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) = 0;
-  // Pipelined decoding, optional: the draft Build() would make, rooted at a
-  // token only the device knows (DeviceDrafter::DraftChainAt, ContinuationAt,
-  // DraftLevelsAt), so that the engine can queue a step before it has read
-  // the previous one. Chain builders return the chain (the host tree's
-  // tokens are placeholders); branching builders a tree whose shape is on
-  // the device (DraftTree::device_shape). Unimplemented (the default) where
-  // the builder needs the host in the loop; the engine then runs step by step.
-  virtual absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) {
-    return absl::UnimplementedError("this tree builder needs the root on the host");
-  }
 };
 
 using TreeBuilderRegistry = Registry<TreeBuilder>;

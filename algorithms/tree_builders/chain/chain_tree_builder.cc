@@ -17,12 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
 namespace {
 
-class ChainTreeBuilder final : public TreeBuilder {
+class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   TreeBuilderTraits traits() const override {
     return {.needs_distributions = false, .may_branch = false, .samples_tokens = true};

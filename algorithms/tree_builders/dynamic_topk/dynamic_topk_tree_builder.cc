@@ -30,6 +30,7 @@
 #include "algorithms/tree_builders/common/pruned_tree.h"
 #include "framework/core/status_macros.h"
 #include "framework/model/fused_ops.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -39,7 +40,7 @@ using tree_builders::Candidate;
 
 constexpr char kName[] = "dynamic_topk";
 
-class DynamicTopKTreeBuilder final : public TreeBuilder {
+class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   DynamicTopKTreeBuilder(int top_k, int depth, int total_tokens)
       : top_k_(top_k), depth_(depth), total_tokens_(total_tokens) {}
