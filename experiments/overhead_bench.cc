@@ -27,8 +27,8 @@
 #include "framework/core/verifier_registry.h"
 #include "framework/device_transfer.h"
 #include "framework/method.h"
-#include "framework/pipelined_steps.h"
-#include "framework/pipelined_tree.h"
+#include "framework/device/pipelined_steps.h"
+#include "framework/device/pipelined_tree.h"
 #include "framework/model/llama_model.h"
 #include "framework/speculative_decoder.h"
 

@@ -9,7 +9,7 @@
 // place of chains, e.g. a dynamic tree verified by point_mass; --drafter's
 // model-free drafter, e.g. prompt lookup, in place of the drafter LM) at
 // temperatures 0 and 1, step by step and pipelined
-// (framework/pipelined_steps.h), plus the autoregressive baseline. Each run's
+// (framework/device/pipelined_steps.h), plus the autoregressive baseline. Each run's
 // forwards are priced at costs measured on the same models; the measured time
 // beyond that, per step, is the overhead (sampling, verification, commits and
 // whatever host work the device waits for). Pipelined steps queued back to

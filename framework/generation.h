@@ -21,12 +21,12 @@ struct DecodeOptions {
   // running ahead of the device, and so slow decoding down.
   bool time_phases = false;
   // Verify chains with the verifier's device form when it has one
-  // (framework/device_verifier.h); false: always the host rule.
+  // (framework/device/device_verifier.h); false: always the host rule.
   bool verify_on_device = true;
   // Chains, and trees shaped on the device, with a fixed length, a device
   // verifier and a drafter that drafts from a device-side root: queue each
   // step before reading the previous one back, so that the host's work hides
-  // under the device's (framework/pipelined_steps.h). The same law and, where
+  // under the device's (framework/device/pipelined_steps.h). The same law and, where
   // the models' forwards round alike, the same tokens for the same seed.
   // False: always step by step.
   bool pipeline = true;

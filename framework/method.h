@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/verifier.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 #include "framework/drafter.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
@@ -42,7 +42,7 @@ struct Method {
   std::unique_ptr<DraftLengthPolicy> policy;
   DrafterSampling drafter_sampling;
   // The verifier's device form, when it has one and the builder draws chains
-  // or the form verifies trees (framework/device_verifier.h); null otherwise.
+  // or the form verifies trees (framework/device/device_verifier.h); null otherwise.
   std::unique_ptr<DeviceVerifier> device_verifier;
 
   // Refuses combinations that would be wrong, not merely slow: a verifier that

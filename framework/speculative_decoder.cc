@@ -14,8 +14,8 @@
 #include "framework/core/random_source.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
-#include "framework/device_verifier.h"
-#include "framework/pipelined_steps.h"
+#include "framework/device/device_verifier.h"
+#include "framework/device/pipelined_steps.h"
 
 namespace speclab {
 namespace {
@@ -252,7 +252,7 @@ struct Randomness {
   at::Generator verify;  // device verifiers
 };
 
-// Pipelined steps (framework/pipelined_steps.h): the host reads step k back
+// Pipelined steps (framework/device/pipelined_steps.h): the host reads step k back
 // while the device runs step k + 1; the one step queued past the end is
 // dropped. Each generator draws what it draws step by step, in the same
 // order, so the tokens are those of the step-by-step loop (up to the

@@ -6,7 +6,7 @@
 // verifier picks the accepted path and the extra token, and the target's KV
 // cache keeps only that path (compaction, no recomputation). Chains of a
 // fixed length with a device verifier run pipelined where the drafter allows
-// (framework/pipelined_chain.h): each step is queued before the previous one
+// (framework/device/pipelined_chain.h): each step is queued before the previous one
 // is read back.
 #ifndef SPECLAB_FRAMEWORK_SPECULATIVE_DECODER_H_
 #define SPECLAB_FRAMEWORK_SPECULATIVE_DECODER_H_

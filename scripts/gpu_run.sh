@@ -136,7 +136,7 @@ if has bench; then
   timeout 120 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \
     --drafter-shape models/speclab-drafter/config.json --prompts 8 --verifier block --out "$OUT/overhead_shipped_block" 2>&1 \
     | tee "$OUT/overhead_shipped_block.log" | tail -n 12 || log "BENCH-OVERHEAD (SHIPPED, BLOCK) FAILED"
-  # The dynamic tree of gpu_quickstart.yaml, pipelined (framework/pipelined_tree.h).
+  # The dynamic tree of gpu_quickstart.yaml, pipelined (framework/device/pipelined_tree.h).
   TREE="{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}"
   log "bench: framework overhead per step (shipped shapes, dynamic tree)"
   timeout 150 "$BUILD/speclab" bench-overhead --target-shape models/speclab-target/config.json \

@@ -316,7 +316,7 @@ TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
   }
 }
 
-// Pipelined dynamic trees (framework/pipelined_tree.h) on the test device,
+// Pipelined dynamic trees (framework/device/pipelined_tree.h) on the test device,
 // with static shapes off (the models' defaults, which read each position
 // back) and on (CUDA graphs on CUDA, their bodies eagerly on the CPU):
 // greedy decoding's tokens at T = 0, and the step-by-step loop's tokens for

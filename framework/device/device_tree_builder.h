@@ -4,7 +4,7 @@
 // host in the loop. One that can also build it from a root only the device
 // knows implements this interface too (`chain`, `dynamic_topk`), so that the
 // engine can queue a step before it has read the previous one
-// (framework/pipelined_steps.h). Where it is absent the engine steps on the
+// (framework/device/pipelined_steps.h). Where it is absent the engine steps on the
 // host and says so (Generation::engine_form).
 #ifndef SPECLAB_FRAMEWORK_DEVICE_DEVICE_TREE_BUILDER_H_
 #define SPECLAB_FRAMEWORK_DEVICE_DEVICE_TREE_BUILDER_H_

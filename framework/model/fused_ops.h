@@ -306,7 +306,7 @@ Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_toke
 // node where the walk stopped. Elsewhere than CUDA, a walk on the host.
 at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y);
 
-// Pipelined tree steps (framework/pipelined_tree.h): each one launch on CUDA
+// Pipelined tree steps (framework/device/pipelined_tree.h): each one launch on CUDA
 // (cuda/tree_kernels.h), ATen elsewhere.
 
 // The static inputs of a tree forward whose start ([1] int64) only the

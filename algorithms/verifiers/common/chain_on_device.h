@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 
 namespace speclab::verifiers {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 
 namespace speclab::verifiers {
 

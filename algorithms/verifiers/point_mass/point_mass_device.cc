@@ -12,7 +12,7 @@
 #include "algorithms/verifiers/common/chain_on_device.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
 #include "framework/core/status_macros.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 #include "framework/sampling.h"
 
 namespace speclab {

@@ -1,4 +1,4 @@
-// A device rule (framework/device_verifier.h) seen as a host Verifier, so
+// A device rule (framework/device/device_verifier.h) seen as a host Verifier, so
 // that the law checks of the host rules (law_check.h) test it too: chains
 // through DeviceVerifier::Verify, other trees through VerifyTree where the
 // rule verifies trees.
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "framework/core/verifier.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 
 namespace speclab::enumeration {
 

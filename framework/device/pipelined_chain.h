@@ -6,8 +6,8 @@
 // (LanguageModel::ForwardAt, DeviceDrafter::DraftChainAt). The engine
 // (speculative_decoder.cc) runs one step ahead; benchmarks queue many back to
 // back to time the device alone.
-#ifndef SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
-#define SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
+#ifndef SPECLAB_FRAMEWORK_DEVICE_PIPELINED_CHAIN_H_
+#define SPECLAB_FRAMEWORK_DEVICE_PIPELINED_CHAIN_H_
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -19,7 +19,7 @@
 #include "absl/types/span.h"
 #include "framework/generation.h"
 #include "framework/method.h"
-#include "framework/pipelined_steps.h"
+#include "framework/device/pipelined_steps.h"
 #include "framework/model/language_model.h"
 
 namespace speclab {
@@ -54,4 +54,4 @@ class PipelinedChain final : public PipelinedSteps {
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_PIPELINED_CHAIN_H_
+#endif  // SPECLAB_FRAMEWORK_DEVICE_PIPELINED_CHAIN_H_

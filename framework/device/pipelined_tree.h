@@ -10,8 +10,8 @@
 // target's forward (ForwardTreeAt) and the tree verifier's device form take
 // the drafted shape as it is. So a step is queued before the previous one is
 // read back, as chains are.
-#ifndef SPECLAB_FRAMEWORK_PIPELINED_TREE_H_
-#define SPECLAB_FRAMEWORK_PIPELINED_TREE_H_
+#ifndef SPECLAB_FRAMEWORK_DEVICE_PIPELINED_TREE_H_
+#define SPECLAB_FRAMEWORK_DEVICE_PIPELINED_TREE_H_
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -23,7 +23,7 @@
 #include "absl/types/span.h"
 #include "framework/method.h"
 #include "framework/model/language_model.h"
-#include "framework/pipelined_steps.h"
+#include "framework/device/pipelined_steps.h"
 #include "framework/sampling.h"
 
 namespace speclab {
@@ -64,4 +64,4 @@ class PipelinedTree final : public PipelinedSteps {
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_PIPELINED_TREE_H_
+#endif  // SPECLAB_FRAMEWORK_DEVICE_PIPELINED_TREE_H_

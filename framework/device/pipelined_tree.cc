@@ -1,4 +1,4 @@
-#include "framework/pipelined_tree.h"
+#include "framework/device/pipelined_tree.h"
 
 #include <ATen/ATen.h>
 
@@ -10,7 +10,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device/device_tree_builder.h"
 #include "framework/device_transfer.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 #include "framework/model/fused_ops.h"
 
 namespace speclab {

@@ -8,8 +8,8 @@
 // bookkeeping and launches hide under the device's work, as in
 // autoregressive decoding. Two kinds: chains (pipelined_chain.h) and trees
 // whose shape the device chooses (pipelined_tree.h).
-#ifndef SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
-#define SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
+#ifndef SPECLAB_FRAMEWORK_DEVICE_PIPELINED_STEPS_H_
+#define SPECLAB_FRAMEWORK_DEVICE_PIPELINED_STEPS_H_
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -120,4 +120,4 @@ std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& met
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_PIPELINED_STEPS_H_
+#endif  // SPECLAB_FRAMEWORK_DEVICE_PIPELINED_STEPS_H_

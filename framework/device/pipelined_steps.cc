@@ -1,12 +1,12 @@
-#include "framework/pipelined_steps.h"
+#include "framework/device/pipelined_steps.h"
 
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "framework/device/device_tree_builder.h"
 #include "framework/device_transfer.h"
-#include "framework/pipelined_chain.h"
-#include "framework/pipelined_tree.h"
+#include "framework/device/pipelined_chain.h"
+#include "framework/device/pipelined_tree.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {

@@ -1,4 +1,4 @@
-#include "framework/pipelined_chain.h"
+#include "framework/device/pipelined_chain.h"
 
 #include <ATen/ATen.h>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_tree_builder.h"
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
 

@@ -1,4 +1,4 @@
-#include "framework/device_verifier.h"
+#include "framework/device/device_verifier.h"
 
 namespace speclab {
 

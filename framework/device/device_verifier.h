@@ -10,8 +10,8 @@
 // DecodeOptions::verify_on_device is set (the default): for chains, and for
 // the trees of branching builders where the form verifies trees. Otherwise
 // the host rule.
-#ifndef SPECLAB_FRAMEWORK_DEVICE_VERIFIER_H_
-#define SPECLAB_FRAMEWORK_DEVICE_VERIFIER_H_
+#ifndef SPECLAB_FRAMEWORK_DEVICE_DEVICE_VERIFIER_H_
+#define SPECLAB_FRAMEWORK_DEVICE_DEVICE_VERIFIER_H_
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -59,4 +59,4 @@ using DeviceVerifierRegistry = Registry<DeviceVerifier>;
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_DEVICE_VERIFIER_H_
+#endif  // SPECLAB_FRAMEWORK_DEVICE_DEVICE_VERIFIER_H_
