@@ -43,8 +43,7 @@ using float_bounds::kFloat32Roundoff;
 using testing::BoundRatio;
 using testing::UnitRoundoff;
 
-// --- References, written as llama_model.cc writes them
-// ------------------------
+// --- References, written as llama_model.cc writes them ------------------------
 
 at::Tensor RefRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const at::Tensor xf = x.to(at::kFloat);
