@@ -35,12 +35,22 @@ int64_t ModelDrafter::ToDraftToken(int64_t target_token) const {
   return vocab_map_ ? target_to_draft_[target_token] : target_token;
 }
 
+namespace {
+
+// Draft logits [n, draft vocab] as target logits [n, target_vocab]: target
+// tokens the drafter cannot propose get -inf, probability 0 in q.
+at::Tensor MapToTargetLogits(const at::Tensor& draft_logits, int64_t target_vocab, const at::Tensor& draft_to_target,
+                             const at::Tensor& mapped_draft_ids) {
+  at::Tensor out = at::full({draft_logits.size(0), target_vocab}, -std::numeric_limits<float>::infinity(),
+                            draft_logits.options());
+  return out.index_copy_(1, draft_to_target, draft_logits.index_select(1, mapped_draft_ids));
+}
+
+}  // namespace
+
 at::Tensor ModelDrafter::ToTargetLogits(const at::Tensor& draft_logits) const {
   if (!vocab_map_) return draft_logits;
-  // Target tokens the drafter cannot propose get -inf: probability 0 in q.
-  at::Tensor out = at::full({draft_logits.size(0), vocab_map_->target_vocab},
-                            -std::numeric_limits<float>::infinity(), draft_logits.options());
-  return out.index_copy_(1, draft_to_target_device_, draft_logits.index_select(1, mapped_draft_ids_device_));
+  return MapToTargetLogits(draft_logits, vocab_map_->target_vocab, draft_to_target_device_, mapped_draft_ids_device_);
 }
 
 absl::Status ModelDrafter::FeedContext(absl::Span<const int32_t> tokens, int64_t first_position) {
@@ -203,14 +213,20 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
 
 LevelPick ModelDrafter::InDraftVocabulary(const LevelPick& pick) const {
   if (!vocab_map_) return pick;
-  LevelPick mapped = pick;
-  mapped.key = absl::StrCat(pick.key, "/in draft vocabulary");
-  mapped.pick = [this, pick](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
-    LevelPick::Choice choice = pick.pick(level, ToTargetLogits(logits), carry);
-    choice.tokens = target_to_draft_device_.index_select(0, choice.tokens);
-    return choice;
-  };
-  return mapped;
+  // The inner pick chooses in the target's vocabulary: its logits are mapped
+  // there (target tokens the drafter lacks at -inf) and its tokens back.
+  using Params = std::tuple<LevelPick, int64_t, at::Tensor, at::Tensor, at::Tensor>;
+  return LevelPick::Of(
+      pick.width(),
+      [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+        const auto& [inner, target_vocab, draft_to_target, mapped_draft_ids, target_to_draft] = p;
+        LevelPick::Choice choice =
+            inner(level, MapToTargetLogits(logits, target_vocab, draft_to_target, mapped_draft_ids), carry);
+        choice.tokens = target_to_draft.index_select(0, choice.tokens);
+        return choice;
+      },
+      Params{pick, vocab_map_->target_vocab, draft_to_target_device_, mapped_draft_ids_device_,
+             target_to_draft_device_});
 }
 
 absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick& pick) {

@@ -107,9 +107,9 @@ TEST(ModelDrafterTest, StepByStepDraftingAfterDeviceRootedChainsStartsOver) {
   const c10::Device cpu(c10::kCPU);
   const DeviceRoot root{.last_two = LongsToDevice({9, 9}, cpu),
                         .position = {.start = LongsToDevice({5}, cpu), .max_start = 5}};
-  const ChainPick greedy{.key = "greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
-                           return std::make_pair(GreedyTokens(logits), at::Tensor());
-                         }};
+  const ChainPick greedy = ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+    return std::make_pair(GreedyTokens(logits), at::Tensor());
+  });
   auto chain = used.DraftChainAt(root, 3, greedy);
   ASSERT_TRUE(chain.ok()) << chain.status();
   EXPECT_EQ(chain->tokens.size(0), 4);  // the root, then three drafts
@@ -188,9 +188,8 @@ TEST(ModelDrafterTest, DraftLevelsAtNeedsRoomForItsPrefix) {
   ASSERT_TRUE(drafter.Reset({1, 5, 3, 7}).ok());
   const c10::Device device = drafter.model().device();
   const at::Tensor context = LongsToDevice({1, 5, 3, 7, 0, 0, 0, 0}, device);
-  const LevelPick pick{.key = "unused", .width = 1, .pick = [](int64_t, const at::Tensor&, const std::vector<at::Tensor>&) {
-                         return LevelPick::Choice{};
-                       }};
+  const LevelPick pick = LevelPick::Of(
+      1, [](const std::tuple<>&, int64_t, const at::Tensor&, const std::vector<at::Tensor>&) { return LevelPick::Choice{}; });
   const DeviceRoot root{.last_two = LongsToDevice({3, 7}, device),
                         .position = {.start = LongsToDevice({2}, device), .max_start = 2, .min_start = 2},
                         .context = context};

@@ -19,15 +19,15 @@ absl::StatusOr<ChainResult> ForwardEach(LanguageModel& model, const at::Tensor& 
   if (!first.defined() || first.dim() != 1 || first.size(0) != 1)
     return absl::InvalidArgumentError("ForwardChain: the first token must be a [1] tensor");
   const at::Tensor noise =
-      pick.noise_generator == nullptr
+      pick.noise_generator() == nullptr
           ? at::Tensor()
           : at::empty({steps, model.config().vocab_size}, first.options().dtype(at::kFloat))
-                .exponential_(1.0, *pick.noise_generator);
+                .exponential_(1.0, *pick.noise_generator());
   std::vector<at::Tensor> tokens{first.to(at::kLong)}, rows;
   for (int64_t i = 0; i < steps; ++i) {
     ASSIGN_OR_RETURN(at::Tensor logits,
                      model.Forward(tokens.back(), at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor()));
-    auto [token, row] = pick.pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
+    auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
     tokens.push_back(token.view({1}));
     if (row.defined()) rows.push_back(row);
   }
@@ -72,17 +72,17 @@ absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const Leve
   if (!prefix.defined() || prefix.dim() != 1 || prefix.size(0) < 1)
     return absl::InvalidArgumentError("ForwardLevels: the prefix must be a non-empty [c] tensor");
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: levels must be >= 1, got ", levels));
-  if (!pick.pick) return absl::InvalidArgumentError("ForwardLevels: pick has no function");
-  if (pick.width < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: width must be >= 1, got ", pick.width));
+  if (!pick.defined()) return absl::InvalidArgumentError("ForwardLevels: pick has no function");
+  if (pick.width() < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: width must be >= 1, got ", pick.width()));
   return absl::OkStatus();
 }
 
 // The nodes of a level, each checked against the pick's width.
 absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level) {
   for (const at::Tensor* t : {&choice.tokens, &choice.parents})
-    if (!t->defined() || t->dim() != 1 || t->size(0) != pick.width)
-      return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key, "' at level ", level,
-                                                     " must give tokens and parents of [", pick.width, "]"));
+    if (!t->defined() || t->dim() != 1 || t->size(0) != pick.width())
+      return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level,
+                                                     " must give tokens and parents of [", pick.width(), "]"));
   return absl::OkStatus();
 }
 
@@ -175,9 +175,9 @@ absl::StatusOr<LevelsKept> LanguageModel::ForwardLevels(const at::Tensor& prefix
                                                         const LevelPick& pick) {
   RETURN_IF_ERROR(ValidateLevels(prefix, levels, pick));
   try {
-    const int64_t c = prefix.size(0), m = pick.width;
+    const int64_t c = prefix.size(0), m = pick.width();
     ASSIGN_OR_RETURN(at::Tensor prefix_logits, Forward(prefix.to(at::kLong), Positions(position, c, prefix), at::Tensor()));
-    LevelPick::Choice choice = pick.pick(0, prefix_logits.narrow(0, c - 1, 1), {});
+    LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, c - 1, 1), {});
     RETURN_IF_ERROR(CheckChoice(choice, pick, 0));
     LevelsKept kept{std::move(choice.kept)};
     // A node sees what its parent sees, and itself: `visible` holds the rows
@@ -189,7 +189,7 @@ absl::StatusOr<LevelsKept> LanguageModel::ForwardLevels(const at::Tensor& prefix
       ASSIGN_OR_RETURN(at::Tensor logits,
                        Forward(tokens, at::full({m}, position + c - 1 + level, tokens.options()), visible));
       const std::vector<at::Tensor> carry = std::move(choice.carry);
-      choice = pick.pick(level, logits, carry);
+      choice = pick(level, logits, carry);
       kept.push_back(std::move(choice.kept));
       if (level == levels) break;
       RETURN_IF_ERROR(CheckChoice(choice, pick, level));

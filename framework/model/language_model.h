@@ -16,6 +16,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,23 +25,49 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "framework/model/model_config.h"
+#include "framework/model/pick_key.h"
 
 namespace speclab {
 
 // How ForwardChain() chooses each next token on the device from the logits
-// of the token before it.
-struct ChainPick {
-  // Names `pick`: picks with equal keys must be the same function (a model
-  // may capture pick's work into a CUDA graph and cache it under this key).
-  std::string key;
-  // (logits [1, vocab] float32, noise [1, vocab] float32 or undefined) ->
+// of the token before it. Built with Of() from a function that captures
+// nothing and its parameters; the key that captured graphs are cached under
+// is derived from them (framework/model/pick_key.h), never written by hand.
+class ChainPick {
+ public:
   // (token [1] int64, row [1, vocab] float32 or undefined: what the caller
-  // wants kept, e.g. the distribution the token was drawn from). Device work
-  // only, depending on nothing but its arguments: no host reads, no RNG.
-  std::function<std::pair<at::Tensor, at::Tensor>(const at::Tensor& logits, const at::Tensor& noise)> pick;
-  // Non-null: before the chain runs, the model draws noise [steps, vocab] of
-  // i.i.d. Exp(1) values from it, and step i's pick gets row i.
-  at::Generator* noise_generator = nullptr;
+  // wants kept, e.g. the distribution the token was drawn from).
+  using Result = std::pair<at::Tensor, at::Tensor>;
+
+  // `function(params, logits [1, vocab] float32, noise [1, vocab] float32 or
+  // undefined)`: device work only, depending on nothing but its arguments (no
+  // host reads, no RNG). With a noise generator, before the chain runs the
+  // model draws noise [steps, vocab] of i.i.d. Exp(1) values from it, and
+  // step i's pick gets row i.
+  template <typename Function, typename... Params>
+  static ChainPick Of(Function function, std::tuple<Params...> params = {}, at::Generator* noise_generator = nullptr) {
+    using Pointer = Result (*)(const std::tuple<Params...>&, const at::Tensor&, const at::Tensor&);
+    static_assert(std::is_convertible_v<Function, Pointer>,
+                  "a pick is a function of its declared parameters and arguments: it may capture nothing");
+    const Pointer pointer = function;
+    ChainPick pick;
+    pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), noise_generator ? "+noise" : "");
+    pick.function_ = [pointer, params](const at::Tensor& logits, const at::Tensor& noise) {
+      return pointer(params, logits, noise);
+    };
+    pick.noise_generator_ = noise_generator;
+    return pick;
+  }
+
+  Result operator()(const at::Tensor& logits, const at::Tensor& noise) const { return function_(logits, noise); }
+  const std::string& key() const { return key_; }
+  at::Generator* noise_generator() const { return noise_generator_; }
+  bool defined() const { return static_cast<bool>(function_); }
+
+ private:
+  std::string key_;
+  std::function<Result(const at::Tensor& logits, const at::Tensor& noise)> function_;
+  at::Generator* noise_generator_ = nullptr;
 };
 
 struct ChainResult {
@@ -48,25 +76,53 @@ struct ChainResult {
 };
 
 // How ForwardLevels() grows a tree on the device, one level of `width`
-// nodes at a time: from the logits of a level's nodes, pick chooses the next
-// level's nodes, each extending one node of that level (EAGLE-2's frontier).
-struct LevelPick {
+// nodes at a time: from the logits of a level's nodes, the pick chooses the
+// next level's nodes, each extending one node of that level (EAGLE-2's
+// frontier). Built as ChainPick is; the width is part of the key.
+class LevelPick {
+ public:
   struct Choice {
     at::Tensor tokens;              // [width] int64: the next level's tokens
     at::Tensor parents;             // [width] int64: the node of this level each extends (0 at level 0)
     std::vector<at::Tensor> carry;  // handed to the next level's pick
     std::vector<at::Tensor> kept;   // returned to the caller, level by level
   };
-  // Names `pick` as ChainPick::key does; equal keys must also give equal
-  // shapes.
-  std::string key;
-  int64_t width = 1;  // nodes per level
-  // (level, logits float32, carry) -> Choice: level 0 gets the last prefix
-  // token's logits [1, vocab] and an empty carry, level l >= 1 the logits of
-  // its width nodes [width, vocab] and level l - 1's carry. Device work only,
-  // depending on nothing but its arguments: no host reads, no RNG.
-  std::function<Choice(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry)> pick;
+
+  // `function(params, level, logits float32, carry)`: level 0 gets the last
+  // prefix token's logits [1, vocab] and an empty carry, level l >= 1 the
+  // logits of its width nodes [width, vocab] and level l - 1's carry. Device
+  // work only, depending on nothing but its arguments: no host reads, no RNG.
+  template <typename Function, typename... Params>
+  static LevelPick Of(int64_t width, Function function, std::tuple<Params...> params = {}) {
+    using Pointer = Choice (*)(const std::tuple<Params...>&, int64_t, const at::Tensor&, const std::vector<at::Tensor>&);
+    static_assert(std::is_convertible_v<Function, Pointer>,
+                  "a pick is a function of its declared parameters and arguments: it may capture nothing");
+    const Pointer pointer = function;
+    LevelPick pick;
+    pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), "x", width);
+    pick.width_ = width;
+    pick.function_ = [pointer, params](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+      return pointer(params, level, logits, carry);
+    };
+    return pick;
+  }
+
+  Choice operator()(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) const {
+    return function_(level, logits, carry);
+  }
+  const std::string& key() const { return key_; }
+  int64_t width() const { return width_; }  // nodes per level
+  bool defined() const { return static_cast<bool>(function_); }
+
+ private:
+  std::string key_;
+  int64_t width_ = 1;
+  std::function<Choice(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry)> function_;
 };
+
+// A pick among another pick's parameters is keyed by its own key.
+inline std::string PickKeyPart(const ChainPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
+inline std::string PickKeyPart(const LevelPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
 
 // ForwardLevels' result: each level's Choice::kept, level 0 (the prefix's) first.
 using LevelsKept = std::vector<std::vector<at::Tensor>>;

@@ -290,7 +290,7 @@ struct LlamaModel::Impl {
   // slot must fit the spare slots that captures write.
   bool LevelsFitGraph(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) const {
     return static_shapes && config.sliding_window == 0 && prefix.defined() && prefix.dim() == 1 && levels >= 1 &&
-           pick.width >= 1 && prefix.size(0) + levels * pick.width <= kMaxTokenBucket;
+           pick.width() >= 1 && prefix.size(0) + levels * pick.width() <= kMaxTokenBucket;
   }
   absl::StatusOr<LevelsKept> ForwardLevelsStatic(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                  const LevelPick& pick);
@@ -757,7 +757,7 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_lengt
     const int64_t fed = i == 0 ? prefix : 1;
     auto [logits, hidden] =
         CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length);
-    auto [token, row] = pick.pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
+    auto [token, row] = pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
                                   chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
     chain_in.tokens.narrow(0, offset + fed, 1).copy_(token.view({1}));
     if (row.defined()) rows.push_back(row);
@@ -766,7 +766,7 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_lengt
   chain.rows = rows.empty() ? at::Tensor() : at::cat(rows);
 }
 
-// The chain for (steps, prefix, kv_length, pick.key). On CUDA its first use
+// The chain for (steps, prefix, kv_length, pick.key()). On CUDA its first use
 // captures the chain for every KV length bucket, each run once on the spare
 // slots past the capacity (the cache's contents stay as they were).
 absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t prefix,
@@ -774,7 +774,7 @@ absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
     CapturedChain chain;
-    if (pick.noise_generator != nullptr)
+    if (pick.noise_generator() != nullptr)
       chain.noise = at::ones({steps, config.vocab_size}, at::TensorOptions().device(device).dtype(at::kFloat));
     if (!device.is_cuda()) return chain;
     chain_in.start.fill_(capacity);
@@ -786,7 +786,7 @@ absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
   return EveryKvBucket<CapturedChain, Key>(
-      chain_graphs, [&](int64_t length) { return Key{steps, prefix, length, pick.key}; }, kv_length,
+      chain_graphs, [&](int64_t length) { return Key{steps, prefix, length, pick.key()}; }, kv_length,
       prefix + steps - 1, device.is_cuda(), cache_slots, make);
 }
 
@@ -827,7 +827,7 @@ absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainAtStatic(const at::Ten
 // run overwrites.
 ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
                                        const ChainPick& pick) {
-  if (chain.noise.defined()) chain.noise.exponential_(1.0, *pick.noise_generator);
+  if (chain.noise.defined()) chain.noise.exponential_(1.0, *pick.noise_generator());
   if (chain.graph) {
     chain.graph->Replay();
   } else {
@@ -846,12 +846,12 @@ ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int6
 // their own level.
 void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
                                   CapturedLevels& captured) {
-  const int64_t m = pick.width;
+  const int64_t m = pick.width();
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
   auto [prefix_logits, prefix_hidden] =
       CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length);
   captured.hidden = prefix_hidden;
-  LevelPick::Choice choice = pick.pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
+  LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
   captured.kept.assign(1, std::move(choice.kept));
   // Every level's slots [levels, m], positions [levels, m] and own-slot
   // columns [levels, m, kv_length] at once: three launches, not three a level.
@@ -866,14 +866,14 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
                                               visible, kv_length);
     captured.hidden = hidden;
     const std::vector<at::Tensor> carry = std::move(choice.carry);
-    choice = pick.pick(level, logits.to(at::kFloat), carry);
+    choice = pick(level, logits.to(at::kFloat), carry);
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
     visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
   }
 }
 
-// The levels for (levels, prefix, kv_length, pick.key), captured as Chain()
+// The levels for (levels, prefix, kv_length, pick.key()), captured as Chain()
 // is: on first use, for every KV length bucket, each run once on the spare
 // slots past the capacity.
 absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t prefix,
@@ -893,8 +893,8 @@ absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
   return EveryKvBucket<CapturedLevels, Key>(
-      level_graphs, [&](int64_t length) { return Key{levels, prefix, length, pick.key}; }, kv_length,
-      prefix + levels * pick.width, device.is_cuda(), cache_slots, make);
+      level_graphs, [&](int64_t length) { return Key{levels, prefix, length, pick.key()}; }, kv_length,
+      prefix + levels * pick.width(), device.is_cuda(), cache_slots, make);
 }
 
 absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& prefix, int64_t position,
@@ -902,13 +902,13 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tenso
   const int64_t c = prefix.size(0);
   const int64_t start = committed + tentative;
   if (!static_in.tokens.defined()) AllocateStaticInputs();
-  const int64_t kv_length = KvBucket(start + c + levels * pick.width, cache_slots);
+  const int64_t kv_length = KvBucket(start + c + levels * pick.width(), cache_slots);
   ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
   levels_in.start.fill_(start);
   levels_in.position.fill_(position);
   levels_in.tokens.narrow(0, 0, c).copy_(prefix, /*non_blocking=*/true);
   LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
-  tentative += c + levels * pick.width;
+  tentative += c + levels * pick.width();
   return kept;
 }
 
@@ -917,7 +917,7 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tenso
 absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsAtStatic(const at::Tensor& prefix, const DevicePosition& at,
                                                                    int64_t levels, const LevelPick& pick) {
   const int64_t c = prefix.size(0);
-  const int64_t fed = c + levels * pick.width;
+  const int64_t fed = c + levels * pick.width();
   if (!static_in.tokens.defined()) AllocateStaticInputs();
   const int64_t kv_length = KvBucket(at.max_start + fed, cache_slots);
   ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
@@ -1411,12 +1411,12 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, i
                                                      const LevelPick& pick) {
   Impl& m = *impl_;
   if (!m.LevelsFitGraph(prefix, levels, pick)) return LanguageModel::ForwardLevels(prefix, position, levels, pick);
-  if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: pick has no function");
+  if (!pick.defined()) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: pick has no function");
   if (prefix.size(0) < 1 || prefix.scalar_type() != at::kLong || prefix.device() != m.device)
     return absl::InvalidArgumentError(
         absl::StrCat("LlamaModel::ForwardLevels: the prefix must be int64 [c >= 1] on ", m.device.str()));
   if (position < 0) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: negative position");
-  const int64_t fed = prefix.size(0) + pick.width * levels;
+  const int64_t fed = prefix.size(0) + pick.width() * levels;
   if (m.committed + m.tentative + fed > m.capacity)
     return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::ForwardLevels: ", fed,
                                                      " more tokens exceed the KV capacity ", m.capacity, " (",
@@ -1425,7 +1425,7 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, i
     c10::InferenceMode guard;
     return m.ForwardLevelsStatic(prefix, position, levels, pick);
   });
-  if (kept.ok()) CountLevelForwards(prefix.size(0), levels, pick.width);
+  if (kept.ok()) CountLevelForwards(prefix.size(0), levels, pick.width());
   return kept;
 }
 
@@ -1475,13 +1475,13 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevelsAt(const at::Tensor& prefix,
                                                        int64_t levels, const LevelPick& pick) {
   Impl& m = *impl_;
   if (!m.LevelsFitGraph(prefix, levels, pick)) return LanguageModel::ForwardLevelsAt(prefix, at, levels, pick);
-  if (!pick.pick) return absl::InvalidArgumentError("LlamaModel::ForwardLevelsAt: pick has no function");
-  RETURN_IF_ERROR(m.ValidateAt("ForwardLevelsAt", prefix, at, prefix.size(0) + levels * pick.width));
+  if (!pick.defined()) return absl::InvalidArgumentError("LlamaModel::ForwardLevelsAt: pick has no function");
+  RETURN_IF_ERROR(m.ValidateAt("ForwardLevelsAt", prefix, at, prefix.size(0) + levels * pick.width()));
   absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsAt", [&] {
     c10::InferenceMode guard;
     return m.ForwardLevelsAtStatic(prefix, at, levels, pick);
   });
-  if (kept.ok()) CountLevelForwards(prefix.size(0), levels, pick.width);
+  if (kept.ok()) CountLevelForwards(prefix.size(0), levels, pick.width());
   return kept;
 }
 

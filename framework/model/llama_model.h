@@ -55,7 +55,7 @@ class LlamaModel final : public LanguageModel {
   // With static shapes (on CUDA, by default) the whole chain is one CUDA
   // graph: per step the one-token forward, pick, and the next step's inputs
   // computed on the device; the host fills three scalars, draws the noise and
-  // launches once. The first call for a (steps, pick.key) captures that chain
+  // launches once. The first call for a (steps, pick.key()) captures that chain
   // for every KV length bucket, so later calls do not capture. Otherwise (CPU,
   // sliding window, more than 32 steps) the plain Forward() calls; on the CPU
   // with static shapes enabled the same chain body runs eagerly (tests compare

@@ -391,14 +391,15 @@ TEST(LlamaModelTest, StaticShapeForwardEqualsPlainForward) {
 // Greedy, or the exponential race on softmax(logits) with the chain's noise.
 ChainPick TestPick(bool greedy, at::Generator* generator) {
   if (greedy)
-    return {.key = "test greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
-              return std::make_pair(GreedyTokens(logits), at::Tensor());
-            }};
-  return {.key = "test sample", .pick = [](const at::Tensor& logits, const at::Tensor& noise) {
-            const at::Tensor q = logits.softmax(-1);
-            return std::make_pair(RaceRows(q, noise), q);
-          },
-          .noise_generator = generator};
+    return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+      return std::make_pair(GreedyTokens(logits), at::Tensor());
+    });
+  return ChainPick::Of(
+      [](const std::tuple<>&, const at::Tensor& logits, const at::Tensor& noise) {
+        const at::Tensor q = logits.softmax(-1);
+        return std::make_pair(RaceRows(q, noise), q);
+      },
+      std::tuple<>{}, generator);
 }
 
 // Fills `model` to a 256-slot KV bucket's edge: 250 committed tokens and one
@@ -524,9 +525,9 @@ TEST(LlamaModelTest, ForwardChainErrors) {
   EXPECT_FALSE(model->ForwardChain(Longs({1}), 0, 0, pick).ok());
   auto full = model->ForwardChain(Longs({1}), 0, 17, pick);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
-  const ChainPick broken{.key = "broken", .pick = [](const at::Tensor& logits, const at::Tensor&) {
-                           return std::make_pair(logits.view({-1, 3}).argmax(-1), at::Tensor());  // 64 % 3 != 0
-                         }};
+  const ChainPick broken = ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+    return std::make_pair(logits.view({-1, 3}).argmax(-1), at::Tensor());  // 64 % 3 != 0
+  });
   for (bool padded : {false, true}) {
     model->EnableCudaGraphs(padded);
     auto result = model->ForwardChain(Longs({1}), 0, 2, broken);
@@ -572,12 +573,13 @@ TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
   });
 }
 
-// A LevelPick for tests, two nodes a level: level 1 is the prefix's two
-// best tokens; after that child i extends node 1 - i with that node's greedy
-// token. The carry sums each node's path of best logits.
-LevelPick MirrorPick() {
-  return {.key = "test mirror", .width = 2,
-          .pick = [](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+// A LevelPick for tests, two nodes a level (a `width` that claims otherwise
+// serves the error tests): level 1 is the prefix's two best tokens; after that
+// child i extends node 1 - i with that node's greedy token. The carry sums
+// each node's path of best logits.
+LevelPick MirrorPick(int64_t width = 2) {
+  return LevelPick::Of(
+      width, [](const std::tuple<>&, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
             const auto longs = logits.options().dtype(at::kLong);
             if (level == 0) {
               auto [best, tokens] = logits[0].topk(2);
@@ -590,7 +592,7 @@ LevelPick MirrorPick() {
                                      .parents = parents,
                                      .carry = {sums.index_select(0, parents)},
                                      .kept = {GreedyTokens(logits), sums}};
-          }};
+      });
 }
 
 TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
@@ -724,10 +726,8 @@ TEST(LlamaModelTest, ForwardLevelsErrors) {
     ASSERT_TRUE(model->Commit({0, 1, 2}).ok());
     EXPECT_FALSE(model->ForwardLevels(at::Tensor(), 3, 2, MirrorPick()).ok());
     EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 0, MirrorPick()).ok());
-    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, LevelPick{.key = "none"}).ok());
-    LevelPick narrow = MirrorPick();
-    narrow.width = 3;  // the pick gives two nodes
-    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, narrow).ok());
+    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, LevelPick{}).ok());  // no function
+    EXPECT_FALSE(model->ForwardLevels(Longs({1, 2}), 3, 2, MirrorPick(/*width=*/3)).ok());  // it gives two nodes
     ASSERT_TRUE(model->Truncate(3).ok());
     auto full = model->ForwardLevels(Longs({1, 2}), 3, 6, MirrorPick());
     EXPECT_FALSE(full.ok());

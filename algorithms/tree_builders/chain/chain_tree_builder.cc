@@ -77,16 +77,18 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
     if (sampling.greedy()) {
       // q is the one-hot of the argmax, exactly the law of an argmax draft;
       // no rows are kept (DraftTree::draft_probs).
-      return {.key = "chain greedy", .pick = [](const at::Tensor& logits, const at::Tensor&) {
-                return std::make_pair(GreedyTokens(logits), at::Tensor());
-              }};
+      return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+        return std::make_pair(GreedyTokens(logits), at::Tensor());
+      });
     }
-    return {.key = absl::StrCat("chain sample T=", sampling.temperature, " k=", sampling.top_k, " p=", sampling.top_p),
-            .pick = [sampling](const at::Tensor& logits, const at::Tensor& noise) {
-              at::Tensor q = Probabilities(logits, sampling);
-              return std::make_pair(RaceRows(q, noise), q);
-            },
-            .noise_generator = request.generator};
+    using Params = std::tuple<double, int64_t, double>;  // temperature, top_k, top_p
+    return ChainPick::Of(
+        [](const Params& p, const at::Tensor& logits, const at::Tensor& noise) {
+          const auto& [temperature, top_k, top_p] = p;
+          at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
+          return std::make_pair(RaceRows(q, noise), q);
+        },
+        Params{sampling.temperature, sampling.top_k, sampling.top_p}, request.generator);
   }
 
   // The chain from DeviceDrafter::DraftChain, or nullopt where the drafter has none.

@@ -81,10 +81,10 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     // Carry: the frontier (scores, pool indices) and the pool (tokens,
     // parents' pool indices, scores), allocated at level 0 and filled level by
     // level in place (fused::ExpandFrontier); the root's top K are level 1.
-    const LevelPick pick{
-        .key = absl::StrCat(kName, "/", k, "/", depth, "/", kept),
-        .width = k,
-        .pick = [k, depth, kept](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+    using Params = std::tuple<int64_t, int64_t, int64_t>;  // top_k, depth, kept
+    const LevelPick pick = LevelPick::Of(
+        k, [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+          const auto& [k, depth, kept] = p;
           const tree_builders::TopK top = tree_builders::MostProbable(logits, k);
           if (level == 0) {
             const at::Tensor tokens = top.tokens.reshape({-1});
@@ -106,7 +106,8 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
                                    .carry = {next.scores, next.pool, carry[2], carry[3], carry[4]}};
           if (level == depth) choice.kept = KeepBest(carry[2], carry[3], carry[4], kept);
           return choice;
-        }};
+        },
+        Params{k, depth, kept});
     // The picks cannot fail politely inside the drafter's graph: check top_k here.
     for (LanguageModel* model : drafter.models())
       RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", k, model->config().vocab_size));
