@@ -107,11 +107,12 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   RETURN_IF_ERROR(method.drafter->Reset(prompt));
   at::Generator draft_generator = MakeGenerator(device, 1), verify_generator = MakeGenerator(device, 2);
   const int max_new_tokens = static_cast<int>(target.capacity() - static_cast<int64_t>(prompt.size())) / 2;
-  std::unique_ptr<PipelinedSteps> pipeline =
+  absl::StatusOr<std::unique_ptr<PipelinedSteps>> form =
       PipelinedForm(target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator);
-  if (pipeline == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: the method cannot run pipelined: ",
-                                                   WhyNotPipelined(target, method, prompt, max_new_tokens)));
+  if (!form.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("bench-overhead: the method cannot run pipelined: ", form.status().message()));
+  const std::unique_ptr<PipelinedSteps> pipeline = *std::move(form);
   const std::vector<LanguageModel*> drafters = method.drafter->models();
   target.ResetForwardCounts();
   for (LanguageModel* drafter : drafters) drafter->ResetForwardCounts();

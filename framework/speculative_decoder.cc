@@ -313,20 +313,22 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   ResetForwardCounts(target, method.drafter.get());
 
   bool done = false;
-  std::string step_by_step_reason = !options.pipeline            ? "decoding.pipeline is off (its default off CUDA)"
-                                    : options.time_phases         ? "phases are timed, which waits for each"
-                                    : !options.verify_on_device   ? "decoding.verify_on_device is off"
-                                                                  : WhyNotPipelined(target, method, prompt,
-                                                                                    options.max_new_tokens);
+  std::string step_by_step_reason = !options.pipeline          ? "decoding.pipeline is off (its default off CUDA)"
+                                    : options.time_phases       ? "phases are timed, which waits for each"
+                                    : !options.verify_on_device ? "decoding.verify_on_device is off"
+                                                                : "";
   if (step_by_step_reason.empty()) {
-    if (std::unique_ptr<PipelinedSteps> steps = PipelinedForm(target, method, options.sampling, prompt,
-                                                              options.max_new_tokens, random.draft, random.verify)) {
-      ASSIGN_OR_RETURN(done, DecodePipelined(*steps, method, prompt, options, out));
-      if (done) out.engine_form = steps->form();
+    absl::StatusOr<std::unique_ptr<PipelinedSteps>> steps = PipelinedForm(
+        target, method, options.sampling, prompt, options.max_new_tokens, random.draft, random.verify);
+    if (steps.ok()) {
+      ASSIGN_OR_RETURN(done, DecodePipelined(**steps, method, prompt, options, out));
+      if (done) out.engine_form = (*steps)->form();
       // A tree refused at its first step was drafted (PipelinedTree::Queue):
       // the step-by-step loop counts its own forwards only.
       if (!done) ResetForwardCounts(target, method.drafter.get());
-      step_by_step_reason = steps->refusal();
+      step_by_step_reason = (*steps)->refusal();
+    } else {
+      step_by_step_reason = std::string(steps.status().message());
     }
   }
   if (!done) out.engine_form = "step by step: " + step_by_step_reason;

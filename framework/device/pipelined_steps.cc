@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/device/device_tree_builder.h"
+#include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device/pipelined_chain.h"
 #include "framework/device/pipelined_tree.h"
@@ -34,10 +35,7 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
                                      .min_start = min_root - 1},
                         .context = context};
   DeviceTreeBuilder* builder = DeviceFormOf(*method_.tree_builder);
-  if (builder == nullptr) {  // Check() refuses such methods; kept for direct callers
-    Refuse(absl::StrCat("the tree builder '", method_.tree_builder_name, "' has no device form"));
-    return std::nullopt;
-  }
+  if (builder == nullptr) return absl::InternalError("pipelined steps: the tree builder has no device form");  // Check()'s
   absl::StatusOr<DraftTree> draft = builder->BuildAt(*method_.drafter, request, root);
   if (draft.status().code() == absl::StatusCode::kUnimplemented) {
     Refuse(absl::StrCat("the tree builder '", method_.tree_builder_name, "' or the drafter '", method_.drafter_name,
@@ -70,23 +68,19 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
   return parts;
 }
 
-std::string WhyNotPipelined(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
-                            int max_new_tokens) {
-  const absl::Status status = method.tree_builder->traits().may_branch
-                                  ? PipelinedTree::Check(method, prompt)
-                                  : PipelinedChain::Check(target, method, prompt, max_new_tokens);
-  return std::string(status.message());
-}
-
-std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
-                                              absl::Span<const int32_t> prompt, int max_new_tokens,
-                                              at::Generator& draft_generator, at::Generator& verify_generator) {
-  if (PipelinedChain::Check(target, method, prompt, max_new_tokens).ok())
-    return std::make_unique<PipelinedChain>(target, method, sampling, prompt, draft_generator, verify_generator);
-  if (PipelinedTree::Check(method, prompt).ok())
-    return std::make_unique<PipelinedTree>(target, method, sampling, prompt, max_new_tokens, draft_generator,
-                                           verify_generator);
-  return nullptr;
+absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& target, Method& method,
+                                                              const SamplingParams& sampling,
+                                                              absl::Span<const int32_t> prompt, int max_new_tokens,
+                                                              at::Generator& draft_generator,
+                                                              at::Generator& verify_generator) {
+  if (method.tree_builder->traits().may_branch) {
+    RETURN_IF_ERROR(PipelinedTree::Check(method, prompt));
+    return std::unique_ptr<PipelinedSteps>(std::make_unique<PipelinedTree>(
+        target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator));
+  }
+  RETURN_IF_ERROR(PipelinedChain::Check(target, method, prompt, max_new_tokens));
+  return std::unique_ptr<PipelinedSteps>(
+      std::make_unique<PipelinedChain>(target, method, sampling, prompt, draft_generator, verify_generator));
 }
 
 }  // namespace speclab

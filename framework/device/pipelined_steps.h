@@ -104,17 +104,13 @@ class PipelinedSteps {
 // Empty where every part has one.
 std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool trees);
 
-// Why `method` has no pipelined form (a device verifier for its drafts, a
-// fixed length, drafts from a device root), in words naming the plugin, or
-// "" where it has one (PipelinedChain::Check, PipelinedTree::Check).
-std::string WhyNotPipelined(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
-                            int max_new_tokens);
-
-// The pipelined form of `method` for a generation of `prompt` (chains where
-// PipelinedChain::Check passes, trees where PipelinedTree::Check does), or null.
-// The target holds the prompt but its last token, and the drafter was Reset
-// with the prompt; the models, method and generators must outlive it.
-std::unique_ptr<PipelinedSteps> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
+// The pipelined form of `method` for a generation of `prompt`: a chain where
+// the builder draws chains and PipelinedChain::Check passes, a tree where it
+// branches and PipelinedTree::Check does; otherwise FailedPrecondition saying
+// why, naming the plugins. The target holds the prompt but its last token,
+// and the drafter was Reset with the prompt; the models, method and
+// generators must outlive it.
+absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
                                               absl::Span<const int32_t> prompt, int max_new_tokens,
                                               at::Generator& draft_generator, at::Generator& verify_generator);
 
