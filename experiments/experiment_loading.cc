@@ -88,6 +88,9 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
   for (Options& spec : methods) {
     ASSIGN_OR_RETURN(Method method, CreateMethod(spec, environment));
     if (method.name == kBaseline) return spec.Error("name", "'baseline' is reserved for autoregressive decoding");
+    // Before the target captures its graphs (Run's PrepareForDecoding).
+    if (absl::Status kept = e.target->KeepHiddenStates(method.drafter->target_features().hidden_layers); !kept.ok())
+      return spec.Error("drafter", absl::StrCat("reads target features the target lacks: ", kept.message()));
     e.methods.push_back(std::move(method));
   }
   if (root.Has("measure_acceptance")) {

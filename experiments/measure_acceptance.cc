@@ -156,11 +156,11 @@ absl::StatusOr<std::vector<double>> TimeTarget(LlamaModel& target, const std::ve
 // nodes (the cost of one depth of drafting), after the prompt is cached.
 absl::StatusOr<double> TimeDrafter(Drafter& drafter, const std::vector<int32_t>& prompt, int width, int repeats,
                                    c10::Device device) {
-  RETURN_IF_ERROR(drafter.Reset(prompt));
+  RETURN_IF_ERROR(drafter.Reset(prompt, {}));
   RETURN_IF_ERROR(drafter.BeginStep(prompt));
   TokenTree first(prompt.back());
   RETURN_IF_ERROR(drafter.NextTokenLogits(first, {0}).status());
-  RETURN_IF_ERROR(drafter.EndStep(first, {0}));  // the prompt is now the drafter's cache
+  RETURN_IF_ERROR(drafter.EndStep(first, {0}, {}));  // the prompt is now the drafter's cache
   std::vector<int32_t> context = prompt;
   context.push_back(prompt.back());
   TokenTree tree(context.back());

@@ -101,10 +101,13 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   const int64_t fed = static_cast<int64_t>(prompt.size()) - 1;  // the engine's prefill: all but the root
   RETURN_IF_ERROR(target.Truncate(0));
   std::vector<int64_t> head(prompt.begin(), prompt.end() - 1);
-  RETURN_IF_ERROR(target.ForwardAt(LongsToDevice(head, device), {.start = LongsToDevice({0}, device), .max_start = 0})
-                      .status());
+  DeviceModel* target_device = DeviceFormOf(target);
+  if (target_device == nullptr) return absl::InvalidArgumentError("bench-overhead: the target has no device form");
+  RETURN_IF_ERROR(
+      target_device->ForwardAt(LongsToDevice(head, device), {.start = LongsToDevice({0}, device), .max_start = 0})
+          .status());
   RETURN_IF_ERROR(target.Truncate(fed));
-  RETURN_IF_ERROR(method.drafter->Reset(prompt));
+  RETURN_IF_ERROR(method.drafter->Reset(prompt, {}));  // pipelined only: no target features
   at::Generator draft_generator = MakeGenerator(device, 1), verify_generator = MakeGenerator(device, 2);
   const int max_new_tokens = static_cast<int>(target.capacity() - static_cast<int64_t>(prompt.size())) / 2;
   absl::StatusOr<std::unique_ptr<PipelinedSteps>> form =

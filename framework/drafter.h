@@ -25,21 +25,26 @@
 #include "framework/core/registry.h"
 #include "framework/core/token_tree.h"
 #include "framework/model/language_model.h"
+#include "framework/target_features.h"
 
 namespace speclab {
 
 enum class DrafterKind { kDistributions, kTokensOnly };
-
 
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual DrafterKind kind() const = 0;
 
+  // What the drafter reads of the target besides tokens (its hidden states),
+  // and when it gets them: framework/target_features.h. None by default.
+  virtual TargetFeatureRequest target_features() const { return {}; }
+
   // Starts a generation: `prompt` is the whole prompt (the root is its last
   // token). Drafters with a cache prefill it here: the engine times Reset()
-  // with the target's prefill, not as drafting.
-  virtual absl::Status Reset(absl::Span<const int32_t> prompt) = 0;
+  // with the target's prefill, not as drafting. `target` holds the requested
+  // features of every prompt token but the last.
+  virtual absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) = 0;
 
   // Starts a step. `context` is every committed token, ending with the root of
   // the tree about to be built.
@@ -60,7 +65,9 @@ class Drafter {
 
   // Ends a step: `accepted_path` holds the accepted node indices root first;
   // the next step's context is their tokens followed by the extra token.
-  virtual absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) = 0;
+  // `target` holds the requested features of the path's nodes, in its order.
+  virtual absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
+                               const TargetFeatures& target) = 0;
 
   // The models this drafter runs, so that their forwards can be counted and
   // costed (none for model-free drafters).
@@ -69,7 +76,10 @@ class Drafter {
 
 // What drafters may use when they are built from a config.
 struct DrafterEnvironment {
-  LanguageModel* target = nullptr;  // the target model (for self-speculative or head drafters)
+  // The target model, for drafters built from its weights (LlamaModel::
+  // ShareLayers, Embed, LmHead). Its cache and forwards are the engine's:
+  // drafters read its states through target_features(), never by calling it.
+  LanguageModel* target = nullptr;
   c10::Device device = c10::Device(c10::kCPU);
   at::ScalarType dtype = at::kFloat;
   int64_t kv_capacity = 4096;

@@ -9,6 +9,8 @@ transformers from exactly those (bf16-rounded) weights in float32:
 
   prompt          I64 [T]      the prompt, fed as one causal chain
   prefill_logits  F32 [T, V]   logits of every prompt token
+  prefill_hidden  F32 [L+1, T, H]  the prefill's hidden states (output_hidden_states:
+                               the embeddings, each layer's output, the final norm's)
   decode_tokens   I64 [D]      tokens fed one at a time after the prompt,
   decode_logits   F32 [D, V]   with past_key_values (HF's own KV cache)
   tree_tokens     I64 [N]      a token tree fed after the prompt, in
@@ -119,8 +121,9 @@ def path_to(parents, node):
 @torch.no_grad()
 def references(model, generator, vocab):
     prompt = torch.randint(vocab, (PROMPT_LEN,), generator=generator)
-    out = model(prompt[None], use_cache=True)
+    out = model(prompt[None], use_cache=True, output_hidden_states=True)
     prefill = out.logits[0].float()
+    hidden = torch.stack([h[0].float() for h in out.hidden_states])
     past = out.past_key_values
 
     decode_tokens = torch.randint(vocab, (DECODE_LEN,), generator=generator)
@@ -140,6 +143,7 @@ def references(model, generator, vocab):
     return {
         "prompt": prompt.to(torch.int64),
         "prefill_logits": prefill.contiguous(),
+        "prefill_hidden": hidden.contiguous(),
         "decode_tokens": decode_tokens.to(torch.int64),
         "decode_logits": torch.stack(decode).contiguous(),
         "tree_tokens": torch.tensor(tokens, dtype=torch.int64),

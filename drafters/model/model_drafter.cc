@@ -13,7 +13,7 @@
 namespace speclab {
 
 ModelDrafter::ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<VocabularyMap> vocab_map)
-    : model_(std::move(model)), vocab_map_(std::move(vocab_map)) {
+    : model_(std::move(model)), device_model_(DeviceFormOf(*model_)), vocab_map_(std::move(vocab_map)) {
   if (!vocab_map_) return;
   // Target tokens the drafter lacks are fed to it as its unknown token.
   target_to_draft_.assign(vocab_map_->target_vocab, vocab_map_->unknown_draft_token);
@@ -64,7 +64,7 @@ absl::Status ModelDrafter::FeedContext(absl::Span<const int32_t> tokens, int64_t
   return model_->Forward(LongsToDevice(ids, device), LongsToDevice(positions, device), at::Tensor()).status();
 }
 
-absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt) {
+absl::Status ModelDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {
   RETURN_IF_ERROR(model_->Truncate(0));
   cached_.clear();
   cache_on_device_only_ = false;
@@ -230,6 +230,7 @@ LevelPick ModelDrafter::InDraftVocabulary(const LevelPick& pick) const {
 }
 
 absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick& pick) {
+  if (device_model_ == nullptr) return absl::UnimplementedError("the drafter's model has no device form");
   if (!node_slot_.empty() || pending_slots_ > 0)
     return absl::FailedPreconditionError("DraftLevels must come right after BeginStep");
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("DraftLevels: levels must be >= 1, got ", levels));
@@ -251,7 +252,7 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick
   const int64_t pending = static_cast<int64_t>(pending_.size());
   const int64_t first_slot = model_->tentative_length();
   const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
-  ASSIGN_OR_RETURN(LevelsKept kept, model_->ForwardLevels(LongsToDevice(prefix, device), root_position - pending,
+  ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevels(LongsToDevice(prefix, device), root_position - pending,
                                                           levels, InDraftVocabulary(pick)));
   pending_slots_ = pending;
   node_slot_.assign(1, first_slot + pending);  // the root; the levels' nodes have no index in the step's tree
@@ -260,6 +261,7 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick
 }
 
 absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick& pick) {
+  if (device_model_ == nullptr) return absl::UnimplementedError("the drafter's model has no device form");
   if (vocab_map_) return absl::UnimplementedError("a drafter with a vocabulary map drafts token by token");
   if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChain: length must be >= 1, got ", length));
   if (!node_slot_.empty() || pending_slots_ > 0)
@@ -275,7 +277,7 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
   }
   const int64_t first_slot = model_->tentative_length();
   ASSIGN_OR_RETURN(ChainResult chain,
-                   model_->ForwardChain(at::full({1}, ToDraftToken(context_.back()),
+                   device_model_->ForwardChain(at::full({1}, ToDraftToken(context_.back()),
                                                  at::TensorOptions().dtype(at::kLong).device(device)),
                                         root_position, length, pick));
   node_slot_.assign(length + 1, -1);
@@ -285,17 +287,19 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
 }
 
 absl::StatusOr<ChainResult> ModelDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
+  if (device_model_ == nullptr) return absl::UnimplementedError("the drafter's model has no device form");
   if (vocab_map_) return absl::UnimplementedError("a drafter with a vocabulary map drafts token by token");
   if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChainAt: length must be >= 1, got ", length));
   if (!root.last_two.defined() || root.last_two.numel() != 2)
     return absl::InvalidArgumentError("DraftChainAt: last_two must hold two tokens");
-  ASSIGN_OR_RETURN(ChainResult chain, model_->ForwardChainAt(root.last_two, root.position, length, pick));
+  ASSIGN_OR_RETURN(ChainResult chain, device_model_->ForwardChainAt(root.last_two, root.position, length, pick));
   cache_on_device_only_ = true;
   chain.tokens = chain.tokens.narrow(0, 1, length + 1);
   return chain;
 }
 
 absl::StatusOr<LevelsKept> ModelDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {
+  if (device_model_ == nullptr) return absl::UnimplementedError("the drafter's model has no device form");
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("DraftLevelsAt: levels must be >= 1, got ", levels));
   const DevicePosition& before_root = root.position;
   if (!root.context.defined() || root.context.dim() != 1 || root.context.size(0) < before_root.max_start + 2)
@@ -312,12 +316,13 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevelsAt(const DeviceRoot& root, i
                           .min_start = before_root.min_start - levels};
   at::Tensor prefix = root.context.index_select(0, prefix_positions);
   if (vocab_map_) prefix = target_to_draft_device_.index_select(0, prefix);
-  ASSIGN_OR_RETURN(LevelsKept kept, model_->ForwardLevelsAt(prefix, at, levels, InDraftVocabulary(pick)));
+  ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevelsAt(prefix, at, levels, InDraftVocabulary(pick)));
   cache_on_device_only_ = true;
   return kept;
 }
 
-absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) {
+absl::Status ModelDrafter::EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
+                                   const TargetFeatures&) {
   // Keep the fed pending context and the fed prefix of the accepted path.
   std::vector<int64_t> keep;
   for (int64_t i = 0; i < pending_slots_; ++i) keep.push_back(i);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/device/device_drafter.h"
+#include "framework/device/device_model.h"
 #include "framework/drafter.h"
 #include "framework/model/language_model.h"
 
@@ -31,7 +32,7 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   explicit ModelDrafter(std::unique_ptr<LanguageModel> model, std::optional<VocabularyMap> vocab_map = std::nullopt);
 
   DrafterKind kind() const override { return DrafterKind::kDistributions; }
-  absl::Status Reset(absl::Span<const int32_t> prompt) override;
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override;
@@ -51,7 +52,8 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   // tokens, the root last) gathered from root.context on the device.
   // Unimplemented until the root's position is at least levels + 1.
   absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override;
-  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override;
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
+                       const TargetFeatures& target) override;
   std::vector<LanguageModel*> models() override { return {model_.get()}; }
 
   LanguageModel& model() { return *model_; }
@@ -66,6 +68,7 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   absl::Status FeedContext(absl::Span<const int32_t> tokens, int64_t first_position);
 
   std::unique_ptr<LanguageModel> model_;
+  DeviceModel* device_model_;  // model_'s device form, or null (the Draft* paths are then Unimplemented)
   std::optional<VocabularyMap> vocab_map_;
   std::vector<int64_t> target_to_draft_;  // drafter id fed for each target id (its unknown if none)
   at::Tensor target_to_draft_device_;     // the same, on the drafter's device

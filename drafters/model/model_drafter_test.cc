@@ -103,7 +103,7 @@ TEST(ModelDrafterTest, StepByStepDraftingAfterDeviceRootedChainsStartsOver) {
   // trust the host's record of it, and drafts as a fresh drafter does.
   const std::vector<int32_t> context = {1, 5, 3, 7, 2, 5, 3};
   ModelDrafter used(TinyModel(2)), fresh(TinyModel(2));
-  ASSERT_TRUE(used.Reset(context).ok());
+  ASSERT_TRUE(used.Reset(context, {}).ok());
   const c10::Device cpu(c10::kCPU);
   const DeviceRoot root{.last_two = LongsToDevice({9, 9}, cpu),
                         .position = {.start = LongsToDevice({5}, cpu), .max_start = 5}};
@@ -115,7 +115,7 @@ TEST(ModelDrafterTest, StepByStepDraftingAfterDeviceRootedChainsStartsOver) {
   EXPECT_EQ(chain->tokens.size(0), 4);  // the root, then three drafts
   std::vector<int32_t> longer = context;
   longer.push_back(4);
-  ASSERT_TRUE(fresh.Reset(context).ok());
+  ASSERT_TRUE(fresh.Reset(context, {}).ok());
   for (ModelDrafter* drafter : {&used, &fresh}) ASSERT_TRUE(drafter->BeginStep(longer).ok());
   const TokenTree tree(4);
   auto after_chain = used.NextTokenLogits(tree, {0}, at::Tensor());
@@ -185,7 +185,7 @@ TEST(ModelDrafterTest, DraftLevelsAtNeedsRoomForItsPrefix) {
   // host cannot rule out an earlier root, Unimplemented (the engine then
   // steps on the host), and nothing is fed.
   ModelDrafter drafter(TinyModel(1));
-  ASSERT_TRUE(drafter.Reset({1, 5, 3, 7}).ok());
+  ASSERT_TRUE(drafter.Reset({1, 5, 3, 7}, {}).ok());
   const c10::Device device = drafter.model().device();
   const at::Tensor context = LongsToDevice({1, 5, 3, 7, 0, 0, 0, 0}, device);
   const LevelPick pick = LevelPick::Of(

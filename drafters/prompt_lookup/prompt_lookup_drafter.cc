@@ -46,7 +46,7 @@ std::vector<int32_t> FixedLengthContinuation(absl::Span<const int32_t> sequence,
   return drafts;
 }
 
-absl::Status PromptLookupDrafter::Reset(absl::Span<const int32_t> prompt) {
+absl::Status PromptLookupDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (!device_context_.defined() || device_context_.size(0) < std::max(capacity_, n))
     device_context_ = at::zeros({std::max(capacity_, n)}, at::TensorOptions().dtype(at::kLong).device(device_));

@@ -38,14 +38,16 @@ class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
       : max_ngram_(max_ngram), num_pred_tokens_(num_pred_tokens), device_(device), capacity_(capacity) {}
 
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
-  absl::Status Reset(absl::Span<const int32_t> prompt) override;
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override;
   // FixedLengthContinuation() of the context on the device: one launch on
   // CUDA (cuda/ngram_kernel.h), a host loop elsewhere. Unimplemented where
   // `length` exceeds num_pred_tokens (the engine then steps on the host).
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override;
-  absl::Status EndStep(const TokenTree&, absl::Span<const int>) override { return absl::OkStatus(); }
+  absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
+    return absl::OkStatus();
+  }
 
  private:
   int max_ngram_;

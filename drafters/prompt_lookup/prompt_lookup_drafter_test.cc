@@ -51,7 +51,7 @@ std::vector<std::vector<int64_t>> RunDeviceSteps(c10::Device device, const std::
                                                  const std::vector<int>& accepted, int length, int max_ngram,
                                                  int vocab, std::vector<std::vector<int32_t>>* sequences) {
   PromptLookupDrafter drafter(max_ngram, length, device, /*capacity=*/8);  // grows as the steps need
-  EXPECT_TRUE(drafter.Reset(prompt).ok());
+  EXPECT_TRUE(drafter.Reset(prompt, {}).ok());
   std::vector<int32_t> sequence = prompt;
   std::vector<std::vector<int64_t>> drafted;
   int64_t max_start = static_cast<int64_t>(prompt.size()) - 2;
@@ -85,7 +85,7 @@ TEST(PromptLookupTest, ContinuationAtDraftsFromTheDeviceContext) {
   }
   // Longer than num_pred_tokens: the engine steps on the host instead.
   PromptLookupDrafter drafter(2, 3);
-  ASSERT_TRUE(drafter.Reset(prompt).ok());
+  ASSERT_TRUE(drafter.Reset(prompt, {}).ok());
   const DeviceRoot root{.last_two = LongsToDevice({1, 2}, c10::Device(c10::kCPU)),
                         .position = {.start = LongsToDevice({4}, c10::Device(c10::kCPU)), .max_start = 4}};
   EXPECT_EQ(drafter.ContinuationAt(root, 4).status().code(), absl::StatusCode::kUnimplemented);

@@ -17,7 +17,7 @@ class LastFollowerDrafter final : public Drafter {
  public:
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
 
-  absl::Status Reset(absl::Span<const int32_t>) override {
+  absl::Status Reset(absl::Span<const int32_t>, const speclab::TargetFeatures&) override {
     next_.clear();
     return absl::OkStatus();
   }
@@ -38,7 +38,9 @@ class LastFollowerDrafter final : public Drafter {
     return out;
   }
 
-  absl::Status EndStep(const speclab::TokenTree&, absl::Span<const int>) override { return absl::OkStatus(); }
+  absl::Status EndStep(const speclab::TokenTree&, absl::Span<const int>, const speclab::TargetFeatures&) override {
+    return absl::OkStatus();
+  }
 
  private:
   absl::flat_hash_map<int32_t, int32_t> next_;

@@ -40,14 +40,14 @@ TEST(LastFollowerDrafterTest, ProposesTheLastFollowerOfEachToken) {
   ASSERT_TRUE(drafter.ok()) << drafter.status();
   EXPECT_EQ((*drafter)->kind(), speclab::DrafterKind::kTokensOnly);
   const std::vector<int32_t> context = {1, 2, 3, 1, 4, 2};  // 1 -> 4 (the last), 2 -> 3, 3 -> 1, 4 -> 2
-  ASSERT_TRUE((*drafter)->Reset(context).ok());
+  ASSERT_TRUE((*drafter)->Reset(context, {}).ok());
   ASSERT_TRUE((*drafter)->BeginStep(context).ok());
   const speclab::TokenTree tree(2);
   auto drafts = (*drafter)->Continuation(tree, 0, 5);
   ASSERT_TRUE(drafts.ok()) << drafts.status();
   EXPECT_EQ(*drafts, (std::vector<int32_t>{3, 1, 4, 2, 3}));
   // A token never followed by anything ends the proposal.
-  ASSERT_TRUE((*drafter)->Reset({7}).ok());
+  ASSERT_TRUE((*drafter)->Reset({7}, {}).ok());
   ASSERT_TRUE((*drafter)->BeginStep(std::vector<int32_t>{7}).ok());
   EXPECT_TRUE((*drafter)->Continuation(speclab::TokenTree(7), 0, 5)->empty());
 }

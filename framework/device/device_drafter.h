@@ -13,7 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
-#include "framework/model/language_model.h"
+#include "framework/device/device_model.h"
 
 namespace speclab {
 

@@ -27,7 +27,7 @@ absl::Status PipelinedChain::Check(const LanguageModel& target, const Method& me
   return absl::OkStatus();
 }
 
-PipelinedChain::PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
+PipelinedChain::PipelinedChain(DeviceModel& target, Method& method, const SamplingParams& sampling,
                                absl::Span<const int32_t> prompt, at::Generator& draft_generator,
                                at::Generator& verify_generator)
     : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
@@ -41,7 +41,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
     return absl::InternalError(
         absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
-  ASSIGN_OR_RETURN(at::Tensor logits, target().ForwardAt(tokens, RootAt(min_root, max_root)));
+  ASSIGN_OR_RETURN(at::Tensor logits, target_device().ForwardAt(tokens, RootAt(min_root, max_root)));
   DeviceChainProblem problem{.tokens = tokens, .target_probs = TargetRows(logits, sampling()),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling().greedy()};

@@ -3,7 +3,7 @@
 // The next root (the previous step's extra token), the token before it (its
 // last accepted token) and both positions are computed on the device, and the
 // models pick their graphs by the host's bound on the root position
-// (LanguageModel::ForwardAt, DeviceDrafter::DraftChainAt). The engine
+// (DeviceModel::ForwardAt, DeviceDrafter::DraftChainAt). The engine
 // (speculative_decoder.cc) runs one step ahead; benchmarks queue many back to
 // back to time the device alone.
 #ifndef SPECLAB_FRAMEWORK_DEVICE_PIPELINED_CHAIN_H_
@@ -35,7 +35,7 @@ class PipelinedChain final : public PipelinedSteps {
                             int max_new_tokens);
 
   // As PipelinedSteps'.
-  PipelinedChain(LanguageModel& target, Method& method, const SamplingParams& sampling,
+  PipelinedChain(DeviceModel& target, Method& method, const SamplingParams& sampling,
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
   int gamma() const { return gamma_; }

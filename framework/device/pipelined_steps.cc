@@ -12,7 +12,7 @@
 
 namespace speclab {
 
-PipelinedSteps::PipelinedSteps(LanguageModel& target, Method& method, const SamplingParams& sampling,
+PipelinedSteps::PipelinedSteps(DeviceModel& target, Method& method, const SamplingParams& sampling,
                                absl::Span<const int32_t> prompt, at::Generator& draft_generator,
                                at::Generator& verify_generator)
     : target_(target),
@@ -21,15 +21,15 @@ PipelinedSteps::PipelinedSteps(LanguageModel& target, Method& method, const Samp
       draft_generator_(draft_generator),
       verify_generator_(verify_generator) {
   const int64_t n = static_cast<int64_t>(prompt.size());
-  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, target.device());
-  positions_ = LongsToDevice({n - 2, n - 1}, target.device());
+  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, target.model().device());
+  positions_ = LongsToDevice({n - 2, n - 1}, target.model().device());
 }
 
 absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_root, int64_t max_root,
                                                                  const at::Tensor& context) {
   BuildRequest request{.root_token = -1, .sampling = method_.drafter_sampling.For(sampling_),
                        .policy = method_.policy.get(),
-                       .generator = &draft_generator_, .device = target_.device()};
+                       .generator = &draft_generator_, .device = target().device()};
   const DeviceRoot root{.last_two = last_two_,
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
                                      .min_start = min_root - 1},
@@ -62,6 +62,10 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
                                  "' has no device form (framework/device/device_tree_builder.h)"));
   if (method.device_verifier == nullptr || (trees && !method.device_verifier->verifies_trees()))
     parts.push_back(WhyNoDeviceVerifier(method));
+  if (!method.drafter->target_features().empty())
+    parts.push_back(absl::StrCat("the drafter '", method.drafter_name,
+                                 "' reads the target's hidden states (framework/target_features.h), which the "
+                                 "pipelined forms do not deliver"));
   if (!method.policy->length_is_fixed())
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
                                  "' decides each step on the host after reading the last"));
@@ -73,14 +77,17 @@ absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& tar
                                                               absl::Span<const int32_t> prompt, int max_new_tokens,
                                                               at::Generator& draft_generator,
                                                               at::Generator& verify_generator) {
+  DeviceModel* device = DeviceFormOf(target);
+  if (device == nullptr)
+    return absl::FailedPreconditionError("the target model has no device form (framework/device/device_model.h)");
   if (method.tree_builder->traits().may_branch) {
     RETURN_IF_ERROR(PipelinedTree::Check(method, prompt));
     return std::unique_ptr<PipelinedSteps>(std::make_unique<PipelinedTree>(
-        target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator));
+        *device, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator));
   }
   RETURN_IF_ERROR(PipelinedChain::Check(target, method, prompt, max_new_tokens));
   return std::unique_ptr<PipelinedSteps>(
-      std::make_unique<PipelinedChain>(target, method, sampling, prompt, draft_generator, verify_generator));
+      std::make_unique<PipelinedChain>(*device, method, sampling, prompt, draft_generator, verify_generator));
 }
 
 }  // namespace speclab

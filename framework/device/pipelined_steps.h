@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "framework/device/device_drafter.h"
+#include "framework/device/device_model.h"
 #include "framework/draft_tree.h"
 #include "framework/method.h"
 #include "framework/model/language_model.h"
@@ -64,7 +65,7 @@ class PipelinedSteps {
  protected:
   // The target holds the prompt but its last token, and the drafter was Reset
   // with the prompt. The models, method and generators must outlive this.
-  PipelinedSteps(LanguageModel& target, Method& method, const SamplingParams& sampling,
+  PipelinedSteps(DeviceModel& target, Method& method, const SamplingParams& sampling,
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
   // The builder's draft of the next step (DeviceTreeBuilder::BuildAt), rooted at
@@ -80,7 +81,8 @@ class PipelinedSteps {
   // Records why Queue() gives nullopt (refusal()).
   void Refuse(std::string reason) { refusal_ = std::move(reason); }
 
-  LanguageModel& target() const { return target_; }
+  LanguageModel& target() const { return target_.model(); }
+  DeviceModel& target_device() const { return target_; }
   Method& method() const { return method_; }
   const SamplingParams& sampling() const { return sampling_; }
   at::Generator& verify_generator() const { return verify_generator_; }
@@ -88,7 +90,7 @@ class PipelinedSteps {
   const at::Tensor& positions() const { return positions_; }
 
  private:
-  LanguageModel& target_;
+  DeviceModel& target_;
   Method& method_;
   SamplingParams sampling_;
   at::Generator& draft_generator_;
@@ -109,7 +111,8 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
 // branches and PipelinedTree::Check does; otherwise FailedPrecondition saying
 // why, naming the plugins. The target holds the prompt but its last token,
 // and the drafter was Reset with the prompt; the models, method and
-// generators must outlive it.
+// generators must outlive it. A target without a device form
+// (framework/device/device_model.h) runs step by step.
 absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
                                               absl::Span<const int32_t> prompt, int max_new_tokens,
                                               at::Generator& draft_generator, at::Generator& verify_generator);

@@ -25,15 +25,15 @@ absl::Status PipelinedTree::Check(const Method& method, absl::Span<const int32_t
   return absl::OkStatus();
 }
 
-PipelinedTree::PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
+PipelinedTree::PipelinedTree(DeviceModel& target, Method& method, const SamplingParams& sampling,
                              absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
                              at::Generator& verify_generator)
     : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
       room_needed_(static_cast<int64_t>(prompt.size()) + max_new_tokens) {
-  const c10::Device device = target.device();
+  const c10::Device device = target.model().device();
   const int64_t n = static_cast<int64_t>(prompt.size());
   // Writes reach at most a tree's size past the last root, inside the cache's capacity.
-  context_ = at::zeros({target.capacity() + kMaxTreeNodes}, at::TensorOptions().dtype(at::kLong).device(device));
+  context_ = at::zeros({target.model().capacity() + kMaxTreeNodes}, at::TensorOptions().dtype(at::kLong).device(device));
   context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device));
 }
 
@@ -63,14 +63,14 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   }
   const DevicePosition at = RootAt(min_root, max_root);
   ASSIGN_OR_RETURN(at::Tensor logits,
-                   target().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
+                   target_device().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
   const at::Tensor parents = shape.parents.to(device);
   DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = TargetRows(logits, sampling()),
                             .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
   // The accepted path becomes context: its cache entries move into place,
   // and its tokens, then the extra token, follow the root in context_.
-  RETURN_IF_ERROR(target().CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
+  RETURN_IF_ERROR(target_device().CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
   fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions(), context_);
   AdvanceTo(std::move(next.last_two), std::move(next.positions));
   return next.record;

@@ -5,7 +5,7 @@
 // Everything a step leaves for the next stays on the device: the generation's
 // tokens (the accepted path and the extra token are written there), the
 // root's position, and the target's cache, where the accepted path's entries
-// move into place (LanguageModel::CompactPathAt) instead of the host's
+// move into place (DeviceModel::CompactPathAt) instead of the host's
 // Commit(). The drafter re-feeds its fixed prefix from the tokens; the
 // target's forward (ForwardTreeAt) and the tree verifier's device form take
 // the drafted shape as it is. So a step is queued before the previous one is
@@ -40,7 +40,7 @@ class PipelinedTree final : public PipelinedSteps {
   static absl::Status Check(const Method& method, absl::Span<const int32_t> prompt);
 
   // As PipelinedSteps'.
-  PipelinedTree(LanguageModel& target, Method& method, const SamplingParams& sampling,
+  PipelinedTree(DeviceModel& target, Method& method, const SamplingParams& sampling,
                 absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
                 at::Generator& verify_generator);
 

@@ -56,8 +56,8 @@ void CheckFixture(const std::string& dir) {
   const c10::Device device = TestDevice();
   auto refs = ReadSafetensors(dir + "/reference.safetensors");
   ASSERT_TRUE(refs.ok()) << refs.status();
-  for (const char* key : {"prompt", "prefill_logits", "decode_tokens", "decode_logits", "tree_tokens",
-                          "tree_parents", "tree_logits"}) {
+  for (const char* key : {"prompt", "prefill_logits", "prefill_hidden", "decode_tokens", "decode_logits",
+                          "tree_tokens", "tree_parents", "tree_logits"}) {
     ASSERT_TRUE(refs->count(key)) << "reference.safetensors lacks " << key;
   }
   auto loaded = LlamaModel::Load(dir, device, at::kFloat, /*kv_capacity=*/64);
@@ -68,12 +68,24 @@ void CheckFixture(const std::string& dir) {
   // (tests/support/float_tolerance.h).
   const double kTol = testing::ForwardTolerance(model.config(), model.capacity(), testing::UnitRoundoff(at::kFloat));
 
-  // Prefill: the whole prompt as one causal chain.
+  // Prefill: the whole prompt as one causal chain, keeping every hidden
+  // state transformers returns with output_hidden_states.
+  const at::Tensor hidden = refs->at("prefill_hidden");
+  const int layers = static_cast<int>(model.config().num_hidden_layers);
+  ASSERT_EQ(hidden.size(0), layers + 1);
+  std::vector<int> every(layers + 1);
+  for (int i = 0; i <= layers; ++i) every[i] = i;
+  ASSERT_TRUE(model.KeepHiddenStates(every).ok());
   const at::Tensor prompt = refs->at("prompt").to(device);
   const int64_t t = prompt.size(0);
   auto prefill = model.Forward(prompt, at::arange(t, prompt.options()), Causal(t, device));
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   EXPECT_LT(RelError(*prefill, refs->at("prefill_logits")), kTol) << "prefill";
+  for (int i = 0; i <= layers; ++i) {
+    absl::StatusOr<at::Tensor> states = model.HiddenStates(i);
+    ASSERT_TRUE(states.ok()) << states.status();
+    EXPECT_LT(RelError(*states, hidden[i]), kTol) << "hidden state " << i;
+  }
   std::vector<int64_t> all(t);
   for (int64_t i = 0; i < t; ++i) all[i] = i;
   ASSERT_TRUE(model.Commit(all).ok());

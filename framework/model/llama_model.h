@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "framework/device/device_model.h"
 #include "framework/model/language_model.h"
 #include "framework/model/model_config.h"
 
 namespace speclab {
 
-class LlamaModel final : public LanguageModel {
+// A LanguageModel and its device form (framework/device/device_model.h).
+class LlamaModel final : public LanguageModel, public DeviceModel {
  public:
   // Random weights (normal, std 0.02; norms 1), reproducible from `seed`.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> CreateRandom(const ModelConfig& config, c10::Device device,
@@ -37,6 +39,24 @@ class LlamaModel final : public LanguageModel {
   // Errors name the file and tensor (missing, truncated, wrong shape).
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const std::string& dir, c10::Device device,
                                                           at::ScalarType dtype, int64_t kv_capacity);
+  // A model made of the listed decoder layers of `target` (in that order,
+  // repeats allowed) with its embedding, final norm and LM head: the same
+  // tensors, nothing copied, so that a self-speculative drafter (early exit,
+  // skipped layers) costs only its own KV cache of `kv_capacity` slots. The
+  // target must outlive it; a trainer that re-points the target's parameters
+  // leaves it reading the old ones.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> ShareLayers(const LlamaModel& target,
+                                                                 absl::Span<const int> layers, int64_t kv_capacity);
+
+  // The model's parts, for drafters built on them (EAGLE's head embeds tokens
+  // and reads its predictions through the target's LM head):
+  // tokens [n] int64 -> [n, hidden] in the model's dtype;
+  at::Tensor Embed(const at::Tensor& tokens) const;
+  // [n, hidden] -> the final RMSNorm of each row, in the input's dtype;
+  at::Tensor FinalNorm(const at::Tensor& hidden) const;
+  // [n, hidden] (after the final norm) -> logits [n, vocab] float32.
+  at::Tensor LmHead(const at::Tensor& hidden) const;
+
   // Writes config.json and model.safetensors (in `save_dtype`) loadable by transformers.
   absl::Status Save(const std::string& dir, at::ScalarType save_dtype) const;
 
@@ -48,10 +68,16 @@ class LlamaModel final : public LanguageModel {
   int64_t tentative_length() const override;
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions,
                                      const at::Tensor& mask) override;
-  at::Tensor last_hidden_states() const override;
+  // Keeping more hidden states drops captured graphs (they return what they
+  // captured): keep them before PrepareForDecoding().
+  absl::Status KeepHiddenStates(absl::Span<const int> layers) override;
+  absl::StatusOr<at::Tensor> HiddenStates(int layer) const override;
   absl::Status Commit(absl::Span<const int64_t> tentative_slots) override;
   absl::Status Truncate(int64_t length) override;
   absl::Status PrepareForDecoding(int64_t max_tokens) override;
+
+  // DeviceModel.
+  LanguageModel& model() override { return *this; }
   // With static shapes (on CUDA, by default) the whole chain is one CUDA
   // graph: per step the one-token forward, pick, and the next step's inputs
   // computed on the device; the host fills three scalars, draws the noise and
@@ -93,7 +119,6 @@ class LlamaModel final : public LanguageModel {
   // On by default on CUDA (where the build has CUDA); off on the CPU, where
   // enabling it runs the same padded forward eagerly (tests compare it with
   // the plain one). Sliding-window models always run the plain forward.
-  // last_hidden_states() stays valid until the next Forward().
   void EnableCudaGraphs(bool enable);
   bool cuda_graphs_enabled() const;
   // Batch-invariant numerics (fused::LinearBatchInvariant and

@@ -231,7 +231,7 @@ TEST_P(LlamaVariantTest, TreeLogitsEqualSequentialPaths) {
                                  mask.narrow(0, first, rest));
   ASSERT_TRUE(logits_b.ok()) << logits_b.status();
   const at::Tensor tree_logits = at::cat({*logits_a, *logits_b}, 0);
-  EXPECT_EQ(model->last_hidden_states().sizes(), (std::vector<int64_t>{rest, config.hidden_size}));
+  EXPECT_EQ(model->HiddenStates(-1)->sizes(), (std::vector<int64_t>{rest, config.hidden_size}));
 
   auto reference = MakeModel(config);
   FeedChain(*reference, context);

@@ -16,7 +16,10 @@ class HostOnlyDrafter final : public Drafter {
  public:
   explicit HostOnlyDrafter(std::unique_ptr<Drafter> inner) : inner_(std::move(inner)) {}
   DrafterKind kind() const override { return inner_->kind(); }
-  absl::Status Reset(absl::Span<const int32_t> prompt) override { return inner_->Reset(prompt); }
+  TargetFeatureRequest target_features() const override { return inner_->target_features(); }
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override {
+    return inner_->Reset(prompt, target);
+  }
   absl::Status BeginStep(absl::Span<const int32_t> context) override { return inner_->BeginStep(context); }
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override {
@@ -25,8 +28,9 @@ class HostOnlyDrafter final : public Drafter {
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
     return inner_->Continuation(tree, node, max_tokens);
   }
-  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override {
-    return inner_->EndStep(tree, accepted_path);
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
+                       const TargetFeatures& target) override {
+    return inner_->EndStep(tree, accepted_path, target);
   }
   std::vector<LanguageModel*> models() override { return inner_->models(); }
 

@@ -8,8 +8,23 @@
 #include <cmath>
 
 #include "framework/sampling.h"
+#include "framework/speculative_decoder.h"
 
 namespace speclab::testing {
+
+TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt, int runs,
+                               uint64_t first_seed) {
+  TwoTokenSample sample;
+  for (int i = 0; i < runs; ++i) {
+    auto out = GenerateSpeculative(target, method, prompt,
+                                   {.sampling = {.temperature = 1}, .max_new_tokens = 2, .seed = first_seed + i});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return sample;
+    ++sample.counts[{out->tokens[0], out->tokens[1]}];
+    for (const StepStats& s : out->steps) sample.accepted += s.accepted;
+  }
+  return sample;
+}
 
 TwoTokenLaw ExactTwoTokenLaw(LlamaModel& target, const std::vector<int32_t>& prompt, double temperature) {
   c10::InferenceMode guard;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/method.h"
 #include "framework/model/llama_model.h"
 
 namespace speclab::testing {
@@ -23,6 +24,15 @@ struct ChiSquareResult {
   int degrees_of_freedom = 0;
   double critical = 0;  // 1e-4 upper quantile of chi-square(dof), Wilson-Hilferty
 };
+
+// The first two tokens of `runs` generations of `method` at temperature 1
+// (seeds first_seed, first_seed + 1, ...), and the drafts they accepted.
+struct TwoTokenSample {
+  TwoTokenCounts counts;
+  int accepted = 0;
+};
+TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt, int runs,
+                               uint64_t first_seed);
 
 // Pearson chi-square of `runs` samples against `law`, cells of expected count
 // below 5 pooled into one.

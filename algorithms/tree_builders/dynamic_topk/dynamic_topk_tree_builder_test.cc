@@ -97,7 +97,7 @@ TEST(DynamicTopKTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
                                                   std::make_unique<ModelDrafter>(testing::TinyModel(2)))};
       DraftTree drafts[2];
       for (int d = 0; d < 2; ++d) {
-        ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}).ok());
+        ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}, {}).ok());
         auto draft = BuildOnce(**builder, *drafters[d], {});
         ASSERT_TRUE(draft.ok()) << draft.status();
         drafts[d] = *std::move(draft);

@@ -11,7 +11,7 @@ namespace tree_builders {
 
 TableDrafter::TableDrafter(int64_t vocab, uint64_t seed, double scale) : vocab_(vocab), seed_(seed), scale_(scale) {}
 
-absl::Status TableDrafter::Reset(absl::Span<const int32_t>) { return absl::OkStatus(); }
+absl::Status TableDrafter::Reset(absl::Span<const int32_t>, const TargetFeatures&) { return absl::OkStatus(); }
 
 absl::Status TableDrafter::BeginStep(absl::Span<const int32_t>) {
   calls_.clear();
@@ -61,7 +61,7 @@ absl::StatusOr<at::Tensor> TableDrafter::NextTokenLogits(const TokenTree& tree, 
   return at::stack(rows);
 }
 
-absl::Status TableDrafter::EndStep(const TokenTree&, absl::Span<const int>) { return absl::OkStatus(); }
+absl::Status TableDrafter::EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) { return absl::OkStatus(); }
 
 }  // namespace tree_builders
 }  // namespace speclab

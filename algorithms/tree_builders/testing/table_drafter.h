@@ -27,11 +27,12 @@ class TableDrafter final : public Drafter {
   TableDrafter(int64_t vocab, uint64_t seed, double scale = 3.0);
 
   DrafterKind kind() const override { return DrafterKind::kDistributions; }
-  absl::Status Reset(absl::Span<const int32_t> prompt) override;
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override;
-  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path) override;
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
+                       const TargetFeatures& target) override;
 
   // The logits row after `path` (root first): float32 [vocab] on the CPU.
   at::Tensor Logits(const std::vector<int32_t>& path) const;

@@ -9,8 +9,8 @@
 // Numbers count exactly (hex floats), tensors by identity (address, shape,
 // type: a graph reads a tensor's memory, so its contents may change), picks
 // by their own keys.
-#ifndef SPECLAB_FRAMEWORK_MODEL_PICK_KEY_H_
-#define SPECLAB_FRAMEWORK_MODEL_PICK_KEY_H_
+#ifndef SPECLAB_FRAMEWORK_DEVICE_PICK_KEY_H_
+#define SPECLAB_FRAMEWORK_DEVICE_PICK_KEY_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -53,4 +53,4 @@ std::string PickFunctionKey(Pointer function) {
 
 }  // namespace speclab
 
-#endif  // SPECLAB_FRAMEWORK_MODEL_PICK_KEY_H_
+#endif  // SPECLAB_FRAMEWORK_DEVICE_PICK_KEY_H_

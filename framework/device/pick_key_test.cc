@@ -1,15 +1,15 @@
 // Keys of device picks are derived from the function and its declared
-// parameters (framework/model/pick_key.h): a graph cached under a key is
+// parameters (framework/device/pick_key.h): a graph cached under a key is
 // replayed only for picks that compute the same thing. (A pick that captures
 // anything does not compile: ChainPick::Of's static_assert.)
-#include "framework/model/pick_key.h"
+#include "framework/device/pick_key.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <tuple>
 
-#include "framework/model/language_model.h"
+#include "framework/device/device_model.h"
 
 namespace speclab {
 namespace {

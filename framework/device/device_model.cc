@@ -1,0 +1,206 @@
+#include "framework/device/device_model.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+
+namespace speclab {
+
+DeviceModel* DeviceFormOf(LanguageModel& model) { return dynamic_cast<DeviceModel*>(&model); }
+
+namespace {
+
+absl::StatusOr<ChainResult> ForwardEach(LanguageModel& model, const at::Tensor& first, int64_t position, int64_t steps,
+                                        const ChainPick& pick) {
+  if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardChain: steps must be >= 1, got ", steps));
+  if (!first.defined() || first.dim() != 1 || first.size(0) != 1)
+    return absl::InvalidArgumentError("ForwardChain: the first token must be a [1] tensor");
+  const at::Tensor noise =
+      pick.noise_generator() == nullptr
+          ? at::Tensor()
+          : at::empty({steps, model.config().vocab_size}, first.options().dtype(at::kFloat))
+                .exponential_(1.0, *pick.noise_generator());
+  std::vector<at::Tensor> tokens{first.to(at::kLong)}, rows;
+  for (int64_t i = 0; i < steps; ++i) {
+    ASSIGN_OR_RETURN(at::Tensor logits,
+                     model.Forward(tokens.back(), at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor()));
+    auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
+    tokens.push_back(token.view({1}));
+    if (row.defined()) rows.push_back(row);
+  }
+  ChainResult result{.tokens = at::cat(tokens)};
+  if (!rows.empty()) result.rows = at::cat(rows);
+  return result;
+}
+
+// Commits every tentative slot.
+absl::Status CommitAll(LanguageModel& model) {
+  std::vector<int64_t> slots(model.tentative_length());
+  std::iota(slots.begin(), slots.end(), 0);
+  return model.Commit(slots);
+}
+
+// The default device-positioned forms: reads `start` back and makes the slots
+// below it the committed prefix. Returns start.
+absl::StatusOr<int64_t> SettleAt(LanguageModel& model, const DevicePosition& at, const at::Tensor& tokens,
+                                 const char* what) {
+  if (!tokens.defined() || tokens.dim() != 1 || tokens.size(0) < 1)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tokens must be a non-empty [n] tensor"));
+  if (!at.start.defined() || at.start.numel() != 1)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": start must be a [1] int64 tensor"));
+  const int64_t start = at.start.to(at::kCPU).item<int64_t>();  // the synchronisation
+  const int64_t written = model.committed_length() + model.tentative_length();
+  if (start < std::max<int64_t>(at.min_start, 0) || start > written || start > at.max_start)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": start ", start, " outside [",
+                                                   std::max<int64_t>(at.min_start, 0), ", ",
+                                                   std::min(written, at.max_start),
+                                                   "] (min_start, and the slots written so far or max_start)"));
+  RETURN_IF_ERROR(CommitAll(model));
+  RETURN_IF_ERROR(model.Truncate(start));
+  return start;
+}
+
+at::Tensor Positions(int64_t from, int64_t count, const at::Tensor& like) {
+  return at::arange(from, from + count, like.options().dtype(at::kLong));
+}
+
+// Checks ForwardLevels' arguments (every implementation's).
+absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) {
+  if (!prefix.defined() || prefix.dim() != 1 || prefix.size(0) < 1)
+    return absl::InvalidArgumentError("ForwardLevels: the prefix must be a non-empty [c] tensor");
+  if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: levels must be >= 1, got ", levels));
+  if (!pick.defined()) return absl::InvalidArgumentError("ForwardLevels: pick has no function");
+  if (pick.width() < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: width must be >= 1, got ", pick.width()));
+  return absl::OkStatus();
+}
+
+// The nodes of a level, each checked against the pick's width.
+absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level) {
+  for (const at::Tensor* t : {&choice.tokens, &choice.parents})
+    if (!t->defined() || t->dim() != 1 || t->size(0) != pick.width())
+      return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level,
+                                                     " must give tokens and parents of [", pick.width(), "]"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> DeviceModel::ForwardAt(const at::Tensor& tokens, const DevicePosition& at) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(model(), at, tokens, "ForwardAt"));
+    ASSIGN_OR_RETURN(at::Tensor logits, model().Forward(tokens, Positions(start, tokens.size(0), tokens), at::Tensor()));
+    RETURN_IF_ERROR(CommitAll(model()));
+    return logits;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<ChainResult> DeviceModel::ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                          int64_t steps, const ChainPick& pick) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(model(), at, prefix, "ForwardChainAt"));
+    const int64_t fed_first = prefix.size(0) - 1;  // fed before the chain proper
+    if (fed_first > 0)
+      RETURN_IF_ERROR(model().Forward(prefix.narrow(0, 0, fed_first), Positions(start, fed_first, prefix), at::Tensor()).status());
+    ASSIGN_OR_RETURN(ChainResult chain, ForwardChain(prefix.narrow(0, fed_first, 1), start + fed_first, steps, pick));
+    RETURN_IF_ERROR(CommitAll(model()));
+    chain.tokens = at::cat({prefix.narrow(0, 0, fed_first).to(at::kLong), chain.tokens});
+    return chain;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardChainAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<at::Tensor> DeviceModel::ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
+                                                        const at::Tensor& mask, const DevicePosition& at) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(model(), at, tokens, "ForwardTreeAt"));
+    const int64_t n = tokens.size(0);
+    if (!depths.defined() || depths.dim() != 1 || depths.size(0) != n || !mask.defined() || mask.dim() != 2 ||
+        mask.size(0) != n || mask.size(1) != n)
+      return absl::InvalidArgumentError(absl::StrCat("ForwardTreeAt: depths must be [", n, "] and mask [", n, ", ", n,
+                                                     "] for ", n, " tokens"));
+    return model().Forward(tokens, depths.to(at::kLong) + start, mask);  // the nodes stay tentative until CompactPathAt
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardTreeAt: ", e.what()));
+  }
+}
+
+absl::Status DeviceModel::CompactPathAt(const at::Tensor& nodes, const DevicePosition& at) {
+  try {
+    if (!nodes.defined() || nodes.dim() != 1 || !at.start.defined() || at.start.numel() != 1)
+      return absl::InvalidArgumentError("CompactPathAt: nodes must be [m] and start [1]");
+    const at::Tensor host = at::cat({at.start.reshape({1}), nodes}).to(at::kCPU, at::kLong);  // the synchronisation
+    const int64_t* data = host.data_ptr<int64_t>();
+    if (data[0] != model().committed_length())
+      return absl::FailedPreconditionError(absl::StrCat("CompactPathAt: start ", data[0],
+                                                        " is not where the last ForwardTreeAt put the tree (",
+                                                        model().committed_length(), ")"));
+    std::vector<int64_t> kept{0};  // the root
+    for (int64_t i = 0; i < nodes.size(0) && data[1 + i] > kept.back(); ++i) kept.push_back(data[1 + i]);
+    if (kept.back() >= model().tentative_length())
+      return absl::InvalidArgumentError(
+          absl::StrCat("CompactPathAt: node ", kept.back(), " is not in the tree of ", model().tentative_length()));
+    return model().Commit(kept);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("CompactPathAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<LevelsKept> DeviceModel::ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                          int64_t levels, const LevelPick& pick) {
+  try {
+    ASSIGN_OR_RETURN(const int64_t start, SettleAt(model(), at, prefix, "ForwardLevelsAt"));
+    return ForwardLevels(prefix, start, levels, pick);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardLevelsAt: ", e.what()));
+  }
+}
+
+absl::StatusOr<ChainResult> DeviceModel::ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
+                                                        const ChainPick& pick) {
+  // Picks are ATen code: their errors arrive as exceptions.
+  try {
+    return ForwardEach(model(), first, position, steps, pick);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardChain: ", e.what()));
+  }
+}
+
+absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                        const LevelPick& pick) {
+  RETURN_IF_ERROR(ValidateLevels(prefix, levels, pick));
+  try {
+    const int64_t c = prefix.size(0), m = pick.width();
+    ASSIGN_OR_RETURN(at::Tensor prefix_logits, model().Forward(prefix.to(at::kLong), Positions(position, c, prefix), at::Tensor()));
+    LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, c - 1, 1), {});
+    RETURN_IF_ERROR(CheckChoice(choice, pick, 0));
+    LevelsKept kept{std::move(choice.kept)};
+    // A node sees what its parent sees, and itself: `visible` holds the rows
+    // of the level being fed, over every tentative slot up to its own.
+    const auto bools = prefix.options().dtype(at::kBool);
+    at::Tensor visible = at::cat({at::ones({m, model().tentative_length()}, bools), at::eye(m, bools)}, 1);
+    for (int64_t level = 1; level <= levels; ++level) {
+      const at::Tensor tokens = choice.tokens.to(at::kLong);
+      ASSIGN_OR_RETURN(at::Tensor logits,
+                       model().Forward(tokens, at::full({m}, position + c - 1 + level, tokens.options()), visible));
+      const std::vector<at::Tensor> carry = std::move(choice.carry);
+      choice = pick(level, logits, carry);
+      kept.push_back(std::move(choice.kept));
+      if (level == levels) break;
+      RETURN_IF_ERROR(CheckChoice(choice, pick, level));
+      visible = at::cat({visible.index_select(0, choice.parents), at::eye(m, bools)}, 1);
+    }
+    return kept;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardLevels: ", e.what()));
+  }
+}
+
+}  // namespace speclab

@@ -1,0 +1,220 @@
+// DeviceModel: a LanguageModel's device form, beside it.
+//
+// LanguageModel (framework/model/language_model.h) feeds tokens the host
+// chose at positions the host knows. Decoding that never waits for the host
+// needs forwards whose tokens the device picks (a drafter's whole chain, a
+// tree's levels) and whose positions only the device knows (pipelined steps
+// queue step k + 1 before reading step k back). A model implements them here
+// (LlamaModel: each as one CUDA graph); the defaults make the plain
+// Forward()/Commit() calls they stand for on model(), reading positions back,
+// so that every form has the same meaning on every model.
+#ifndef SPECLAB_FRAMEWORK_DEVICE_DEVICE_MODEL_H_
+#define SPECLAB_FRAMEWORK_DEVICE_DEVICE_MODEL_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "framework/model/language_model.h"
+#include "framework/device/pick_key.h"
+
+namespace speclab {
+
+// How ForwardChain() chooses each next token on the device from the logits
+// of the token before it. Built with Of() from a function that captures
+// nothing and its parameters; the key that captured graphs are cached under
+// is derived from them (framework/device/pick_key.h), never written by hand.
+class ChainPick {
+ public:
+  // (token [1] int64, row [1, vocab] float32 or undefined: what the caller
+  // wants kept, e.g. the distribution the token was drawn from).
+  using Result = std::pair<at::Tensor, at::Tensor>;
+
+  // `function(params, logits [1, vocab] float32, noise [1, vocab] float32 or
+  // undefined)`: device work only, depending on nothing but its arguments (no
+  // host reads, no RNG). With a noise generator, before the chain runs the
+  // model draws noise [steps, vocab] of i.i.d. Exp(1) values from it, and
+  // step i's pick gets row i.
+  template <typename Function, typename... Params>
+  static ChainPick Of(Function function, std::tuple<Params...> params = {}, at::Generator* noise_generator = nullptr) {
+    using Pointer = Result (*)(const std::tuple<Params...>&, const at::Tensor&, const at::Tensor&);
+    static_assert(std::is_convertible_v<Function, Pointer>,
+                  "a pick is a function of its declared parameters and arguments: it may capture nothing");
+    const Pointer pointer = function;
+    ChainPick pick;
+    pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), noise_generator ? "+noise" : "");
+    pick.function_ = [pointer, params](const at::Tensor& logits, const at::Tensor& noise) {
+      return pointer(params, logits, noise);
+    };
+    pick.noise_generator_ = noise_generator;
+    return pick;
+  }
+
+  Result operator()(const at::Tensor& logits, const at::Tensor& noise) const { return function_(logits, noise); }
+  const std::string& key() const { return key_; }
+  at::Generator* noise_generator() const { return noise_generator_; }
+  bool defined() const { return static_cast<bool>(function_); }
+
+ private:
+  std::string key_;
+  std::function<Result(const at::Tensor& logits, const at::Tensor& noise)> function_;
+  at::Generator* noise_generator_ = nullptr;
+};
+
+struct ChainResult {
+  at::Tensor tokens;  // [steps + 1] int64: the first token, then each pick
+  at::Tensor rows;    // [steps, vocab] float32: each pick's row (undefined when pick gives none)
+};
+
+// How ForwardLevels() grows a tree on the device, one level of `width`
+// nodes at a time: from the logits of a level's nodes, the pick chooses the
+// next level's nodes, each extending one node of that level (EAGLE-2's
+// frontier). Built as ChainPick is; the width is part of the key.
+class LevelPick {
+ public:
+  struct Choice {
+    at::Tensor tokens;              // [width] int64: the next level's tokens
+    at::Tensor parents;             // [width] int64: the node of this level each extends (0 at level 0)
+    std::vector<at::Tensor> carry;  // handed to the next level's pick
+    std::vector<at::Tensor> kept;   // returned to the caller, level by level
+  };
+
+  // `function(params, level, logits float32, carry)`: level 0 gets the last
+  // prefix token's logits [1, vocab] and an empty carry, level l >= 1 the
+  // logits of its width nodes [width, vocab] and level l - 1's carry. Device
+  // work only, depending on nothing but its arguments: no host reads, no RNG.
+  template <typename Function, typename... Params>
+  static LevelPick Of(int64_t width, Function function, std::tuple<Params...> params = {}) {
+    using Pointer = Choice (*)(const std::tuple<Params...>&, int64_t, const at::Tensor&, const std::vector<at::Tensor>&);
+    static_assert(std::is_convertible_v<Function, Pointer>,
+                  "a pick is a function of its declared parameters and arguments: it may capture nothing");
+    const Pointer pointer = function;
+    LevelPick pick;
+    pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), "x", width);
+    pick.width_ = width;
+    pick.function_ = [pointer, params](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+      return pointer(params, level, logits, carry);
+    };
+    return pick;
+  }
+
+  Choice operator()(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) const {
+    return function_(level, logits, carry);
+  }
+  const std::string& key() const { return key_; }
+  int64_t width() const { return width_; }  // nodes per level
+  bool defined() const { return static_cast<bool>(function_); }
+
+ private:
+  std::string key_;
+  int64_t width_ = 1;
+  std::function<Choice(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry)> function_;
+};
+
+// A pick among another pick's parameters is keyed by its own key.
+inline std::string PickKeyPart(const ChainPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
+inline std::string PickKeyPart(const LevelPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
+
+// ForwardLevels' result: each level's Choice::kept, level 0 (the prefix's) first.
+using LevelsKept = std::vector<std::vector<at::Tensor>>;
+
+// Where a forward's tokens go when only the device knows it: decoding loops
+// that queue a step before reading the previous one back (the engine's
+// pipelined chains) keep the cache's length on the device.
+struct DevicePosition {
+  at::Tensor start;       // [1] int64 on the model's device: slot and position of the first token
+  int64_t max_start = 0;  // what the host knows: min_start <= start <= max_start
+  int64_t min_start = 0;
+};
+
+class DeviceModel {
+ public:
+  virtual ~DeviceModel() = default;
+
+  // The model whose cache these forms read and write, and whose forwards they count.
+  virtual LanguageModel& model() = 0;
+
+  // A chain of `steps` one-token forwards whose tokens the device chooses:
+  // token 0 is `first` ([1] int64 on device()) at `position`, token i + 1 is
+  // pick's choice from token i's logits, at position + i + 1. The last choice
+  // is returned but not fed. Appends `steps` tentative slots and counts as
+  // `steps` forwards of one token, exactly as the Forward() calls it stands
+  // for. This default makes those calls; a model may run the whole chain
+  // without the host in between (LlamaModel on CUDA: one CUDA graph).
+  virtual absl::StatusOr<ChainResult> ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
+                                                   const ChainPick& pick);
+
+  // A causal chain of n tokens ([n] int64) at slots and positions start ..
+  // start + n - 1, each attending to every slot below its own: the slots
+  // below `start` hold whatever the caller last wrote there (a prefix it
+  // tracks on the device; tentative slots count as written). Afterwards
+  // tentative_length() is 0 and committed_length() is at least start + n but
+  // may be more (the model need not know start): Truncate() to the true length
+  // once the host knows it. Returns logits [n, vocab] float32. This default
+  // reads `start` back (one synchronisation); LlamaModel does not.
+  virtual absl::StatusOr<at::Tensor> ForwardAt(const at::Tensor& tokens, const DevicePosition& at);
+
+  // ForwardChain at a device-side position, with the cache contract of
+  // ForwardAt: the first forward feeds `prefix` ([c] int64, c >= 1) at
+  // start .. start + c - 1 and pick chooses from its last row; steps - 1
+  // one-token forwards follow. Returns tokens [c + steps] (the prefix, then
+  // each pick) and pick's rows [steps, vocab].
+  virtual absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
+                                                     const ChainPick& pick);
+
+  // A draft tree at a device-side position, with the cache contract of
+  // ForwardAt: node i of tokens ([n] int64, the root first) at slot start + i
+  // and position start + depths[i] ([n] int64), seeing every slot below
+  // `start` and the nodes mask ([n, n] bool) allows (its ancestors and
+  // itself). Returns logits [n, vocab] float32. This default reads start
+  // back; LlamaModel with static shapes does not.
+  virtual absl::StatusOr<at::Tensor> ForwardTreeAt(const at::Tensor& tokens, const at::Tensor& depths,
+                                                   const at::Tensor& mask, const DevicePosition& at);
+
+  // After ForwardTreeAt at `at`: moves the cache entries of the accepted
+  // nodes below the root (nodes, [m] int64: increasing, then zeros; a tree
+  // walk's answer as it stands) from slot start + nodes[i] to slot start + 1
+  // + i, so that the root and its accepted path become a causal context.
+  // Slots past the path may receive other entries: they lie beyond the
+  // context and are written again before anything sees them. This default
+  // reads nodes and start back and commits the path; LlamaModel with static
+  // shapes moves the entries on the device.
+  virtual absl::Status CompactPathAt(const at::Tensor& nodes, const DevicePosition& at);
+
+  // A tree grown level by level on the device after a causal prefix:
+  // `prefix` ([c] int64, c >= 1) is fed at positions position .. position +
+  // c - 1, each token seeing every tentative slot before it (as Forward()
+  // without a mask), and level 1's nodes are pick's choice from the prefix's
+  // last token; level l + 1 is pick's choice from level l's logits. Level l's
+  // nodes sit at position + c - 1 + l and each sees the committed prefix, the
+  // tentative slots written before it (the prefix included), its ancestors
+  // among the levels and itself. pick also runs on the last level (its choice
+  // is not fed). Appends c + levels * width tentative slots and counts as a
+  // forward of c tokens and `levels` forwards of width tokens. This default
+  // makes those Forward() calls; a model may run them without the host in
+  // between (LlamaModel on CUDA: one CUDA graph).
+  virtual absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                   const LevelPick& pick);
+  // ForwardLevels at a device-side position, with the cache contract of
+  // ForwardAt: the prefix at slots and positions start .. start + c - 1, the
+  // levels in the slots after it. This default reads start back; LlamaModel
+  // with static shapes does not.
+  virtual absl::StatusOr<LevelsKept> ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                     int64_t levels, const LevelPick& pick);
+};
+
+// `model`'s device form where it has one (LlamaModel), else null.
+DeviceModel* DeviceFormOf(LanguageModel& model);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_DEVICE_DEVICE_MODEL_H_

@@ -1,0 +1,463 @@
+// Static-shape forwards: CUDA graphs (run eagerly on the CPU), device-picked
+// chains and levels, and forwards at positions only the device knows.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+#include "framework/model/cuda_graph.h"
+#include "framework/model/fused_ops.h"
+#include "framework/model/llama_model_impl.h"
+
+namespace speclab {
+
+// Graphs read weights at the addresses seen at capture; a trainer that
+// re-points a parameter (set_data) makes them stale.
+std::vector<const void*> LlamaModel::Impl::WeightAddresses() const {
+  std::vector<const void*> out{embed.data_ptr(), final_norm.data_ptr(), lm_head.data_ptr()};
+  for (const LayerWeights& w : layers) {
+    for (const at::Tensor* t : {&w.qkv_weight, &w.qkv_bias, &w.q_weight, &w.k_weight, &w.v_weight, &w.q_bias,
+                                &w.k_bias, &w.v_bias, &w.o_weight, &w.o_bias, &w.gate_up_weight, &w.gate_weight,
+                                &w.up_weight, &w.down_weight, &w.input_norm, &w.post_attention_norm}) {
+      out.push_back(t->defined() ? t->data_ptr() : nullptr);
+    }
+  }
+  return out;
+}
+
+// Graphs captured before a parameter was re-pointed would read stale weights.
+void LlamaModel::Impl::DropGraphsIfWeightsMoved() {
+  std::vector<const void*> weights = WeightAddresses();
+  if (weights != captured_weights) {
+    DropGraphs();
+    captured_weights = std::move(weights);
+  }
+}
+
+void LlamaModel::Impl::DropGraphs() {
+  graphs.clear();
+  chain_graphs.clear();
+  level_graphs.clear();
+}
+
+// Every graph of the model allocates from one memory pool.
+const CudaGraph* LlamaModel::Impl::PoolOwner() const {
+  if (!graphs.empty()) return graphs.begin()->second.graph.get();
+  for (const auto& [key, chain] : chain_graphs)
+    if (chain.graph) return chain.graph.get();
+  for (const auto& [key, levels] : level_graphs)
+    if (levels.graph) return levels.graph.get();
+  return nullptr;
+}
+
+// The graph of a shape, captured on first use (capture also runs the work once,
+// on whatever the static inputs hold).
+absl::StatusOr<LlamaModel::Impl::CapturedForward*> LlamaModel::Impl::Graph(int64_t bucket, int64_t kv_length) {
+  DropGraphsIfWeightsMoved();
+  const auto key = std::make_pair(bucket, kv_length);
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    CapturedForward captured;
+    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] {
+                       std::tie(captured.logits, captured.hidden) = StaticBody(bucket, kv_length);
+                     }));
+    it = graphs.emplace(key, std::move(captured)).first;
+    ++captures;
+  }
+  return &it->second;
+}
+
+// Captures every shape a forward of up to max_tokens tokens can take. The
+// capture's eager run writes K/V only into the spare slots past the capacity,
+// so the cache's contents stay as they were.
+absl::Status LlamaModel::Impl::PrepareForDecoding(int64_t max_tokens) {
+  if (!static_shapes || !device.is_cuda() || config.sliding_window > 0) return absl::OkStatus();
+  c10::InferenceMode guard;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t largest = TokenBucket(std::min(std::max<int64_t>(max_tokens, 1), kMaxTokenBucket));
+  for (int64_t bucket = 1; bucket <= largest; bucket *= 2) {
+    for (int64_t kv_length = KvBucket(1, cache_slots);; kv_length = KvBucket(2 * kv_length, cache_slots)) {
+      if (kv_length >= bucket) {
+        static_in.tokens.zero_();
+        static_in.positions.zero_();
+        at::arange_out(static_in.write_slots, at::Scalar(capacity), at::Scalar(capacity + kMaxTokenBucket),
+                       at::Scalar(1));
+        // Every row sees slot 0 (finite, whatever it holds): a row seeing
+        // nothing would write NaN into the spare slots.
+        static_in.allowed.zero_();
+        static_in.allowed.select(1, 0).fill_(true);
+        RETURN_IF_ERROR(Graph(bucket, kv_length).status());
+      }
+      if (kv_length == cache_slots) break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LlamaModel::Impl::AllocateStaticInputs() {
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
+  static_in.tokens = at::zeros({kMaxTokenBucket}, longs);
+  static_in.positions = at::zeros({kMaxTokenBucket}, longs);
+  static_in.write_slots = at::zeros({kMaxTokenBucket}, longs);
+  static_in.allowed = at::zeros({kMaxTokenBucket, cache_slots}, longs.dtype(at::kBool));
+  static_in.columns = at::arange(cache_slots, longs);
+  chain_in.tokens = at::zeros({kMaxChainPrefix + kMaxChainSteps}, longs);
+  chain_in.start = at::zeros({1}, longs);
+  chain_in.position = at::zeros({1}, longs);
+  levels_in.tokens = at::zeros({kMaxTokenBucket}, longs);
+  levels_in.start = at::zeros({1}, longs);
+  levels_in.position = at::zeros({1}, longs);
+}
+
+// The forward over the static inputs' first `bucket` rows, attending to KV
+// slots [0, kv_length): the work a CUDA graph captures.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticBody(int64_t bucket, int64_t kv_length) {
+  return StaticForwardBody(static_in.tokens.narrow(0, 0, bucket), static_in.positions.narrow(0, 0, bucket),
+                           static_in.write_slots.narrow(0, 0, bucket),
+                           static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length), kv_length);
+}
+
+// One forward with every input on the device (graph-capturable): tokens,
+// positions and write_slots [n], allowed [n, kv_length] bool.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticForwardBody(const at::Tensor& tokens,
+                                                                      const at::Tensor& positions,
+                                                                      const at::Tensor& write_slots,
+                                                                      const at::Tensor& allowed, int64_t kv_length) {
+  ForwardContext ctx;
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, std::numeric_limits<int64_t>::max());
+  ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
+  ctx.mask = ctx.fused ? AttentionMask{.allowed = allowed} : MakeAttentionMask(allowed, group, UseSdpa(device));
+  ctx.write_slots = write_slots;
+  ctx.kv_length = kv_length;
+  at::Tensor hidden = CachedLayers(tokens, ctx);
+  at::Tensor logits = Logits(hidden[-1]);  // in the model's dtype: the copy out converts
+  return {logits, hidden};
+}
+
+// A causal forward of tokens [c] at slots start + offset .. and positions
+// position + offset .. (start, position: [1] int64 on the device), each token
+// seeing every slot up to its own: the forwards of ChainBody, and
+// LevelsBody's prefix.
+std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::CausalBody(const at::Tensor& tokens, const at::Tensor& start,
+                                                               const at::Tensor& position, int64_t offset,
+                                                               int64_t kv_length) {
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
+  const at::Tensor offsets = static_in.columns.narrow(0, offset, tokens.size(0));
+  const at::Tensor write_slots = start + offsets;
+  return StaticForwardBody(tokens, position + offsets, write_slots, at::le(columns, write_slots.unsqueeze(1)),
+                           kv_length);
+}
+
+// The chain of ForwardChain over chain_in: the first forward feeds tokens[0,
+// prefix) at slots start.. and positions position.., each seeing every slot up
+// to its own; each later forward feeds the token the step before picked. Pick
+// writes token i + prefix (from the last row of step i's forward).
+void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
+                                 CapturedChain& chain) {
+  std::vector<at::Tensor> rows;
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
+    const int64_t fed = i == 0 ? prefix : 1;
+    const at::Tensor logits =
+        CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length).first;
+    auto [token, row] = pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
+                                  chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
+    chain_in.tokens.narrow(0, offset + fed, 1).copy_(token.view({1}));
+    if (row.defined()) rows.push_back(row);
+  }
+  chain.rows = rows.empty() ? at::Tensor() : at::cat(rows);
+}
+
+// The chain for (steps, prefix, kv_length, pick.key()). On CUDA its first use
+// captures the chain for every KV length bucket, each run once on the spare
+// slots past the capacity (the cache's contents stay as they were).
+absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t prefix,
+                                                                        int64_t kv_length, const ChainPick& pick) {
+  if (device.is_cuda()) DropGraphsIfWeightsMoved();
+  auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
+    CapturedChain chain;
+    if (pick.noise_generator() != nullptr)
+      chain.noise = at::ones({steps, config.vocab_size}, at::TensorOptions().device(device).dtype(at::kFloat));
+    if (!device.is_cuda()) return chain;
+    chain_in.start.fill_(capacity);
+    chain_in.position.fill_(0);
+    chain_in.tokens.zero_();
+    ASSIGN_OR_RETURN(chain.graph, CudaGraph::Capture(device, PoolOwner(), [&] { ChainBody(steps, prefix, length, pick, chain); }));
+    ++captures;
+    return chain;
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
+  return EveryKvBucket<CapturedChain, Key>(
+      chain_graphs, [&](int64_t length) { return Key{steps, prefix, length, pick.key()}; }, kv_length,
+      prefix + steps - 1, device.is_cuda(), cache_slots, make);
+}
+
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainStatic(const at::Tensor& first, int64_t position,
+                                                                 int64_t steps, const ChainPick& pick) {
+  const int64_t start = committed + tentative;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(start + steps, cache_slots);
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, 1, kv_length, pick));
+  chain_in.start.fill_(start);
+  chain_in.position.fill_(position);
+  chain_in.tokens.narrow(0, 0, 1).copy_(first, /*non_blocking=*/true);
+  ChainResult result = RunChain(*chain, steps, 1, kv_length, pick);
+  tentative += steps;
+  return result;
+}
+
+// Slots and positions coincide here: the caller's prefix is a plain causal
+// context. The host knows only max_start, so committed becomes that bound
+// (ForwardAt's contract).
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainAtStatic(const at::Tensor& prefix, const DevicePosition& at,
+                                                                   int64_t steps, const ChainPick& pick) {
+  const int64_t c = prefix.size(0);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(at.max_start + c + steps, cache_slots);
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, c, kv_length, pick));
+  chain_in.start.copy_(at.start);
+  chain_in.position.copy_(at.start);
+  chain_in.tokens.narrow(0, 0, c).copy_(prefix);
+  ChainResult result = RunChain(*chain, steps, c, kv_length, pick);
+  committed = at.max_start + c + steps - 1;
+  tentative = 0;
+  return result;
+}
+
+// Draws the chain's noise and replays its graph (or runs its body on the
+// CPU); the outputs are copied out of the graph's buffers, which the next
+// run overwrites.
+ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
+                                       const ChainPick& pick) {
+  if (chain.noise.defined()) chain.noise.exponential_(1.0, *pick.noise_generator());
+  if (chain.graph) {
+    chain.graph->Replay();
+  } else {
+    ChainBody(steps, prefix, kv_length, pick, chain);
+  }
+  last_hidden = at::Tensor();  // chains keep no hidden states
+  ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, prefix + steps).clone()};
+  if (chain.rows.defined()) result.rows = chain.rows.clone();
+  return result;
+}
+
+// The levels of ForwardLevels over levels_in: the prefix's c tokens at
+// slots start.. as a causal chain, then each level's width nodes in the
+// slots after the one before, all of a level at one position. A node sees
+// what its parent sees, and itself; level 1's nodes see every slot below
+// their own level.
+void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
+                                  CapturedLevels& captured) {
+  const int64_t m = pick.width();
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
+  const at::Tensor prefix_logits =
+      CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length).first;
+  LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
+  captured.kept.assign(1, std::move(choice.kept));
+  // Every level's slots [levels, m], positions [levels, m] and own-slot
+  // columns [levels, m, kv_length] at once: three launches, not three a level.
+  const at::Tensor level_start = levels_in.start + prefix;
+  const at::Tensor slots = (level_start + static_in.columns.narrow(0, 0, levels * m)).view({levels, m});
+  const at::Tensor positions =
+      levels_in.position + static_in.columns.narrow(0, prefix, levels).unsqueeze(1).expand({levels, m});
+  const at::Tensor own = at::eq(columns.unsqueeze(0), slots.unsqueeze(2));
+  at::Tensor visible = at::logical_or(at::lt(columns, level_start), own[0]);
+  for (int64_t level = 1; level <= levels; ++level) {
+    const at::Tensor logits = StaticForwardBody(choice.tokens.to(at::kLong), positions[level - 1],
+                                                slots[level - 1], visible, kv_length).first;
+    const std::vector<at::Tensor> carry = std::move(choice.carry);
+    choice = pick(level, logits.to(at::kFloat), carry);
+    captured.kept.push_back(std::move(choice.kept));
+    if (level == levels) break;
+    visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
+  }
+}
+
+// The levels for (levels, prefix, kv_length, pick.key()), captured as Chain()
+// is: on first use, for every KV length bucket, each run once on the spare
+// slots past the capacity.
+absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t prefix,
+                                                                          int64_t kv_length, const LevelPick& pick) {
+  if (device.is_cuda()) DropGraphsIfWeightsMoved();
+  auto make = [&](int64_t length) -> absl::StatusOr<CapturedLevels> {
+    CapturedLevels captured;
+    if (!device.is_cuda()) return captured;
+    levels_in.start.fill_(capacity);
+    levels_in.position.fill_(0);
+    levels_in.tokens.zero_();
+    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] {
+                       LevelsBody(levels, prefix, length, pick, captured);
+                     }));
+    ++captures;
+    return captured;
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
+  return EveryKvBucket<CapturedLevels, Key>(
+      level_graphs, [&](int64_t length) { return Key{levels, prefix, length, pick.key()}; }, kv_length,
+      prefix + levels * pick.width(), device.is_cuda(), cache_slots, make);
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& prefix, int64_t position,
+                                                                 int64_t levels, const LevelPick& pick) {
+  const int64_t c = prefix.size(0);
+  const int64_t start = committed + tentative;
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(start + c + levels * pick.width(), cache_slots);
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
+  levels_in.start.fill_(start);
+  levels_in.position.fill_(position);
+  levels_in.tokens.narrow(0, 0, c).copy_(prefix, /*non_blocking=*/true);
+  LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
+  tentative += c + levels * pick.width();
+  return kept;
+}
+
+// Slots and positions coincide, as in ForwardChainAtStatic; committed
+// becomes the host's bound (ForwardAt's contract).
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsAtStatic(const at::Tensor& prefix, const DevicePosition& at,
+                                                                   int64_t levels, const LevelPick& pick) {
+  const int64_t c = prefix.size(0);
+  const int64_t fed = c + levels * pick.width();
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const int64_t kv_length = KvBucket(at.max_start + fed, cache_slots);
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
+  levels_in.start.copy_(at.start);
+  levels_in.position.copy_(at.start);
+  levels_in.tokens.narrow(0, 0, c).copy_(prefix);
+  LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
+  committed = at.max_start + fed;
+  tentative = 0;
+  return kept;
+}
+
+// Replays the levels' graph (or runs their body on the CPU) over levels_in.
+// The outputs are copied out of the graph's buffers, which the next replay
+// overwrites.
+LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
+                                       const LevelPick& pick) {
+  if (captured.graph) {
+    captured.graph->Replay();
+  } else {
+    LevelsBody(levels, prefix, kv_length, pick, captured);
+  }
+  last_hidden = at::Tensor();  // levels keep no hidden states
+  LevelsKept kept(captured.kept.size());
+  for (size_t l = 0; l < kept.size(); ++l)
+    for (const at::Tensor& t : captured.kept[l]) kept[l].push_back(t.clone());
+  return kept;
+}
+
+// Fills the static inputs (a few small copies), then replays the graph of this
+// shape, capturing it on first use. Padding rows attend to the first new
+// token's slot so that they stay finite: a NaN written into a padding slot
+// would poison later scores even where masked.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
+                                                           const at::Tensor& mask) {
+  const int64_t n = tokens.size(0);
+  const int64_t start = committed + tentative;
+  const int64_t bucket = TokenBucket(n);
+  const int64_t kv_length = KvBucket(start + bucket, cache_slots);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  static_in.tokens.narrow(0, 0, n).copy_(tokens, /*non_blocking=*/true);
+  static_in.positions.narrow(0, 0, n).copy_(positions, /*non_blocking=*/true);
+  at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  at::arange_out(write_slots, at::Scalar(start), at::Scalar(start + bucket), at::Scalar(1));
+  at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
+  const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length});
+  if (mask.defined()) {
+    at::lt_out(allowed, columns, at::Scalar(committed));
+    allowed.narrow(0, 0, n).narrow(1, committed, tentative + n).copy_(mask, /*non_blocking=*/true);
+    if (bucket > n) allowed.narrow(0, n, bucket - n).narrow(1, start, 1).fill_(true);
+  } else {
+    // A chain: row i sees every slot up to its own; padding rows likewise
+    // (the slots they see were all written, by this forward or before).
+    at::le_out(allowed, columns, write_slots.unsqueeze(1));
+  }
+  ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
+  tentative += n;
+  return logits;
+}
+
+// ForwardStatic for a chain whose start only the device knows: slots and
+// positions are start + 0, 1, ..., computed on the device.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardAtStatic(const at::Tensor& tokens, const DevicePosition& at) {
+  const int64_t n = tokens.size(0);
+  const int64_t bucket = TokenBucket(n);
+  const int64_t kv_length = KvBucket(at.max_start + bucket, cache_slots);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  static_in.tokens.narrow(0, 0, n).copy_(tokens);
+  at::Tensor write_slots = static_in.write_slots.narrow(0, 0, bucket);
+  at::add_out(write_slots, static_in.columns.narrow(0, 0, bucket), at.start);
+  static_in.positions.narrow(0, 0, bucket).copy_(write_slots);
+  at::Tensor allowed = static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length);
+  at::le_out(allowed, static_in.columns.narrow(0, 0, kv_length).expand({bucket, kv_length}), write_slots.unsqueeze(1));
+  ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
+  committed = at.max_start + n;
+  tentative = 0;
+  return logits;
+}
+
+// ForwardStatic for a tree whose start only the device knows: node i at
+// slot start + i and position start + depths[i]; row i sees the slots below
+// start and its row of the mask at columns start.. (fused::TreeAtInputs:
+// one launch on CUDA). Padding rows see the slots below start and the root.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardTreeAtStatic(const at::Tensor& tokens, const at::Tensor& depths,
+                                                                 const at::Tensor& mask, const DevicePosition& at) {
+  const int64_t n = tokens.size(0);
+  const int64_t bucket = TokenBucket(n);
+  const int64_t kv_length = KvBucket(at.max_start + bucket, cache_slots);
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  fused::TreeAtInputs(at.start, tokens, depths, mask, static_in.tokens, static_in.write_slots.narrow(0, 0, bucket),
+                      static_in.positions.narrow(0, 0, bucket),
+                      static_in.allowed.narrow(0, 0, bucket).narrow(1, 0, kv_length));
+  ASSIGN_OR_RETURN(at::Tensor logits, ReplayForward(n, bucket, kv_length));
+  committed = at.max_start + n;
+  tentative = 0;
+  return logits;
+}
+
+// Runs the forward of the static inputs' first `bucket` rows (the graph of
+// the shape on CUDA) and returns the first n rows of logits as float32.
+absl::StatusOr<at::Tensor> LlamaModel::Impl::ReplayForward(int64_t n, int64_t bucket, int64_t kv_length) {
+  at::Tensor logits, hidden;
+  if (device.is_cuda()) {
+    ASSIGN_OR_RETURN(CapturedForward * graph, Graph(bucket, kv_length));
+    graph->graph->Replay();
+    logits = graph->logits;
+    hidden = graph->hidden;
+  } else {
+    std::tie(logits, hidden) = StaticBody(bucket, kv_length);
+  }
+  // The outputs live in the graph's buffers, which the next replay overwrites.
+  last_hidden = hidden.narrow(1, 0, n);
+  const at::Tensor rows = logits.narrow(0, 0, n);
+  return rows.scalar_type() == at::kFloat ? rows.clone() : rows.to(at::kFloat);
+}
+
+// Checks a device-positioned forward of `fed` tokens (ForwardAt and
+// ForwardChainAt): tokens int64 [n] and start int64 [1] on the model's
+// device, and room for max_start + fed slots.
+absl::Status LlamaModel::Impl::ValidateAt(const char* what, const at::Tensor& tokens, const DevicePosition& at,
+                                          int64_t fed) const {
+  auto on_device_longs = [&](const at::Tensor& t, int64_t size) {
+    return t.defined() && t.dim() == 1 && (size < 0 || t.size(0) == size) && t.scalar_type() == at::kLong &&
+           t.device() == device;
+  };
+  if (!on_device_longs(tokens, -1) || tokens.size(0) < 1)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": tokens must be int64 [n], n >= 1, on ",
+                                                   device.str()));
+  if (!on_device_longs(at.start, 1))
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": start must be int64 [1] on ", device.str()));
+  if (at.max_start < 0) return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": negative max_start"));
+  if (at.max_start + fed > capacity)
+    return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::", what, ": ", fed, " tokens from position up to ",
+                                                     at.max_start, " exceed the KV capacity ", capacity));
+  return absl::OkStatus();
+}
+
+}  // namespace speclab

@@ -1,0 +1,279 @@
+#include "framework/step_by_step.h"
+
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+#include "framework/device/device_verifier.h"
+#include "framework/device_transfer.h"
+#include "framework/sampling.h"
+
+namespace speclab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Host copies of what the verifier reads, fetched with a single transfer.
+struct HostView {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> argmax;
+  std::vector<int64_t> parents;  // a device-shaped draft's (DraftTree::DeviceShape)
+  ProbabilityRows target;
+  ProbabilityRows draft;
+};
+
+HostView FetchForVerification(const at::Tensor& tokens, const at::Tensor& probs, const at::Tensor& draft_probs,
+                              bool sampled, bool want_rows, bool greedy, const at::Tensor& parents) {
+  const int64_t n = tokens.size(0), vocab = probs.size(1);
+  // Token ids are exact in float32 (< 2^24), so one packed float buffer carries everything.
+  std::vector<at::Tensor> parts{tokens.to(probs.device(), at::kFloat), GreedyTokens(probs).to(at::kFloat)};
+  if (parents.defined()) parts.push_back(parents.to(probs.device(), at::kFloat));
+  const bool rows = want_rows && !greedy;
+  const bool draft_rows = rows && draft_probs.defined();
+  if (rows) parts.push_back(probs.reshape({-1}));
+  if (draft_rows) parts.push_back(draft_probs.to(probs.device(), at::kFloat).reshape({-1}));
+  at::Tensor host = at::cat(parts).to(at::kCPU).contiguous();  // the step's one synchronisation
+  const float* data = host.data_ptr<float>();
+  HostView view;
+  view.tokens.assign(data, data + n);
+  view.argmax.assign(data + n, data + 2 * n);
+  if (parents.defined()) view.parents.assign(data + 2 * n, data + 3 * n);
+  const int64_t rows_at = parents.defined() ? 3 * n : 2 * n;
+  auto copy_rows = [&](ProbabilityRows& dst, const float* src) {
+    dst = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
+    std::copy(src, src + n * vocab, dst.data().begin());
+  };
+  if (rows) copy_rows(view.target, data + rows_at);
+  if (draft_rows) copy_rows(view.draft, data + rows_at + n * vocab);
+  if (greedy && want_rows) {
+    // Temperature 0: p and q are one-hot; build them here instead of copying.
+    view.target = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
+    for (int64_t i = 0; i < n; ++i) view.target.mutable_row(i)[view.argmax[i]] = 1.0;
+    if (sampled) {
+      view.draft = ProbabilityRows(static_cast<int>(n), static_cast<int>(vocab));
+      for (int64_t i = 1; i < n; ++i) view.draft.mutable_row(i)[view.tokens[i]] = 1.0;
+    }
+  }
+  return view;
+}
+
+// Verifies a chain with the verifier's device form: one transfer brings back
+// the drafted tokens, the number accepted and the extra token.
+absl::StatusOr<Verdict> VerifyChainOnDevice(const DeviceVerifier& verifier, TokenTree& tree,
+                                            const at::Tensor& tokens, const at::Tensor& probs,
+                                            const at::Tensor& draft_probs, bool greedy, at::Generator& generator) {
+  DeviceChainProblem problem{.tokens = tokens.to(probs.device()), .target_probs = probs,
+                             .draft_probs = draft_probs.defined() ? draft_probs.to(probs.device()) : at::Tensor(),
+                             .greedy = greedy};
+  ASSIGN_OR_RETURN(at::Tensor answer, verifier.Verify(problem, generator));
+  const at::Tensor host = at::cat({problem.tokens, answer}).to(at::kCPU);  // the step's one synchronisation
+  const int64_t* data = host.data_ptr<int64_t>();
+  const int n = tree.size();
+  for (int i = 1; i < n; ++i) tree.set_token(i, static_cast<int32_t>(data[i]));
+  const int64_t accepted = data[n];
+  if (accepted < 0 || accepted >= n)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", n - 1, " drafts"));
+  Verdict verdict;
+  for (int i = 1; i <= accepted; ++i) verdict.accepted.push_back(i);
+  verdict.extra_token = static_cast<int32_t>(data[n + 1]);
+  return verdict;
+}
+
+bool IsChain(const TokenTree& tree) { return tree.max_depth() == tree.size() - 1; }
+
+// Verifies a tree with the verifier's device form: one transfer brings back
+// the drafted tokens, the parents of a device-shaped draft, and the walk's
+// answer (the accepted path and the extra token).
+absl::StatusOr<Verdict> VerifyTreeOnDevice(const DeviceVerifier& verifier, DraftTree& draft, const at::Tensor& probs,
+                                           bool greedy, at::Generator& generator) {
+  const c10::Device device = probs.device();
+  const int64_t n = DraftSize(draft);
+  std::vector<int64_t> host_parents;
+  at::Tensor parents;
+  if (draft.device_shape) {
+    parents = draft.device_shape->parents.to(device);
+  } else {
+    for (int i = 0; i < draft.tree.size(); ++i) host_parents.push_back(draft.tree.parent(i));
+    parents = LongsToDevice(host_parents, device);
+  }
+  DeviceTreeProblem problem{.tokens = draft.tokens.to(device), .parents = parents, .target_probs = probs,
+                            .greedy = greedy};
+  ASSIGN_OR_RETURN(at::Tensor answer, verifier.VerifyTree(problem, generator));
+  const at::Tensor host = at::cat({problem.tokens, parents, answer}).to(at::kCPU);  // the step's one synchronisation
+  const int64_t* data = host.data_ptr<int64_t>();
+  const std::vector<int32_t> tokens(data, data + n);
+  if (draft.device_shape) RETURN_IF_ERROR(AdoptShape(draft, absl::MakeConstSpan(data + n, n), tokens));
+  for (int i = 1; i < n; ++i) draft.tree.set_token(i, tokens[i]);
+  const int64_t* walk = data + 2 * n;
+  if (walk[0] < 0 || walk[0] >= n)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", walk[0], " of ", n - 1, " drafts"));
+  Verdict verdict;
+  for (int64_t i = 1; i <= walk[0]; ++i) verdict.accepted.push_back(static_cast<int>(walk[i]));
+  verdict.extra_token = static_cast<int32_t>(walk[n]);
+  return verdict;
+}
+
+absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
+  int parent = 0;
+  for (int node : verdict.accepted) {
+    if (node <= 0 || node >= tree.size() || tree.parent(node) != parent)
+      return absl::InternalError(absl::StrCat("verifier returned node ", node, ", not a child of node ", parent));
+    parent = node;
+  }
+  if (verdict.extra_token < 0) return absl::InternalError("verifier returned no extra token");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Clock::time_point MarkPhase(c10::Device device, bool synchronize) {
+  if (synchronize && device.is_cuda()) torch::cuda::synchronize(device.index());
+  return Clock::now();
+}
+
+absl::Status CheckCapacity(const LanguageModel& model, absl::Span<const int32_t> prompt, int extra) {
+  if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+  const int64_t need = static_cast<int64_t>(prompt.size()) + extra;
+  if (need > model.capacity())
+    return absl::ResourceExhaustedError(absl::StrCat("prompt (", prompt.size(), " tokens) + max_new_tokens + draft tree needs ",
+                                                     need, " KV slots; the model was loaded with kv_capacity ",
+                                                     model.capacity(), " (raise models.kv_capacity)"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TargetFeatures> GatherFeatures(const LanguageModel& target, const TargetFeatureRequest& request,
+                                              const at::Tensor& rows) {
+  TargetFeatures features;
+  for (int layer : request.hidden_layers) {
+    ASSIGN_OR_RETURN(at::Tensor states, target.HiddenStates(layer));
+    features.hidden.push_back(rows.defined() ? states.index_select(0, rows) : states.clone());
+  }
+  return features;
+}
+
+
+StepByStep::StepByStep(LanguageModel& target, Method& method, const DecodeOptions& options, Randomness& random)
+    : target_(target),
+      method_(method),
+      options_(options),
+      random_(random),
+      features_(method.drafter->target_features()),
+      defer_commit_([&] {
+        const std::vector<LanguageModel*> models = method.drafter->models();
+        return std::find(models.begin(), models.end(), &target) == models.end();
+      }()) {}
+
+absl::StatusOr<StepByStep::Step> StepByStep::Draft(absl::Span<const int32_t> context) {
+  Step step;
+  step.started = Clock::now();
+  RETURN_IF_ERROR(method_.drafter->BeginStep(context));
+  BuildRequest request{.root_token = context.back(), .sampling = method_.drafter_sampling.For(options_.sampling),
+                       .policy = method_.policy.get(), .generator = &random_.draft, .device = target_.device()};
+  ASSIGN_OR_RETURN(step.draft, method_.tree_builder->Build(*method_.drafter, request));
+  RETURN_IF_ERROR(CheckCapacity(target_, context, options_.max_new_tokens + static_cast<int>(DraftSize(step.draft))));
+  step.drafted = MarkPhase(target_.device(), options_.time_phases);
+  return step;
+}
+
+absl::Status StepByStep::Score(Step& step) {
+  if (pending_commit_) {
+    RETURN_IF_ERROR(target_.Commit(*pending_commit_));
+    pending_commit_.reset();
+  }
+  // One target forward over the whole tree, on top of the committed cache.
+  // A shape chosen on the device goes to the forward without a read.
+  const c10::Device device = target_.device();
+  const DraftTree& draft = step.draft;
+  const int64_t n = DraftSize(draft);
+  const std::optional<DraftTree::DeviceShape>& shape = draft.device_shape;
+  const at::Tensor positions = shape ? shape->depths.to(device) + target_.committed_length()
+                                     : LongsToDevice(draft.tree.Positions(target_.committed_length()), device);
+  const at::Tensor mask = shape                 ? shape->mask.to(device)
+                          : IsChain(draft.tree) ? at::Tensor()
+                                                : MaskToDevice(draft.tree.AncestorMask(), n, n, device);
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.Forward(draft.tokens.to(device), positions, mask));
+  step.target_rows = TargetRows(logits, options_.sampling);
+  return absl::OkStatus();
+}
+
+absl::Status StepByStep::Verify(Step& step) {
+  const DeviceVerifier* device_verifier = options_.verify_on_device ? method_.device_verifier.get() : nullptr;
+  const bool greedy = options_.sampling.greedy();
+  DraftTree& draft = step.draft;
+  TokenTree& tree = draft.tree;
+  const std::optional<DraftTree::DeviceShape>& shape = draft.device_shape;
+  if (device_verifier != nullptr && !shape && IsChain(tree) && !method_.tree_builder->traits().may_branch) {
+    ASSIGN_OR_RETURN(step.verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, step.target_rows,
+                                                       draft.draft_probs, greedy, random_.verify));
+  } else if (device_verifier != nullptr && device_verifier->verifies_trees()) {
+    ASSIGN_OR_RETURN(step.verdict, VerifyTreeOnDevice(*device_verifier, draft, step.target_rows, greedy,
+                                                      random_.verify));
+  } else {
+    HostView host = FetchForVerification(draft.tokens, step.target_rows, draft.draft_probs,
+                                         draft.sampling != DraftSampling::kDeterministic,
+                                         method_.verifier->traits().needs_target_rows, greedy,
+                                         shape ? shape->parents : at::Tensor());
+    if (shape) RETURN_IF_ERROR(AdoptShape(draft, host.parents, host.tokens));
+    for (int i = 1; i < tree.size(); ++i) tree.set_token(i, host.tokens[i]);
+    VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
+                                .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
+                                .sampling = draft.sampling};
+    ASSIGN_OR_RETURN(step.verdict, method_.verifier->Verify(problem, random_.verify_host));
+  }
+  RETURN_IF_ERROR(CheckPath(tree, step.verdict));
+  step.verified = Clock::now();
+  return absl::OkStatus();
+}
+
+absl::Status StepByStep::Commit(Step& step) {
+  const TokenTree& tree = step.draft.tree;
+  std::vector<int64_t> keep{0};
+  std::vector<int> path{0};
+  for (int node : step.verdict.accepted) {
+    keep.push_back(node);
+    path.push_back(node);
+    step.emitted.push_back(tree.token(node));
+  }
+  step.emitted.push_back(step.verdict.extra_token);
+  TargetFeatures features;  // read before anything runs the target again
+  if (!features_.empty()) {
+    ASSIGN_OR_RETURN(features, GatherFeatures(target_, features_,
+                                              LongsToDevice(std::vector<int64_t>(keep.begin(), keep.end()),
+                                                            target_.device())));
+  }
+  if (defer_commit_) {
+    pending_commit_ = std::move(keep);
+  } else {
+    RETURN_IF_ERROR(target_.Commit(keep));
+  }
+  return method_.drafter->EndStep(tree, path, features);
+}
+
+StepStats StepByStep::Adapt(const Step& step) {
+  const auto done = MarkPhase(target_.device(), options_.time_phases);
+  StepStats stats{.tree_nodes = step.draft.tree.size() - 1, .longest_path = step.draft.tree.max_depth(),
+                  .accepted = static_cast<int>(step.verdict.accepted.size()),
+                  .draft_seconds = Seconds(step.started, step.drafted),
+                  .verify_seconds = Seconds(step.drafted, step.verified),
+                  .other_seconds = Seconds(step.verified, done)};
+  method_.policy->Observe({.drafted = stats.longest_path, .accepted = stats.accepted,
+                           .tree_nodes = stats.tree_nodes, .step_seconds = Seconds(step.started, done)});
+  return stats;
+}
+
+absl::Status StepByStep::Finish() {
+  if (!pending_commit_) return absl::OkStatus();
+  absl::Status committed = target_.Commit(*pending_commit_);
+  pending_commit_.reset();
+  return committed;
+}
+
+}  // namespace speclab

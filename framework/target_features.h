@@ -1,0 +1,44 @@
+// TargetFeatures: what a drafter reads of the target, beyond tokens.
+//
+// EAGLE-style drafters and Medusa heads predict from the target's hidden
+// states. A drafter declares the ones it reads (Drafter::target_features());
+// the engine keeps them in the target's own forwards (the prefill and each
+// step's verification: no second forward) and hands them over in order, so
+// that over a generation the drafter sees every committed token's states
+// exactly once:
+//   - Drafter::Reset gets the prompt's tokens but the last (the first root),
+//     which the prefill fed;
+//   - Drafter::EndStep gets the accepted path's nodes, root first: the
+//     verification forward fed them. The extra token's states come with the
+//     next step's path, as its root.
+// Every engine form delivers them this way: a method whose drafter reads
+// target features runs step by step (the pipelined forms read a step back
+// after the next one is drafted, too late for it).
+#ifndef SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
+#define SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace speclab {
+
+struct TargetFeatureRequest {
+  // Hidden states by transformers' `output_hidden_states` index (0 the
+  // embeddings, i the output of decoder layer i, num_hidden_layers or -1 the
+  // final norm's output, which the LM head reads). EAGLE-1 and Medusa read
+  // {-1}; EAGLE-3 fuses a low, a middle and a high layer.
+  std::vector<int> hidden_layers;
+
+  bool empty() const { return hidden_layers.empty(); }
+};
+
+struct TargetFeatures {
+  // One tensor per requested layer, in request order: [tokens, hidden] in the
+  // target's dtype on its device. Empty when nothing was requested.
+  std::vector<at::Tensor> hidden;
+};
+
+}  // namespace speclab
+
+#endif  // SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
