@@ -4,7 +4,7 @@
 // composition of RMSNorm, RoPE, the KV-cache writes and SiLU-and-multiply is
 // ~30 small kernels. These replace each of those groups with one launch.
 //
-// This header (and decode_kernels.cu) deliberately know nothing of torch or of
+// This header (and norm_rope_, gemv_ and attention_kernels.cu) deliberately know nothing of torch or of
 // the CUDA headers: nvcc compiles the .cu alone, fast, and free of torch's
 // header quirks. framework/model/fused_ops.h wraps them for at::Tensor.
 //
