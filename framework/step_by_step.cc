@@ -149,15 +149,6 @@ absl::Status CheckCapacity(const LanguageModel& model, absl::Span<const int32_t>
   return absl::OkStatus();
 }
 
-absl::StatusOr<TargetFeatures> GatherFeatures(const LanguageModel& target, const TargetFeatureRequest& request,
-                                              const at::Tensor& rows) {
-  TargetFeatures features;
-  for (int layer : request.hidden_layers) {
-    ASSIGN_OR_RETURN(at::Tensor states, target.HiddenStates(layer));
-    features.hidden.push_back(rows.defined() ? states.index_select(0, rows) : states.clone());
-  }
-  return features;
-}
 
 
 StepByStep::StepByStep(LanguageModel& target, Method& method, const DecodeOptions& options, Randomness& random)

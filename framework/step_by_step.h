@@ -90,11 +90,6 @@ absl::Status CheckCapacity(const LanguageModel& model, absl::Span<const int32_t>
 // that each phase's time is its own rather than the next host wait's.
 std::chrono::steady_clock::time_point MarkPhase(c10::Device device, bool synchronize);
 
-// The requested hidden states of `target`'s last forward: rows `rows` of
-// each ([k] int64 on the device), or all of them (undefined); copies, since
-// the next forward overwrites the model's.
-absl::StatusOr<TargetFeatures> GatherFeatures(const LanguageModel& target, const TargetFeatureRequest& request,
-                                              const at::Tensor& rows);
 
 }  // namespace speclab
 

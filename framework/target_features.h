@@ -11,15 +11,20 @@
 //   - Drafter::EndStep gets the accepted path's nodes, root first: the
 //     verification forward fed them. The extra token's states come with the
 //     next step's path, as its root.
-// Every engine form delivers them this way: a method whose drafter reads
-// target features runs step by step (the pipelined forms read a step back
-// after the next one is drafted, too late for it).
+// Pipelined chains, which draft a step before the host has read the last,
+// hand a drafter's device form the same rows on the device instead
+// (DeviceRoot::target and path_length, framework/device/device_drafter.h).
+// Pipelined trees do not deliver them: such methods run their trees step by
+// step, and say so.
 #ifndef SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
 #define SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
 
 #include <ATen/core/Tensor.h>
 
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "framework/model/language_model.h"
 
 namespace speclab {
 
@@ -38,6 +43,13 @@ struct TargetFeatures {
   // target's dtype on its device. Empty when nothing was requested.
   std::vector<at::Tensor> hidden;
 };
+
+
+// The requested hidden states of `target`'s last forward: rows `rows` of
+// each ([k] int64 on the device), or all of them (undefined); copies, since
+// the next forward overwrites the model's.
+absl::StatusOr<TargetFeatures> GatherFeatures(const LanguageModel& target, const TargetFeatureRequest& request,
+                                              const at::Tensor& rows);
 
 }  // namespace speclab
 

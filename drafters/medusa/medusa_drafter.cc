@@ -68,8 +68,9 @@ absl::Status MedusaDrafter::Reset(absl::Span<const int32_t>, const TargetFeature
   return absl::OkStatus();
 }
 
-absl::Status MedusaDrafter::BeginStep(absl::Span<const int32_t>) {
+absl::Status MedusaDrafter::BeginStep(absl::Span<const int32_t> context) {
   step_logits_ = at::Tensor();
+  root_ = context.empty() ? -1 : context.back();
   return absl::OkStatus();
 }
 

@@ -13,6 +13,10 @@
 //
 // Without a checkpoint the heads are Medusa's initialisation: A = 0, b = 0
 // (each ResBlock is the identity) and W_k the target's LM head, read in place.
+// Its device form (medusa_device.cc) draws a whole chain from the heads with
+// the builder's device pick, from a state the host has (DraftChain) or from
+// the path rows a pipelined chain hands over on the device (DraftChainAt).
+//
 // A checkpoint is Medusa's `medusa_lm_head.safetensors`: tensors
 // "{k}.{l}.linear.weight" [hidden, hidden], "{k}.{l}.linear.bias" [hidden]
 // for l < L, and "{k}.{L}.weight" [vocab, hidden].
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 #include "framework/model/llama_model.h"
 
@@ -39,7 +44,8 @@ struct MedusaHead {
 absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path, int heads, int layers,
                                                         const LlamaModel& target);
 
-class MedusaDrafter final : public Drafter {
+// The Drafter interface, and its device form (framework/device/device_drafter.h).
+class MedusaDrafter final : public Drafter, public DeviceDrafter {
  public:
   // `target` must outlive the drafter; it is read, never run.
   MedusaDrafter(const LlamaModel& target, std::vector<MedusaHead> heads);
@@ -56,14 +62,24 @@ class MedusaDrafter final : public Drafter {
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
                        const TargetFeatures& target) override;
 
+  // DeviceDrafter: head i's logits give the chain's token i + 1, drawn by
+  // `pick`; at most K tokens.
+  absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick) override;
+  absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override;
+
   // The heads' logits [K, vocab] float32 from a hidden state [1, hidden].
   at::Tensor HeadLogits(const at::Tensor& hidden) const;
 
  private:
+  // The chain after `root` ([1] int64 on the device) from `state` [1, hidden].
+  absl::StatusOr<ChainResult> DrawChain(const at::Tensor& root, const at::Tensor& state, int length,
+                                        const ChainPick& pick) const;
+
   const LlamaModel& target_;
   std::vector<MedusaHead> heads_;
   at::Tensor state_;        // [1, hidden]: the last verified token's final-norm hidden state
   at::Tensor step_logits_;  // [K, vocab] of this step, once computed
+  int32_t root_ = -1;       // this step's root (BeginStep)
 };
 
 }  // namespace speclab

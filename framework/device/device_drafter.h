@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "framework/device/device_model.h"
+#include "framework/target_features.h"
 
 namespace speclab {
 
@@ -28,6 +29,13 @@ struct DeviceRoot {
   // generation by position, int64 [>= position.max_start + 2] on the device,
   // valid up to the root; what lies past the root is stale.
   at::Tensor context;
+  // Pipelined chains, for drafters that read target features
+  // (framework/target_features.h): the features of the path the last step
+  // accepted, root first, ending with the token before the root. Each tensor
+  // holds rows [k, hidden] of which the first `path_length` ([1] int64 on the
+  // device) are the path's; at the first step, the prompt's rows but the last.
+  TargetFeatures target;
+  at::Tensor path_length;
 };
 
 class DeviceDrafter {

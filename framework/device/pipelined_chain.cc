@@ -42,12 +42,14 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
         absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
   ASSIGN_OR_RETURN(at::Tensor logits, target_device().ForwardAt(tokens, RootAt(min_root, max_root)));
+
   DeviceChainProblem problem{.tokens = tokens, .target_probs = TargetRows(logits, sampling()),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
   // The next step's root is the extra token, after the last accepted token.
   const at::Tensor accepted = answer.narrow(0, 0, 1);
+  RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
   AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
   return at::cat({tokens, answer});
 }

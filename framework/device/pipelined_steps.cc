@@ -8,6 +8,7 @@
 #include "framework/device_transfer.h"
 #include "framework/device/pipelined_chain.h"
 #include "framework/device/pipelined_tree.h"
+#include "framework/target_features.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -25,6 +26,22 @@ PipelinedSteps::PipelinedSteps(DeviceModel& target, Method& method, const Sampli
   positions_ = LongsToDevice({n - 2, n - 1}, target.model().device());
 }
 
+absl::Status PipelinedSteps::KeepPrefillFeatures(int64_t prompt_length) {
+  const TargetFeatureRequest request = method_.drafter->target_features();
+  if (request.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), request, at::Tensor()));
+  path_length_ = LongsToDevice({prompt_length - 1}, target().device());
+  return absl::OkStatus();
+}
+
+absl::Status PipelinedSteps::KeepPathFeatures(const at::Tensor& path_length) {
+  const TargetFeatureRequest request = method_.drafter->target_features();
+  if (request.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), request, at::Tensor()));
+  path_length_ = path_length;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_root, int64_t max_root,
                                                                  const at::Tensor& context) {
   BuildRequest request{.root_token = -1, .sampling = method_.drafter_sampling.For(sampling_),
@@ -33,7 +50,9 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
   const DeviceRoot root{.last_two = last_two_,
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
                                      .min_start = min_root - 1},
-                        .context = context};
+                        .context = context,
+                        .target = target_features_,
+                        .path_length = path_length_};
   DeviceTreeBuilder* builder = DeviceFormOf(*method_.tree_builder);
   if (builder == nullptr) return absl::InternalError("pipelined steps: the tree builder has no device form");  // Check()'s
   absl::StatusOr<DraftTree> draft = builder->BuildAt(*method_.drafter, request, root);
@@ -62,10 +81,10 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
                                  "' has no device form (framework/device/device_tree_builder.h)"));
   if (method.device_verifier == nullptr || (trees && !method.device_verifier->verifies_trees()))
     parts.push_back(WhyNoDeviceVerifier(method));
-  if (!method.drafter->target_features().empty())
+  if (trees && !method.drafter->target_features().empty())
     parts.push_back(absl::StrCat("the drafter '", method.drafter_name,
                                  "' reads the target's hidden states (framework/target_features.h), which the "
-                                 "pipelined forms do not deliver"));
+                                 "pipelined trees do not deliver"));
   if (!method.policy->length_is_fixed())
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
                                  "' decides each step on the host after reading the last"));
@@ -82,12 +101,15 @@ absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& tar
     return absl::FailedPreconditionError("the target model has no device form (framework/device/device_model.h)");
   if (method.tree_builder->traits().may_branch) {
     RETURN_IF_ERROR(PipelinedTree::Check(method, prompt));
-    return std::unique_ptr<PipelinedSteps>(std::make_unique<PipelinedTree>(
-        *device, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator));
+    auto tree = std::make_unique<PipelinedTree>(*device, method, sampling, prompt, max_new_tokens, draft_generator,
+                                                verify_generator);
+    RETURN_IF_ERROR(tree->KeepPrefillFeatures(static_cast<int64_t>(prompt.size())));
+    return std::unique_ptr<PipelinedSteps>(std::move(tree));
   }
   RETURN_IF_ERROR(PipelinedChain::Check(target, method, prompt, max_new_tokens));
-  return std::unique_ptr<PipelinedSteps>(
-      std::make_unique<PipelinedChain>(*device, method, sampling, prompt, draft_generator, verify_generator));
+  auto chain = std::make_unique<PipelinedChain>(*device, method, sampling, prompt, draft_generator, verify_generator);
+  RETURN_IF_ERROR(chain->KeepPrefillFeatures(static_cast<int64_t>(prompt.size())));
+  return std::unique_ptr<PipelinedSteps>(std::move(chain));
 }
 
 }  // namespace speclab

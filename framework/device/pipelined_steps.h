@@ -59,6 +59,10 @@ class PipelinedSteps {
   // "pipelined chain" or "pipelined tree", as runs report it.
   virtual const char* form() const = 0;
 
+  // The prefill's target features, for drafters that read them: call right
+  // after the prefill, before the first Queue().
+  absl::Status KeepPrefillFeatures(int64_t prompt_length);
+
   // Why the last Queue() gave nullopt, in words ("" before any refusal).
   const std::string& refusal() const { return refusal_; }
 
@@ -78,6 +82,10 @@ class PipelinedSteps {
   DevicePosition RootAt(int64_t min_root, int64_t max_root) const;
   // Moves on to the next step's root: the token before it and the root, and their positions ([2] int64 each).
   void AdvanceTo(at::Tensor last_two, at::Tensor positions);
+  // Each verification forward's target features, for drafters that read
+  // them (DeviceRoot::target): the first path_length rows ([1] int64 on the
+  // device) are the accepted path's.
+  absl::Status KeepPathFeatures(const at::Tensor& path_length);
   // Records why Queue() gives nullopt (refusal()).
   void Refuse(std::string reason) { refusal_ = std::move(reason); }
 
@@ -97,6 +105,8 @@ class PipelinedSteps {
   at::Generator& verify_generator_;
   at::Tensor last_two_;   // [2] int64: the token before the next root, the root
   at::Tensor positions_;  // [2] int64: their positions
+  TargetFeatures target_features_;
+  at::Tensor path_length_;
   std::string refusal_;
 };
 

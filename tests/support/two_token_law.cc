@@ -13,11 +13,12 @@
 namespace speclab::testing {
 
 TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt, int runs,
-                               uint64_t first_seed) {
+                               uint64_t first_seed, bool pipeline) {
   TwoTokenSample sample;
   for (int i = 0; i < runs; ++i) {
     auto out = GenerateSpeculative(target, method, prompt,
-                                   {.sampling = {.temperature = 1}, .max_new_tokens = 2, .seed = first_seed + i});
+                                   {.sampling = {.temperature = 1}, .max_new_tokens = 2, .seed = first_seed + i,
+                                    .pipeline = pipeline});
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return sample;
     ++sample.counts[{out->tokens[0], out->tokens[1]}];

@@ -26,13 +26,14 @@ struct ChiSquareResult {
 };
 
 // The first two tokens of `runs` generations of `method` at temperature 1
-// (seeds first_seed, first_seed + 1, ...), and the drafts they accepted.
+// (seeds first_seed, first_seed + 1, ...), and the drafts they accepted;
+// `pipeline` as DecodeOptions::pipeline.
 struct TwoTokenSample {
   TwoTokenCounts counts;
   int accepted = 0;
 };
 TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt, int runs,
-                               uint64_t first_seed);
+                               uint64_t first_seed, bool pipeline = true);
 
 // Pearson chi-square of `runs` samples against `law`, cells of expected count
 // below 5 pooled into one.

@@ -1,0 +1,49 @@
+// MedusaDrafter's device form: a chain drawn from the heads on the device,
+// with no host read, so that chains with Medusa heads run pipelined.
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "framework/core/status_macros.h"
+
+namespace speclab {
+
+absl::StatusOr<ChainResult> MedusaDrafter::DrawChain(const at::Tensor& root, const at::Tensor& state, int length,
+                                                     const ChainPick& pick) const {
+  if (length < 1 || length > static_cast<int>(heads_.size()))
+    return absl::InvalidArgumentError(absl::StrCat("medusa: a chain of ", length, " tokens needs as many heads; there are ",
+                                                   heads_.size()));
+  const at::Tensor logits = HeadLogits(state);  // [K, vocab]: head i gives token i + 1
+  // The noise rows a model's chain would draw for its picks (DeviceModel::ForwardChain).
+  const at::Tensor noise = pick.noise_generator() == nullptr
+                               ? at::Tensor()
+                               : at::empty({length, logits.size(1)}, logits.options())
+                                     .exponential_(1.0, *pick.noise_generator());
+  std::vector<at::Tensor> tokens{root.to(at::kLong).view({1})}, rows;
+  for (int i = 0; i < length; ++i) {
+    auto [token, row] = pick(logits.narrow(0, i, 1), noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
+    tokens.push_back(token.view({1}));
+    if (row.defined()) rows.push_back(row);
+  }
+  ChainResult chain{.tokens = at::cat(tokens)};
+  if (!rows.empty()) chain.rows = at::cat(rows);
+  return chain;
+}
+
+absl::StatusOr<ChainResult> MedusaDrafter::DraftChain(int length, const ChainPick& pick) {
+  if (!state_.defined()) return absl::UnimplementedError("medusa: no hidden state yet (a one-token prompt)");
+  const c10::Device device = target_.device();
+  return DrawChain(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_, length, pick);
+}
+
+absl::StatusOr<ChainResult> MedusaDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
+  if (root.target.hidden.size() != 1 || !root.path_length.defined())
+    return absl::UnimplementedError("medusa: the pipelined step handed over no target features");
+  // The last path row: the token before the root.
+  const at::Tensor state = root.target.hidden[0].index_select(0, root.path_length.to(at::kLong).view({1}) - 1);
+  return DrawChain(root.last_two.narrow(0, 1, 1), state, length, pick);
+}
+
+}  // namespace speclab
