@@ -26,6 +26,7 @@
 #include "framework/tokenizers/tokenizer.h"
 #include "framework/method.h"
 #include "framework/model/llama_model.h"
+#include "framework/device/pipelined_steps.h"
 #include "framework/speculative_decoder.h"
 
 namespace speclab {
@@ -203,6 +204,9 @@ absl::Status RunExperiment(const RunFlags& flags) {
   DecodeOptions options{.sampling = e.sampling, .max_new_tokens = e.max_new_tokens,
                         .eos_token = e.stop_at_eos ? e.tokenizer->eos_id() : -1, .seed = e.seed,
                         .verify_on_device = e.verify_on_device, .pipeline = e.pipeline};
+  // How each method's steps run, decided once.
+  for (Method& m : e.methods)
+    std::cerr << absl::StrFormat("speclab: method '%s' runs %s\n", m.name, ChooseEngineForm(*e.target, m, options).Describe());
   // One-time work first (CUDA graphs for every forward shape), then a warm-up
   // (allocator, kernels, caches), so that no measured run pays for either.
   RETURN_IF_ERROR(e.target->PrepareForDecoding(kMaxPreparedTokens));

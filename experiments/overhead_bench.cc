@@ -111,7 +111,8 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   at::Generator draft_generator = MakeGenerator(device, 1), verify_generator = MakeGenerator(device, 2);
   const int max_new_tokens = static_cast<int>(target.capacity() - static_cast<int64_t>(prompt.size())) / 2;
   absl::StatusOr<std::unique_ptr<PipelinedSteps>> form =
-      PipelinedForm(target, method, sampling, prompt, max_new_tokens, draft_generator, verify_generator);
+      PipelinedForm(ChooseEngineForm(target, method, {.sampling = sampling}), target, method, sampling, prompt,
+                    max_new_tokens, draft_generator, verify_generator);
   if (!form.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("bench-overhead: the method cannot run pipelined: ", form.status().message()));

@@ -152,14 +152,6 @@ absl::StatusOr<bool> DecodePipelined(PipelinedSteps& steps, Method& method, absl
   return true;  // the caller trims the cache (KeepEmitted)
 }
 
-// Why the decoding options keep every method step by step, or "".
-std::string OptionsKeepingStepByStep(const DecodeOptions& options) {
-  if (!options.pipeline) return "decoding.pipeline is off (its default off CUDA)";
-  if (options.time_phases) return "phases are timed, which waits for each";
-  if (!options.verify_on_device) return "decoding.verify_on_device is off";
-  return "";
-}
-
 // The target features of the prefill (every prompt token but the last).
 absl::StatusOr<TargetFeatures> PrefillFeatures(const LanguageModel& target, const TargetFeatureRequest& request,
                                                absl::Span<const int32_t> prompt) {
@@ -197,10 +189,11 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
 
   // The pipelined form where the method and the options allow it.
   bool done = false;
-  std::string step_by_step_reason = OptionsKeepingStepByStep(options);
-  if (step_by_step_reason.empty()) {
+  const EngineForm form = ChooseEngineForm(target, method, options);
+  std::string step_by_step_reason = form.why_step_by_step;
+  if (form.pipelined()) {
     absl::StatusOr<std::unique_ptr<PipelinedSteps>> steps = PipelinedForm(
-        target, method, options.sampling, prompt, options.max_new_tokens, random.draft, random.verify);
+        form, target, method, options.sampling, prompt, options.max_new_tokens, random.draft, random.verify);
     if (steps.ok()) {
       ASSIGN_OR_RETURN(done, DecodePipelined(**steps, method, prompt, options, out));
       if (done) out.engine_form = (*steps)->form();

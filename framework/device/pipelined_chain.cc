@@ -14,10 +14,6 @@ namespace speclab {
 
 absl::Status PipelinedChain::Check(const LanguageModel& target, const Method& method,
                                    absl::Span<const int32_t> prompt, int max_new_tokens) {
-  if (method.tree_builder->traits().may_branch)
-    return absl::FailedPreconditionError(absl::StrCat("the tree builder '", method.tree_builder_name, "' branches"));
-  if (const std::vector<std::string> parts = PartsWithoutDeviceForms(method, /*trees=*/false); !parts.empty())
-    return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
   if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
   const int64_t step = method.policy->MaxDraftLength() + 1;
   const int64_t needed = static_cast<int64_t>(prompt.size()) + max_new_tokens + 2 * step;

@@ -26,11 +26,11 @@ namespace speclab {
 
 class PipelinedChain final : public PipelinedSteps {
  public:
-  // OK where `method` may run pipelined: a chain builder, a device verifier,
-  // a fixed draft length, a prompt of two tokens or more, and room in the
-  // target's cache for one step queued past `max_new_tokens`; otherwise
-  // FailedPrecondition saying which part is missing. (The builder and
-  // drafter may still lack device-rooted chains: Queue() says.)
+  // OK where a generation of a method ChooseEngineForm pipelines as chains
+  // can be: a prompt of two tokens or more, and room in the target's cache
+  // for one step queued past `max_new_tokens`; otherwise FailedPrecondition
+  // saying what is missing. (The builder and drafter may still lack
+  // device-rooted chains: Queue() says.)
   static absl::Status Check(const LanguageModel& target, const Method& method, absl::Span<const int32_t> prompt,
                             int max_new_tokens);
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "framework/device/device_tree_builder.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
@@ -91,22 +92,45 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
   return parts;
 }
 
-absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& target, Method& method,
-                                                              const SamplingParams& sampling,
+std::string EngineForm::Describe() const {
+  switch (kind) {
+    case Kind::kPipelinedChain: return "pipelined chain";
+    case Kind::kPipelinedTree: return "pipelined tree";
+    case Kind::kStepByStep: break;
+  }
+  return "step by step: " + why_step_by_step;
+}
+
+EngineForm ChooseEngineForm(LanguageModel& target, const Method& method, const DecodeOptions& options) {
+  auto step_by_step = [](std::string why) {
+    return EngineForm{.kind = EngineForm::Kind::kStepByStep, .why_step_by_step = std::move(why)};
+  };
+  if (!options.pipeline) return step_by_step("decoding.pipeline is off (its default off CUDA)");
+  if (options.time_phases) return step_by_step("phases are timed, which waits for each");
+  if (!options.verify_on_device) return step_by_step("decoding.verify_on_device is off");
+  if (DeviceFormOf(target) == nullptr)
+    return step_by_step("the target model has no device form (framework/device/device_model.h)");
+  const bool trees = method.tree_builder->traits().may_branch;
+  if (const std::vector<std::string> parts = PartsWithoutDeviceForms(method, trees); !parts.empty())
+    return step_by_step(absl::StrJoin(parts, "; "));
+  return {.kind = trees ? EngineForm::Kind::kPipelinedTree : EngineForm::Kind::kPipelinedChain};
+}
+
+absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(const EngineForm& form, LanguageModel& target,
+                                                              Method& method, const SamplingParams& sampling,
                                                               absl::Span<const int32_t> prompt, int max_new_tokens,
                                                               at::Generator& draft_generator,
                                                               at::Generator& verify_generator) {
   DeviceModel* device = DeviceFormOf(target);
-  if (device == nullptr)
-    return absl::FailedPreconditionError("the target model has no device form (framework/device/device_model.h)");
-  if (method.tree_builder->traits().may_branch) {
-    RETURN_IF_ERROR(PipelinedTree::Check(method, prompt));
+  if (!form.pipelined() || device == nullptr) return absl::FailedPreconditionError(form.why_step_by_step);
+  if (form.kind == EngineForm::Kind::kPipelinedTree) {
+    RETURN_IF_ERROR(PipelinedTree::Check(prompt));
     auto tree = std::make_unique<PipelinedTree>(*device, method, sampling, prompt, max_new_tokens, draft_generator,
                                                 verify_generator);
     RETURN_IF_ERROR(tree->KeepPrefillFeatures(static_cast<int64_t>(prompt.size())));
     return std::unique_ptr<PipelinedSteps>(std::move(tree));
   }
-  RETURN_IF_ERROR(PipelinedChain::Check(target, method, prompt, max_new_tokens));
+  RETURN_IF_ERROR(PipelinedChain::Check(target, method, prompt, max_new_tokens));  // the cache's room
   auto chain = std::make_unique<PipelinedChain>(*device, method, sampling, prompt, draft_generator, verify_generator);
   RETURN_IF_ERROR(chain->KeepPrefillFeatures(static_cast<int64_t>(prompt.size())));
   return std::unique_ptr<PipelinedSteps>(std::move(chain));

@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "framework/device/device_drafter.h"
 #include "framework/device/device_model.h"
+#include "framework/generation.h"
 #include "framework/draft_tree.h"
 #include "framework/method.h"
 #include "framework/model/language_model.h"
@@ -116,16 +117,34 @@ class PipelinedSteps {
 // Empty where every part has one.
 std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool trees);
 
-// The pipelined form of `method` for a generation of `prompt`: a chain where
-// the builder draws chains and PipelinedChain::Check passes, a tree where it
-// branches and PipelinedTree::Check does; otherwise FailedPrecondition saying
-// why, naming the plugins. The target holds the prompt but its last token,
+// How a method's steps run: the one decision, made from the method, the
+// target and the decoding options (experiments print it for every method
+// when they load). A pipelined method may still step on the host for a
+// generation whose prompt or cache cannot take a queued step; its
+// Generation::engine_form then says why.
+struct EngineForm {
+  enum class Kind { kPipelinedChain, kPipelinedTree, kStepByStep };
+  Kind kind = Kind::kStepByStep;
+  std::string why_step_by_step;  // kStepByStep: the options or the parts (named) that keep it there
+
+  bool pipelined() const { return kind != Kind::kStepByStep; }
+  // "pipelined chain", "pipelined tree" or "step by step: WHY".
+  std::string Describe() const;
+};
+EngineForm ChooseEngineForm(LanguageModel& target, const Method& method, const DecodeOptions& options);
+
+// The pipelined form of `method` for a generation of `prompt`, where
+// ChooseEngineForm picked one and the generation's checks pass
+// (PipelinedChain::Check, PipelinedTree::Check); otherwise FailedPrecondition
+// saying why. The target holds the prompt but its last token,
 // and the drafter was Reset with the prompt; the models, method and
 // generators must outlive it. A target without a device form
 // (framework/device/device_model.h) runs step by step.
-absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(LanguageModel& target, Method& method, const SamplingParams& sampling,
-                                              absl::Span<const int32_t> prompt, int max_new_tokens,
-                                              at::Generator& draft_generator, at::Generator& verify_generator);
+absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(const EngineForm& form, LanguageModel& target,
+                                                              Method& method, const SamplingParams& sampling,
+                                                              absl::Span<const int32_t> prompt, int max_new_tokens,
+                                                              at::Generator& draft_generator,
+                                                              at::Generator& verify_generator);
 
 }  // namespace speclab
 

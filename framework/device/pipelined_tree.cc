@@ -15,12 +15,7 @@
 
 namespace speclab {
 
-absl::Status PipelinedTree::Check(const Method& method, absl::Span<const int32_t> prompt) {
-  if (!method.tree_builder->traits().may_branch)
-    return absl::FailedPreconditionError(absl::StrCat("the tree builder '", method.tree_builder_name,
-                                                      "' draws chains only"));
-  if (const std::vector<std::string> parts = PartsWithoutDeviceForms(method, /*trees=*/true); !parts.empty())
-    return absl::FailedPreconditionError(absl::StrJoin(parts, "; "));
+absl::Status PipelinedTree::Check(absl::Span<const int32_t> prompt) {
   if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
   return absl::OkStatus();
 }

@@ -32,12 +32,11 @@ class PipelinedTree final : public PipelinedSteps {
  public:
   static constexpr int64_t kMaxTreeNodes = 128;  // the target's largest static forward
 
-  // OK where `method` may run pipelined trees: a branching builder, a device
-  // verifier of trees, a fixed draft length and a prompt of two tokens or
-  // more; otherwise FailedPrecondition saying which part is missing. (The
-  // builder and drafter may still lack device-rooted trees, and the cache
-  // room is known with the tree's size: Queue() says.)
-  static absl::Status Check(const Method& method, absl::Span<const int32_t> prompt);
+  // OK where a generation of a method ChooseEngineForm pipelines as trees
+  // can be: a prompt of two tokens or more; otherwise FailedPrecondition.
+  // (The builder and drafter may still lack device-rooted trees, and the
+  // cache room is known with the tree's size: Queue() says.)
+  static absl::Status Check(absl::Span<const int32_t> prompt);
 
   // As PipelinedSteps'.
   PipelinedTree(DeviceModel& target, Method& method, const SamplingParams& sampling,
