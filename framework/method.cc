@@ -22,6 +22,13 @@ absl::Status Method::CheckCompatible() const {
                                                   : absl::StrCat("tree builder '", tree_builder_name,
                                                                  "' does not sample its tokens"),
                                " (use a verifier that takes token-only drafts, e.g. greedy or point_mass)"));
+  if (length_policy_configured && builder_traits.length_control == LengthControl::kNone)
+    return refuse(absl::StrCat("tree builder '", tree_builder_name, "' shapes its trees from its own options, so the "
+                               "length policy '", policy_name, "' would be ignored: remove length_policy, or use a "
+                               "builder that follows one (chain, multi_sample, best_first without max_beam_len)"));
+  if (policy->wants_progress() && builder_traits.length_control != LengthControl::kPerToken)
+    return refuse(absl::StrCat("length policy '", policy_name, "' stops drafting token by token, which tree builder '",
+                               tree_builder_name, "' never asks it (only chain does)"));
   if (verifier_traits.chain_only && builder_traits.may_branch)
     return refuse(absl::StrCat("verifier '", verifier_name, "' verifies chains only, but tree builder '",
                                tree_builder_name, "' builds trees"));
@@ -88,6 +95,7 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   method.tree_builder_name = *builder.GetString("type");
   method.verifier_name = *verifier.GetString("type");
   method.policy_name = *policy.GetString("type");
+  method.length_policy_configured = spec.Has("length_policy");
   if (auto status = method.CheckCompatible(); !status.ok())
     return absl::InvalidArgumentError(absl::StrCat(spec.file(), ":", spec.node().Mark().line + 1, ": ", status.message()));
   RETURN_IF_ERROR(AttachDeviceVerifier(method, device_verifier_spec));

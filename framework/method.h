@@ -41,6 +41,7 @@ struct Method {
   std::unique_ptr<Verifier> verifier;
   std::unique_ptr<DraftLengthPolicy> policy;
   DrafterSampling drafter_sampling;
+  bool length_policy_configured = false;  // the spec set length_policy: the builder must follow it
   // The verifier's device form, when it has one and the builder draws chains
   // or the form verifies trees (framework/device/device_verifier.h); null otherwise.
   std::unique_ptr<DeviceVerifier> device_verifier;
@@ -48,7 +49,9 @@ struct Method {
   // Refuses combinations that would be wrong, not merely slow: a verifier that
   // needs q with a builder or drafter that cannot give a sampling law, a
   // chain-only verifier with a branching builder, a builder that needs
-  // distributions with a token-only drafter.
+  // distributions with a token-only drafter, and a length policy the builder
+  // would ignore (configured for a builder that shapes its own trees, or one
+  // that stops token by token with a builder that never asks it).
   absl::Status CheckCompatible() const;
   bool lossless() const { return verifier->traits().losslessness == Losslessness::kLossless; }
 };

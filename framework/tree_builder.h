@@ -29,10 +29,18 @@ struct BuildRequest {
 };
 
 // What a builder needs from the rest of the method; checked at config load.
+// What a builder takes from the method's length policy.
+enum class LengthControl {
+  kNone,       // its own options shape every tree (static choices, a budget)
+  kMaxLength,  // MaxDraftLength() bounds each step's depth
+  kPerToken,   // that, and ContinueDrafting() after each drafted token
+};
+
 struct TreeBuilderTraits {
   bool needs_distributions = true;  // refuses token-only drafters
   bool may_branch = true;           // false: always a chain
   bool samples_tokens = false;      // q rows are a valid draft law at temperature > 0
+  LengthControl length_control = LengthControl::kNone;
 };
 
 class TreeBuilder {

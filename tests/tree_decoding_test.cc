@@ -207,6 +207,28 @@ TEST(TreeDecodingTest, DeterministicBuildersAreRefusedWithQBasedVerifiers) {
   EXPECT_TRUE(chain_only.CheckCompatible().ok()) << "one sequence is a chain";
 }
 
+// A length policy a builder would ignore is refused, naming both, rather than
+// silently doing nothing.
+TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {
+  auto method = [](const std::string& builder, const std::string& policy) {
+    Method m = ModelDrafterMethod(TinyModel(2), builder, Verifier("point_mass"), 3);
+    Options spec = *Options::FromString(policy, "test.yaml");
+    m.policy = *LengthPolicyRegistry::Create(spec, "length policy");
+    m.policy_name = *spec.GetString("type");
+    m.length_policy_configured = true;
+    return m.CheckCompatible();
+  };
+  for (const std::string& builder : {kEagleTree, kDynamic, kSequoia, kBestFirst}) {
+    EXPECT_THAT(std::string(method(builder, "{type: heuristic}").message()),
+                HasSubstr("shapes its trees from its own options, so the length policy 'heuristic' would be ignored"))
+        << builder;
+  }
+  EXPECT_TRUE(method("{type: best_first, budget: 12}", "{type: heuristic}").ok());
+  EXPECT_TRUE(method("{type: multi_sample, k: 2}", "{type: fixed, gamma: 3}").ok());
+  Method unconfigured = ModelDrafterMethod(TinyModel(2), kEagleTree, Verifier("point_mass"), 3);
+  EXPECT_TRUE(unconfigured.CheckCompatible().ok()) << "the default policy is no one's choice";
+}
+
 // The comparison configs list only combinations that run: every method is
 // created with a tiny drafter, passes the load-time checks, and decodes at
 // every temperature of its config (verifiers also refuse laws at Verify time).

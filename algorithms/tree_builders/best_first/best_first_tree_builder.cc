@@ -57,7 +57,8 @@ class BestFirstTreeBuilder final : public TreeBuilder {
   explicit BestFirstTreeBuilder(BestFirstOptions options) : o_(options) {}
 
   TreeBuilderTraits traits() const override {
-    return {.needs_distributions = true, .may_branch = true, .samples_tokens = false};
+    return {.needs_distributions = true, .may_branch = true, .samples_tokens = false,
+            .length_control = o_.max_beam_len ? LengthControl::kNone : LengthControl::kMaxLength};
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {

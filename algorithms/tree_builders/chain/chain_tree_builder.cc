@@ -26,7 +26,8 @@ namespace {
 class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   TreeBuilderTraits traits() const override {
-    return {.needs_distributions = false, .may_branch = false, .samples_tokens = true};
+    return {.needs_distributions = false, .may_branch = false, .samples_tokens = true,
+            .length_control = LengthControl::kPerToken};
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {

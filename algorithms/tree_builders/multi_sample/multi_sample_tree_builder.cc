@@ -42,7 +42,8 @@ class MultiSampleTreeBuilder final : public TreeBuilder {
   MultiSampleTreeBuilder(int k, bool replacement) : k_(k), replacement_(replacement) {}
 
   TreeBuilderTraits traits() const override {
-    return {.needs_distributions = true, .may_branch = k_ > 1, .samples_tokens = true};
+    return {.needs_distributions = true, .may_branch = k_ > 1, .samples_tokens = true,
+            .length_control = LengthControl::kMaxLength};
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
