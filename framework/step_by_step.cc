@@ -149,8 +149,6 @@ absl::Status CheckCapacity(const LanguageModel& model, absl::Span<const int32_t>
   return absl::OkStatus();
 }
 
-
-
 StepByStep::StepByStep(LanguageModel& target, Method& method, const DecodeOptions& options, Randomness& random)
     : target_(target),
       method_(method),
