@@ -48,7 +48,7 @@ class DeviceVerifier {
   // extra token. Never waits for the host.
   virtual absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const = 0;
   // Trees, for rules that verify them on the device (verifies_trees()):
-  // int64 [n + 1] on the problem's device, fused::TreeWalk's answer: the
+  // int64 [n + 1] on the problem's device, verifiers::TreeWalk's answer (algorithms/verifiers/common/tree_on_device.h): the
   // number a of accepted drafts, the accepted nodes root-down in slots 1..a,
   // then the extra token. Never waits for the host.
   virtual bool verifies_trees() const { return false; }

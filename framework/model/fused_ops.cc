@@ -1,5 +1,7 @@
 #include "framework/model/fused_ops.h"
 
+#include "framework/device/kernel_launch.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -28,19 +30,6 @@
 namespace speclab {
 namespace fused {
 namespace {
-
-std::atomic<int64_t>& LaunchCounter() {
-  static std::atomic<int64_t> launches{0};
-  return launches;
-}
-
-std::atomic<bool>& KernelsEnabledFlag() {
-  static std::atomic<bool> enabled{[] {
-    const char* env = std::getenv("SPECLAB_FUSED_KERNELS");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }()};
-  return enabled;
-}
 
 // --- The ATen compositions: the reference semantics and the fallback. -------
 
@@ -161,10 +150,7 @@ bool Covered(TensorRefs tensors, dk::DType* dtype) {
 
 void* CurrentStream(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
 
-void CheckLaunch(int error, const char* op) {
-  TORCH_CHECK(error == 0, "speclab fused ", op, " kernel: ", dk::DecodeKernelErrorString(error));
-  LaunchCounter().fetch_add(1, std::memory_order_relaxed);
-}
+void CheckLaunch(int error, const char* op) { kernel_launch::Check(error, op); }
 
 dk::GemvKernel ToGemvKernel(LinearKernel kernel) {
   switch (kernel) {
@@ -308,11 +294,11 @@ bool HasCudaKernels() {
 #endif
 }
 
-void SetCudaKernelsEnabled(bool enabled) { KernelsEnabledFlag().store(enabled); }
+void SetCudaKernelsEnabled(bool enabled) { kernel_launch::SetEnabled(enabled); }
 
-bool CudaKernelsEnabled() { return KernelsEnabledFlag().load(); }
+bool CudaKernelsEnabled() { return kernel_launch::Enabled(); }
 
-int64_t CudaKernelLaunches() { return LaunchCounter().load(std::memory_order_relaxed); }
+int64_t CudaKernelLaunches() { return kernel_launch::Launches(); }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   CheckNormShapes(x, weight);
@@ -558,37 +544,6 @@ bool RowKernelsCover(const at::Tensor& x) {
 #endif
 }
 
-// A float32 vector [n] (the chain rules' uniforms and weights) the row kernels cover.
-bool VectorCovered(const at::Tensor& x) {
-#ifdef SPECLAB_WITH_CUDA
-  dk::DType dtype;
-  return x.dim() == 1 && x.size(0) >= 1 && Covered({x}, &dtype) && dtype == dk::DType::kF32;
-#else
-  (void)x;
-  return false;
-#endif
-}
-
-// The chain rules' counts (RejectionAccepted, BlockAccepted) take tokens
-// [rows] int64 (the root, then the drafts), p and q [rows >= min_rows, cols]
-// and one uniform a draft, u [rows - 1]; throws naming `op` otherwise.
-void CheckChainCountInputs(const char* op, const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
-                           const at::Tensor& u, int64_t min_rows) {
-  TORCH_CHECK(p.dim() == 2 && p.size(0) >= min_rows && q.sizes() == p.sizes(), op, ": p ", p.sizes(), " and q ",
-              q.sizes(), " must be one [rows >= ", min_rows, ", cols] shape");
-  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == p.size(0) && tokens.scalar_type() == at::kLong, op,
-              ": tokens ", tokens.sizes(), " must be int64 [", p.size(0), "]");
-  TORCH_CHECK(u.dim() == 1 && u.size(0) == p.size(0) - 1, op, ": u ", u.sizes(), " must be [", p.size(0) - 1, "]");
-}
-
-#ifdef SPECLAB_WITH_CUDA
-// Whether the row kernels take those inputs: all on p's device, p, q and u float32.
-bool ChainCountKernelsCover(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u) {
-  return RowKernelsCover(p) && RowKernelsCover(q) && VectorCovered(u) && q.device() == p.device() &&
-         u.device() == p.device() && tokens.device() == p.device();
-}
-#endif
-
 }  // namespace
 
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
@@ -611,99 +566,6 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
   }
 #endif
   return divisor.defined() ? at::div(x, divisor.clamp_min(FLT_MIN)).argmax(-1) : x.argmax(-1);
-}
-
-at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u) {
-  CheckChainCountInputs("RejectionAccepted", tokens, p, q, u, /*min_rows=*/1);
-  const int64_t drafts = p.size(0) - 1;
-#ifdef SPECLAB_WITH_CUDA
-  if (ChainCountKernelsCover(tokens, p, q, u)) {
-    const c10::cuda::CUDAGuard guard(p.device());
-    at::Tensor out = at::empty({}, p.options().dtype(at::kLong));
-    const at::Tensor ids = tokens.contiguous();
-    CheckLaunch(row_kernels::LaunchRejectionAccepted(ids.data_ptr<int64_t>(), p.data_ptr<float>(), q.data_ptr<float>(),
-                                                     u.data_ptr<float>(), out.data_ptr<int64_t>(), p.size(0), p.size(1),
-                                                     CurrentStream(p)),
-                "RejectionAccepted");
-    return out;
-  }
-#endif
-  if (drafts == 0) return at::zeros({}, tokens.options());
-  const at::Tensor x = tokens.narrow(0, 1, drafts).unsqueeze(1);
-  const at::Tensor accepted =
-      u * q.narrow(0, 1, drafts).gather(1, x).squeeze(1) < p.narrow(0, 0, drafts).gather(1, x).squeeze(1);
-  return accepted.to(at::kLong).cumprod(0).sum();
-}
-
-std::pair<at::Tensor, at::Tensor> BlockAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
-                                                const at::Tensor& u) {
-  CheckChainCountInputs("BlockAccepted", tokens, p, q, u, /*min_rows=*/2);
-  const int64_t gamma = p.size(0) - 1;
-#ifdef SPECLAB_WITH_CUDA
-  if (ChainCountKernelsCover(tokens, p, q, u)) {
-    const c10::cuda::CUDAGuard guard(p.device());
-    at::Tensor accepted = at::empty({}, p.options().dtype(at::kLong));
-    at::Tensor weights = at::empty({gamma + 1}, p.options());
-    at::Tensor workspace = at::empty({std::max<int64_t>(1, gamma - 1) * row_kernels::RowChunks(p.size(1))}, p.options());
-    const at::Tensor ids = tokens.contiguous();
-    CheckLaunch(row_kernels::LaunchBlockAccepted(ids.data_ptr<int64_t>(), p.data_ptr<float>(), q.data_ptr<float>(),
-                                                 u.data_ptr<float>(), accepted.data_ptr<int64_t>(),
-                                                 weights.data_ptr<float>(), workspace.data_ptr<float>(), p.size(0),
-                                                 p.size(1), CurrentStream(p)),
-                "BlockAccepted");
-    return {accepted, weights};
-  }
-#endif
-  const at::Tensor x = tokens.narrow(0, 1, gamma).unsqueeze(1);
-  const at::Tensor px = p.narrow(0, 0, gamma).gather(1, x).squeeze(1);  // p[i-1][x_i], i = 1..gamma
-  const at::Tensor qx = q.narrow(0, 1, gamma).gather(1, x).squeeze(1);  // q[i][x_i]
-  const at::Tensor ratio = at::where(qx > 0, px / qx, at::zeros_like(px));
-  const at::Tensor log_weight = at::cat({at::zeros({1}, p.options()), ratio.log().cumsum(0)});  // L_0..L_gamma
-  const at::Tensor weights = (log_weight - std::get<0>(log_weight.cummax(0))).exp();
-  at::Tensor h = weights.narrow(0, gamma, 1);  // h_gamma
-  if (gamma > 1) {
-    const at::Tensor w = weights.narrow(0, 1, gamma - 1);  // w_1..w_{gamma-1}
-    const at::Tensor mass = (w.unsqueeze(1) * p.narrow(0, 1, gamma - 1) - q.narrow(0, 2, gamma - 1)).clamp_min(0).sum(1);
-    const at::Tensor denominator = mass + 1 - w;
-    h = at::cat({at::where(denominator > 0, mass / denominator, at::ones_like(mass)), h});
-  }
-  const at::Tensor drawn = (u < h).to(at::kLong) * at::arange(1, gamma + 1, tokens.options());
-  return {drawn.max(), weights};
-}
-
-at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row,
-                        const at::Tensor& weights) {
-  TORCH_CHECK(p.dim() == 2 && q.sizes() == p.sizes() && noise.sizes() == p.sizes(), "ResidualRace: p ", p.sizes(),
-              ", q ", q.sizes(), " and noise ", noise.sizes(), " must be one [rows, cols] shape");
-  TORCH_CHECK(row.numel() == 1 && row.scalar_type() == at::kLong, "ResidualRace: row must be int64 [1]");
-  TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == p.size(0)), "ResidualRace: weights ",
-              weights.sizes(), " must be [", p.size(0), "]");
-#ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(p) && RowKernelsCover(q) && RowKernelsCover(noise) && q.device() == p.device() &&
-      noise.device() == p.device() && row.device() == p.device() &&
-      (!weights.defined() || (VectorCovered(weights) && weights.device() == p.device()))) {
-    const c10::cuda::CUDAGuard guard(p.device());
-    const int64_t rows = p.size(0), cols = p.size(1);
-    at::Tensor out = at::empty({1}, p.options().dtype(at::kLong));
-    at::Tensor workspace = at::empty({3 * row_kernels::RowChunks(cols)}, p.options().dtype(at::kLong));
-    CheckLaunch(row_kernels::LaunchResidualRace(p.data_ptr<float>(), q.data_ptr<float>(), noise.data_ptr<float>(),
-                                                row.contiguous().data_ptr<int64_t>(),
-                                                weights.defined() ? weights.data_ptr<float>() : nullptr,
-                                                out.data_ptr<int64_t>(),
-                                                reinterpret_cast<uint64_t*>(workspace.data_ptr<int64_t>()), rows, cols,
-                                                CurrentStream(p)),
-                "ResidualRace");
-    return out;
-  }
-#endif
-  const int64_t last = p.size(0) - 1;
-  const at::Tensor r = row.reshape({1});
-  const at::Tensor p_row = p.index_select(0, r);
-  const at::Tensor scaled = weights.defined() ? weights.index_select(0, r).unsqueeze(1) * p_row : p_row;
-  const at::Tensor residual = (scaled - q.index_select(0, (r + 1).clamp_max(last))).clamp_min(0);
-  at::Tensor s = at::where(r.eq(last).unsqueeze(1), p_row, residual);
-  s = at::where(s.gt(0).any(1, /*keepdim=*/true), s, p_row);
-  return ArgmaxRows(s, noise.index_select(0, r));
 }
 
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
@@ -745,26 +607,6 @@ std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k)
   return {x.log_softmax(-1).gather(-1, indices), indices};
 }
 
-at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
-  TORCH_CHECK(scores.dim() == 1 && scores.scalar_type() == at::kDouble, "BestInOrder: scores must be float64 [n], got ",
-              scores.sizes(), " ", scores.scalar_type());
-  TORCH_CHECK(count >= 1 && count <= scores.size(0), "BestInOrder: count = ", count, " outside [1, ", scores.size(0),
-              "]");
-#ifdef SPECLAB_WITH_CUDA
-  if (scores.is_cuda() && scores.size(0) <= tree_kernels::kMaxTreeItems) {
-    const c10::cuda::CUDAGuard guard(scores.device());
-    const at::Tensor in = scores.contiguous();
-    at::Tensor out = at::empty({count}, scores.options().dtype(at::kLong));
-    CheckLaunch(tree_kernels::LaunchBestInOrder(in.data_ptr<double>(), out.data_ptr<int64_t>(), in.size(0), count,
-                                                CurrentStream(in)),
-                "BestInOrder");
-    return out;
-  }
-#endif
-  const at::Tensor best = std::get<1>(at::sort(scores, /*stable=*/true, /*dim=*/0, /*descending=*/true));
-  return std::get<0>(best.narrow(0, 0, count).sort());
-}
-
 std::pair<at::Tensor, at::Tensor> TreeMask(const at::Tensor& parents) {
   TORCH_CHECK(parents.dim() == 1 && parents.size(0) >= 1 && parents.scalar_type() == at::kLong,
               "TreeMask: parents must be int64 [n >= 1], got ", parents.sizes(), " ", parents.scalar_type());
@@ -796,85 +638,6 @@ std::pair<at::Tensor, at::Tensor> TreeMask(const at::Tensor& parents) {
     }
   }
   return {mask.to(parents.device()), depths.to(parents.device())};
-}
-
-Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_tokens, const at::Tensor& frontier_scores,
-                        const at::Tensor& frontier_pool, const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
-                        const at::Tensor& pool_scores, int64_t offset) {
-  const int64_t k = top_scores.dim() == 2 ? top_scores.size(0) : 0;
-  auto is = [&](const at::Tensor& t, at::IntArrayRef sizes, at::ScalarType type) {
-    return t.defined() && t.sizes() == sizes && t.scalar_type() == type && t.device() == top_scores.device();
-  };
-  TORCH_CHECK(k >= 1 && is(top_scores, {k, k}, at::kFloat) && is(top_tokens, {k, k}, at::kLong) &&
-                  is(frontier_scores, {k}, at::kDouble) && is(frontier_pool, {k}, at::kLong),
-              "ExpandFrontier: top scores float32 [k, k], tokens int64 [k, k], frontier scores float64 [k] and pool "
-              "indices int64 [k] on one device");
-  const int64_t pool_size = pool_tokens.dim() == 1 ? pool_tokens.size(0) : -1;
-  TORCH_CHECK(offset >= 0 && offset + k * k <= pool_size && is(pool_tokens, {pool_size}, at::kLong) &&
-                  is(pool_parents, {pool_size}, at::kLong) && is(pool_scores, {pool_size}, at::kDouble),
-              "ExpandFrontier: pool tokens, parents (int64) and scores (float64) [P] must hold offset ", offset,
-              " + ", k * k, " entries");
-#ifdef SPECLAB_WITH_CUDA
-  const bool contiguous = top_scores.is_contiguous() && top_tokens.is_contiguous() && frontier_scores.is_contiguous() &&
-                          frontier_pool.is_contiguous() && pool_tokens.is_contiguous() &&
-                          pool_parents.is_contiguous() && pool_scores.is_contiguous();
-  if (top_scores.is_cuda() && contiguous && k <= 32) {
-    const c10::cuda::CUDAGuard guard(top_scores.device());
-    const auto longs = frontier_pool.options();
-    Frontier next{.tokens = at::empty({k}, longs), .rows = at::empty({k}, longs),
-                  .scores = at::empty({k}, frontier_scores.options()), .pool = at::empty({k}, longs)};
-    CheckLaunch(tree_kernels::LaunchExpandFrontier(
-                    top_scores.data_ptr<float>(), top_tokens.data_ptr<int64_t>(), frontier_scores.data_ptr<double>(),
-                    frontier_pool.data_ptr<int64_t>(), pool_tokens.data_ptr<int64_t>(),
-                    pool_parents.data_ptr<int64_t>(), pool_scores.data_ptr<double>(), offset,
-                    next.tokens.data_ptr<int64_t>(), next.rows.data_ptr<int64_t>(), next.scores.data_ptr<double>(),
-                    next.pool.data_ptr<int64_t>(), static_cast<int>(k), CurrentStream(top_scores)),
-                "ExpandFrontier");
-    return next;
-  }
-#endif
-  const at::Tensor tokens = top_tokens.reshape({-1});
-  const at::Tensor scores = (frontier_scores.unsqueeze(1) + top_scores.to(at::kDouble)).reshape({-1});
-  pool_tokens.narrow(0, offset, k * k).copy_(tokens);
-  pool_parents.narrow(0, offset, k * k).copy_(frontier_pool.unsqueeze(1).expand({k, k}).reshape({-1}));
-  pool_scores.narrow(0, offset, k * k).copy_(scores);
-  const at::Tensor chosen = BestInOrder(scores, k);
-  return {.tokens = tokens.index_select(0, chosen), .rows = at::div(chosen, k, "floor"),
-          .scores = scores.index_select(0, chosen), .pool = chosen + offset};
-}
-
-at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y) {
-  const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
-  for (const at::Tensor* t : {&parents, &tokens, &y})
-    TORCH_CHECK(t->dim() == 1 && t->size(0) == n && n >= 1 && t->scalar_type() == at::kLong &&
-                    t->device() == parents.device(),
-                "TreeWalk: parents, tokens and y must be int64 [n >= 1] on one device, got ", t->sizes());
-#ifdef SPECLAB_WITH_CUDA
-  if (parents.is_cuda() && n <= tree_kernels::kMaxTreeItems) {
-    const c10::cuda::CUDAGuard guard(parents.device());
-    const at::Tensor up = parents.contiguous(), ids = tokens.contiguous(), ys = y.contiguous();
-    at::Tensor out = at::empty({n + 1}, parents.options());
-    CheckLaunch(tree_kernels::LaunchTreeWalk(up.data_ptr<int64_t>(), ids.data_ptr<int64_t>(), ys.data_ptr<int64_t>(),
-                                             out.data_ptr<int64_t>(), n, CurrentStream(up)),
-                "TreeWalk");
-    return out;
-  }
-#endif
-  const at::Tensor host = at::stack({parents, tokens, y}).to(at::kCPU).contiguous();
-  const int64_t* up = host.data_ptr<int64_t>();
-  const int64_t* ids = up + n;
-  const int64_t* ys = up + 2 * n;
-  at::Tensor out = at::zeros({n + 1}, at::TensorOptions().dtype(at::kLong));
-  int64_t* o = out.data_ptr<int64_t>();
-  int64_t node = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (up[i] == node && ids[i] == ys[node]) {  // children follow their parent in index order
-      o[++o[0]] = i;
-      node = i;
-    }
-  }
-  o[n] = ys[node];
-  return out.to(parents.device());
 }
 
 void TreeAtInputs(const at::Tensor& start, const at::Tensor& tokens, const at::Tensor& depths, const at::Tensor& mask,

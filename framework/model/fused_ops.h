@@ -220,39 +220,6 @@ at::Tensor DecodeAttentionWithKernel(const at::Tensor& q, const at::Tensor& k_ca
 // divisor.clamp_min(FLT_MIN)), -1).
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tensor());
 
-// The number of drafts chain rejection sampling accepts: the leading i with
-// u[i] * q[i + 1][x_i] < p[i][x_i], x_i = tokens[i + 1], as a 0-d int64
-// (draft i accepted with probability min(1, p/q)). tokens [rows] int64 (the
-// root, then the drafts); p, q [rows, cols] float32; u [rows - 1] float32.
-// One tiny kernel on CUDA; ATen: gathers, a compare and a cumulative product.
-at::Tensor RejectionAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u);
-
-// Block verification's stopping point (docs/algorithms.md §1.9) for the
-// drafts x_i = tokens[i], i = 1..gamma (gamma = rows - 1 >= 1), with one
-// uniform per position (u[i - 1] for position i): the weights w_i =
-// min(1, w_{i-1} p[i-1][x_i] / q[i][x_i]), w_0 = 1 (0 where q[i][x_i] = 0),
-// as exp(L_i - max_{j<=i} L_j) over the running sum L of log ratios; h_i =
-// m_i / (m_i + 1 - w_i) with m_i the mass of r_i = (w_i p[i] - q[i + 1])+ for
-// 0 < i < gamma (1 where that denominator is not positive), h_gamma =
-// w_gamma; and the largest i with u[i - 1] < h_i (0 if none). tokens [rows]
-// int64, p, q [rows, cols] float32, u [gamma] float32. Returns (that i as a
-// 0-d int64, the weights w_0..w_gamma [rows] float32): the stopping token is
-// then ResidualRace(p, q, noise, i, weights). Two launches on CUDA instead of
-// about twenty; ATen: gathers, a cumulative sum and max, the masses.
-std::pair<at::Tensor, at::Tensor> BlockAccepted(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
-                                                const at::Tensor& u);
-
-// The stopping token of chain rejection sampling at the stopping row
-// r = row[0] (row: [1] int64 on the device, 0 <= r < rows), raced with
-// `noise`: the exponential race (ArgmaxRows with a divisor) over
-// s = (w p[r] - q[r + 1])+ for r < rows - 1 and s = p[r] for the last row, or
-// over p[r] where s has no positive entry; w = weights[r] (block
-// verification's, [rows] float32), 1 where weights is undefined. p, q, noise
-// [rows, cols] float32. Returns [1] int64. Equal to racing every row's s and
-// keeping row r, reading one row instead of all. ATen: that formula on row r.
-at::Tensor ResidualRace(const at::Tensor& p, const at::Tensor& q, const at::Tensor& noise, const at::Tensor& row,
-                        const at::Tensor& weights = at::Tensor());
-
 // at::softmax(x / temperature, -1) for x [rows, cols] float32; on CUDA the
 // chunked kernel with the division fused, whose fp32 sum runs in another
 // order (results agree to a few ulps). temperature > 0.
@@ -269,42 +236,11 @@ std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k)
 // Index work on a few hundred entries, which ATen spreads over several
 // launches; one each on CUDA (cuda/tree_kernels.h) for up to 1024 entries.
 
-// The indices of the `count` largest entries of scores [n] float64 (among
-// equal scores the smaller index; NaN above every number), in increasing
-// order: int64 [count]. 1 <= count <= n. ATen: two stable sorts.
-at::Tensor BestInOrder(const at::Tensor& scores, int64_t count);
-
 // The tree given by parents [n] int64 (node 0 the root, whose entry is
 // ignored; 0 <= parents[i] < i otherwise): (mask [n, n] bool, row i true at
 // i and at each of its ancestors; depths [n] int64). Elsewhere than CUDA,
 // a walk on the host.
 std::pair<at::Tensor, at::Tensor> TreeMask(const at::Tensor& parents);
-
-// One frontier step of a top-k tree (EAGLE-2's): frontier node i (score
-// frontier_scores[i] float64, pool index frontier_pool[i]) has children
-// top_tokens[i][j] (int64 [k, k]) with log-probabilities top_scores[i][j]
-// (float32 [k, k]); child (i, j) is pool entry offset + i * k + j, scored
-// frontier_scores[i] + top_scores[i][j] in float64. Writes the k * k children
-// into pool_tokens, pool_parents (int64) and pool_scores (float64) at offset,
-// in place, and returns the next frontier: the k best children (among equal
-// scores the earlier entry) in pool order. One launch on CUDA for k <= 32.
-struct Frontier {
-  at::Tensor tokens;  // [k] int64
-  at::Tensor rows;    // [k] int64: the frontier row each extends
-  at::Tensor scores;  // [k] float64
-  at::Tensor pool;    // [k] int64: pool indices
-};
-Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_tokens, const at::Tensor& frontier_scores,
-                        const at::Tensor& frontier_pool, const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
-                        const at::Tensor& pool_scores, int64_t offset);
-
-// The sample-then-match walk (the point-mass rule given one y ~ p per node):
-// from the root, descend into the first child, in index order, whose token
-// equals y at the current node, until none does. parents (as TreeMask's),
-// tokens, y [n] int64. Returns int64 [n + 1]: the number a of accepted
-// nodes, the accepted nodes root-down in slots 1..a (0 after), then y at the
-// node where the walk stopped. Elsewhere than CUDA, a walk on the host.
-at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y);
 
 // Pipelined tree steps (framework/device/pipelined_tree.h): each one launch on CUDA
 // (cuda/tree_kernels.h), ATen elsewhere.
@@ -328,7 +264,7 @@ void TreeAtInputs(const at::Tensor& start, const at::Tensor& tokens, const at::T
 void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& start,
                      const at::Tensor& nodes);
 
-// A pipelined tree step's bookkeeping from its walk (TreeWalk's answer
+// A pipelined tree step's bookkeeping from its walk (verifiers::TreeWalk's answer
 // [n + 1], a accepted) over tokens and parents [n] int64: writes the
 // accepted tokens and the extra token into context (int64, by position)
 // after the root at positions[1] (positions [2]: the root's position less

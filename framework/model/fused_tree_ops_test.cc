@@ -1,5 +1,5 @@
-// fused::BestInOrder, TreeMask, TreeWalk and ExpandFrontier, and the pipelined
-// tree step's TreeAtInputs, MovePathEntries and AdvanceTreeRoot: their
+// fused::TreeMask, and the pipelined tree step's TreeAtInputs,
+// MovePathEntries and AdvanceTreeRoot: their
 // contracts on the CPU, and the kernels (cuda/tree_kernels.h) on CUDA against
 // the CPU.
 #include <ATen/ATen.h>
@@ -16,13 +16,20 @@ namespace {
 
 at::Tensor Longs(const std::vector<int64_t>& v) { return at::tensor(v, at::kLong); }
 
-TEST(FusedTreeOps, BestInOrderKeepsTheLargestTiesToTheSmallerIndex) {
-  const at::Tensor scores = at::tensor({-1.0, 2.0, 0.5, 2.0, -0.0, 0.0, 0.5}, at::kDouble);
-  EXPECT_TRUE(at::equal(fused::BestInOrder(scores, 1), Longs({1})));
-  EXPECT_TRUE(at::equal(fused::BestInOrder(scores, 3), Longs({1, 2, 3})));
-  EXPECT_TRUE(at::equal(fused::BestInOrder(scores, 5), Longs({1, 2, 3, 4, 6})));  // -0 == +0: index 4 first
-  EXPECT_THROW(fused::BestInOrder(scores, 8), c10::Error);
-  EXPECT_THROW(fused::BestInOrder(scores.to(at::kFloat), 2), c10::Error);
+// A sample-then-match walk's answer (verifiers::TreeWalk's layout): the
+// accepted count, the accepted nodes, zeros, then y where the walk stopped.
+at::Tensor HostWalk(const std::vector<int64_t>& parents, const at::Tensor& tokens, const at::Tensor& y) {
+  const int64_t n = static_cast<int64_t>(parents.size());
+  std::vector<int64_t> out(n + 1, 0);
+  int64_t node = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (parents[i] == node && tokens[i].item<int64_t>() == y[node].item<int64_t>()) {
+      out[++out[0]] = i;
+      node = i;
+    }
+  }
+  out[n] = y[node].item<int64_t>();
+  return Longs(out);
 }
 
 TEST(FusedTreeOps, TreeMaskMarksEachNodesAncestors) {
@@ -36,42 +43,6 @@ TEST(FusedTreeOps, TreeMaskMarksEachNodesAncestors) {
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 6; ++j) EXPECT_EQ(mask[i][j].item<bool>(), expected[i][j] == 1) << i << "," << j;
   EXPECT_TRUE(at::equal(depths, Longs({0, 1, 1, 2, 2, 3})));
-}
-
-TEST(FusedTreeOps, TreeWalkDescendsIntoTheFirstMatchingChild) {
-  //      0:t5
-  //   1:t7  2:t7  3:t8
-  //   4:t2        5:t2
-  const at::Tensor parents = Longs({-1, 0, 0, 0, 1, 3}), tokens = Longs({5, 7, 7, 8, 2, 2});
-  // y at node 0 is 7: node 1 (the first 7) is accepted, then y at node 1 is 2: node 4.
-  EXPECT_TRUE(at::equal(fused::TreeWalk(parents, tokens, Longs({7, 2, 0, 0, 9, 0})), Longs({2, 1, 4, 0, 0, 0, 9})));
-  // No child matches y at the root: nothing accepted, y at the root is the extra token.
-  EXPECT_TRUE(at::equal(fused::TreeWalk(parents, tokens, Longs({3, 2, 0, 0, 9, 0})), Longs({0, 0, 0, 0, 0, 0, 3})));
-  // Node 3, then a mismatch below it.
-  EXPECT_TRUE(at::equal(fused::TreeWalk(parents, tokens, Longs({8, 0, 0, 4, 0, 0})), Longs({1, 3, 0, 0, 0, 0, 4})));
-  EXPECT_THROW(fused::TreeWalk(parents, tokens, Longs({1, 2})), c10::Error);
-}
-
-TEST(FusedTreeOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
-  // Two frontier nodes (pool entries 5 and 9), two children each, at pool offset 10.
-  const at::Tensor top_scores = at::tensor({-0.5f, -1.0f, -0.25f, -2.0f}, at::kFloat).view({2, 2});
-  const at::Tensor top_tokens = Longs({7, 8, 3, 4}).view({2, 2});
-  const at::Tensor frontier_scores = at::tensor({-1.0, -1.25}, at::kDouble), frontier_pool = Longs({5, 9});
-  const at::Tensor pool_tokens = at::zeros({14}, at::kLong), pool_parents = at::zeros({14}, at::kLong),
-                   pool_scores = at::zeros({14}, at::kDouble);
-  const fused::Frontier next = fused::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool,
-                                                     pool_tokens, pool_parents, pool_scores, 10);
-  // Children scored -1.5, -2.0, -1.5, -3.25: the two best tie, the earlier first; pool order.
-  EXPECT_TRUE(at::equal(pool_tokens.narrow(0, 10, 4), Longs({7, 8, 3, 4})));
-  EXPECT_TRUE(at::equal(pool_parents.narrow(0, 10, 4), Longs({5, 5, 9, 9})));
-  EXPECT_TRUE(at::equal(pool_scores.narrow(0, 10, 4), at::tensor({-1.5, -2.0, -1.5, -3.25}, at::kDouble)));
-  EXPECT_TRUE(at::equal(next.tokens, Longs({7, 3})));
-  EXPECT_TRUE(at::equal(next.rows, Longs({0, 1})));
-  EXPECT_TRUE(at::equal(next.scores, at::tensor({-1.5, -1.5}, at::kDouble)));
-  EXPECT_TRUE(at::equal(next.pool, Longs({10, 12})));
-  EXPECT_THROW(fused::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents,
-                                     pool_scores, 11),
-               c10::Error);  // 11 + 4 > 14
 }
 
 // Parents -1, 0, 0, 2 (node 3 under node 2) as an ancestor mask.
@@ -158,7 +129,7 @@ TEST(FusedTreeOps, PipelinedTreeKernelsMatchTheCpu) {
     for (int i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(outputs[1][i].cpu(), outputs[0][i])) << "n " << n << " " << i;
 
     // A walk down a random path, and the caches moved along it (bf16, 3 layers, 2 heads, head_dim 8).
-    const at::Tensor walk = fused::TreeWalk(Longs(parents), tokens, tokens.index_select(0, at::randint(n, {n}, gen, longs)));
+    const at::Tensor walk = HostWalk(parents, tokens, tokens.index_select(0, at::randint(n, {n}, gen, longs)));
     const at::Tensor cache = at::randn({3, 2, 700, 8}, gen).to(at::kBFloat16);
     at::Tensor k[2] = {cache.clone(), cache.cuda()}, v[2] = {(-cache).contiguous(), (-cache).cuda()};
     at::Tensor context[2] = {at::arange(800, longs), at::arange(800, longs).cuda()};
@@ -182,17 +153,10 @@ TEST(FusedTreeOps, PipelinedTreeKernelsMatchTheCpu) {
   }
 }
 
-TEST(FusedTreeOps, CudaKernelsMatchTheCpu) {
+TEST(FusedTreeOps, CudaTreeMaskMatchesTheCpu) {
   SPECLAB_SKIP_UNLESS_CUDA();
   at::Generator gen = at::detail::createCPUGenerator(3);
   for (int64_t n : {1, 7, 84, 341, 1024}) {
-    // Many ties (rounded scores), a NaN and -inf among them.
-    at::Tensor scores = at::randn({n}, gen, at::TensorOptions().dtype(at::kDouble)).mul_(3).round_();
-    if (n > 3) scores[2] = std::numeric_limits<double>::quiet_NaN(), scores[3] = -std::numeric_limits<double>::infinity();
-    for (int64_t count : {int64_t{1}, (n + 1) / 2, n}) {
-      EXPECT_TRUE(at::equal(fused::BestInOrder(scores.cuda(), count).cpu(), fused::BestInOrder(scores, count)))
-          << "n " << n << " count " << count;
-    }
     // A random tree: each node's parent an earlier node.
     std::vector<int64_t> parents{-1};
     for (int64_t i = 1; i < n; ++i) parents.push_back(at::randint(i, {1}, gen).item<int64_t>());
@@ -200,35 +164,6 @@ TEST(FusedTreeOps, CudaKernelsMatchTheCpu) {
     auto [expected_mask, expected_depths] = fused::TreeMask(Longs(parents));
     EXPECT_TRUE(at::equal(mask.cpu(), expected_mask)) << "n " << n;
     EXPECT_TRUE(at::equal(depths.cpu(), expected_depths)) << "n " << n;
-    // Walks with tokens and y drawn from a few values, so that matches are common.
-    const at::Tensor tokens = at::randint(3, {n}, gen, at::TensorOptions().dtype(at::kLong));
-    const at::Tensor y = at::randint(3, {n}, gen, at::TensorOptions().dtype(at::kLong));
-    EXPECT_TRUE(at::equal(fused::TreeWalk(Longs(parents).cuda(), tokens.cuda(), y.cuda()).cpu(),
-                          fused::TreeWalk(Longs(parents), tokens, y)))
-        << "n " << n;
-  }
-  for (int64_t k : {1, 4, 10, 32}) {
-    // Rounded scores: many ties.
-    const at::Tensor top_scores = std::get<0>(at::randn({k, k}, gen).mul_(2).round_().sort(1, /*descending=*/true));
-    const at::Tensor top_tokens = at::randint(100, {k, k}, gen, at::TensorOptions().dtype(at::kLong));
-    const at::Tensor frontier_scores = at::randn({k}, gen, at::TensorOptions().dtype(at::kDouble)).round_();
-    const at::Tensor frontier_pool = at::randint(50, {k}, gen, at::TensorOptions().dtype(at::kLong));
-    const int64_t pool = 3 + k * k;
-    at::Tensor pools[2][3];
-    fused::Frontier next[2];
-    for (int d = 0; d < 2; ++d) {
-      const c10::Device device = d == 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
-      pools[d][0] = at::zeros({pool}, at::TensorOptions().dtype(at::kLong).device(device));
-      pools[d][1] = at::zeros({pool}, at::TensorOptions().dtype(at::kLong).device(device));
-      pools[d][2] = at::zeros({pool}, at::TensorOptions().dtype(at::kDouble).device(device));
-      next[d] = fused::ExpandFrontier(top_scores.to(device), top_tokens.to(device), frontier_scores.to(device),
-                                      frontier_pool.to(device), pools[d][0], pools[d][1], pools[d][2], 3);
-    }
-    for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(pools[1][i].cpu(), pools[0][i])) << "k " << k << " pool " << i;
-    EXPECT_TRUE(at::equal(next[1].tokens.cpu(), next[0].tokens)) << "k " << k;
-    EXPECT_TRUE(at::equal(next[1].rows.cpu(), next[0].rows)) << "k " << k;
-    EXPECT_TRUE(at::equal(next[1].scores.cpu(), next[0].scores)) << "k " << k;
-    EXPECT_TRUE(at::equal(next[1].pool.cpu(), next[0].pool)) << "k " << k;
   }
 }
 

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/common/pruned_tree.h"
+#include "algorithms/tree_builders/dynamic_topk/frontier_ops.h"
 #include "framework/core/status_macros.h"
 #include "framework/model/fused_ops.h"
 #include "framework/device/device_tree_builder.h"
@@ -71,7 +72,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
   // engine queues the target's forward without reading the draft back
   // (DraftTree::DeviceShape). The same pool, in the same order, as
   // GrowOnHost: scores are added in double from the same float32
-  // log-probabilities, and fused::BestInOrder breaks ties toward the earlier node
+  // log-probabilities, and dynamic_topk::BestInOrder breaks ties toward the earlier node
   // as BestCandidates does. nullopt, having fed nothing, where the drafter
   // has no DraftLevels (DraftLevelsAt where `root` is given: the pipelined
   // engine's step, its root token on the device).
@@ -80,7 +81,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     const int64_t k = top_k_, depth = depth_, kept = total_tokens_ - 1;
     // Carry: the frontier (scores, pool indices) and the pool (tokens,
     // parents' pool indices, scores), allocated at level 0 and filled level by
-    // level in place (fused::ExpandFrontier); the root's top K are level 1.
+    // level in place (dynamic_topk::ExpandFrontier); the root's top K are level 1.
     using Params = std::tuple<int64_t, int64_t, int64_t>;  // top_k, depth, kept
     const LevelPick pick = LevelPick::Of(
         k, [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
@@ -100,7 +101,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
                                      .carry = {scores, at::arange(k, longs), pool_tokens, pool_parents, pool_scores}};
           }
           // The K best children of the level (ties: the earlier), fed in pool order.
-          const fused::Frontier next = fused::ExpandFrontier(top.scores, top.tokens, carry[0], carry[1], carry[2],
+          const dynamic_topk::Frontier next = dynamic_topk::ExpandFrontier(top.scores, top.tokens, carry[0], carry[1], carry[2],
                                                              carry[3], carry[4], k + (level - 1) * k * k);
           LevelPick::Choice choice{.tokens = next.tokens, .parents = next.rows,
                                    .carry = {next.scores, next.pool, carry[2], carry[3], carry[4]}};
@@ -136,7 +137,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
   static std::vector<at::Tensor> KeepBest(const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
                                           const at::Tensor& pool_scores, int64_t kept) {
     const auto longs = pool_tokens.options().dtype(at::kLong);
-    const at::Tensor selected = fused::BestInOrder(pool_scores, kept);
+    const at::Tensor selected = dynamic_topk::BestInOrder(pool_scores, kept);
     // node_of[pool index + 1]: the tree node (0: the root, the parent of pool entries without one).
     const at::Tensor node_of = at::zeros({pool_tokens.size(0) + 1}, longs)
                                    .index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));

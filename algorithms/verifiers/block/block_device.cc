@@ -9,13 +9,15 @@
 //   - one draw from the stopping law at τ (norm(r_τ), or p_{γ+1} at τ = γ),
 //     raced with noise drawn after the Bernoulli draws, so independent of τ.
 // The draws are independent of one another, so drawing them all up front
-// gives the host scan's law. fused::BlockAccepted and fused::ResidualRace
+// gives the host scan's law. verifiers::BlockAccepted and verifiers::ResidualRace
 // run it in about five launches.
 #include <ATen/ATen.h>
 
 #include <memory>
 
+#include "algorithms/verifiers/block/block_accepted.h"
 #include "algorithms/verifiers/common/chain_on_device.h"
+#include "algorithms/verifiers/common/residual_race.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_verifier.h"
 #include "framework/model/fused_ops.h"
@@ -35,11 +37,11 @@ class BlockOnDevice final : public DeviceVerifier {
     const int64_t gamma = p.size(0) - 1;
     if (gamma == 0) return verifiers::ChainAnswer(at::zeros({}, p.options().dtype(at::kLong)), SampleRows(p, generator));
     const at::Tensor u = at::rand({gamma}, generator, p.options());  // positions 1..γ
-    auto [tau, weights] = fused::BlockAccepted(problem.tokens, p, problem.draft_probs, u);
+    auto [tau, weights] = verifiers::BlockAccepted(problem.tokens, p, problem.draft_probs, u);
     // Stopping laws: norm(r_τ) (p_{τ+1} itself where r_τ has no mass, a
     // probability-zero branch), and p_{γ+1} at τ = γ.
     const at::Tensor noise = at::empty_like(p).exponential_(1.0, generator);
-    return at::cat({tau.view({1}), fused::ResidualRace(p, problem.draft_probs, noise, tau.view({1}), weights)});
+    return at::cat({tau.view({1}), verifiers::ResidualRace(p, problem.draft_probs, noise, tau.view({1}), weights)});
   }
 };
 

@@ -28,6 +28,17 @@ at::Tensor ChainAnswer(const at::Tensor& accepted, const at::Tensor& extra_per_s
 // chain rule, at a few launches instead of a few dozen.
 at::Tensor GreedyChainAnswer(const DeviceChainProblem& problem);
 
+// The chain rules' counts (RejectionAccepted, BlockAccepted) take tokens
+// [rows] int64 (the root, then the drafts), p and q [rows >= min_rows, cols]
+// and one uniform a draft, u [rows - 1]; throws (c10::Error) naming `op`
+// otherwise.
+void CheckChainCountInputs(const char* op, const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q,
+                           const at::Tensor& u, int64_t min_rows);
+
+// Whether their kernels take those inputs: all on p's device, p, q and u
+// float32 (framework/device/kernel_launch.h).
+bool ChainCountKernelsTake(const at::Tensor& tokens, const at::Tensor& p, const at::Tensor& q, const at::Tensor& u);
+
 }  // namespace speclab::verifiers
 
 #endif  // SPECLAB_ALGORITHMS_VERIFIERS_COMMON_CHAIN_ON_DEVICE_H_

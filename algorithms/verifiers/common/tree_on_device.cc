@@ -3,7 +3,13 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
-#include "framework/model/fused_ops.h"
+#include "framework/device/kernel_launch.h"
+
+#ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+
+#include "algorithms/verifiers/common/cuda/tree_walk.h"
+#endif
 
 namespace speclab::verifiers {
 
@@ -22,10 +28,44 @@ absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string
 
 absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at::Tensor& y) {
   try {
-    return fused::TreeWalk(problem.parents.to(y.device()), problem.tokens.to(y.device()), y);
+    return TreeWalk(problem.parents.to(y.device()), problem.tokens.to(y.device()), y);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("tree walk on the device: ", e.what()));
   }
+}
+
+at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y) {
+  const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
+  for (const at::Tensor* t : {&parents, &tokens, &y})
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == n && n >= 1 && t->scalar_type() == at::kLong &&
+                    t->device() == parents.device(),
+                "TreeWalk: parents, tokens and y must be int64 [n >= 1] on one device, got ", t->sizes());
+#ifdef SPECLAB_WITH_CUDA
+  if (parents.is_cuda() && n <= tree_walk_kernels::kMaxTreeItems) {
+    const c10::cuda::CUDAGuard guard(parents.device());
+    const at::Tensor up = parents.contiguous(), ids = tokens.contiguous(), ys = y.contiguous();
+    at::Tensor out = at::empty({n + 1}, parents.options());
+    kernel_launch::Check(tree_walk_kernels::LaunchTreeWalk(up.data_ptr<int64_t>(), ids.data_ptr<int64_t>(), ys.data_ptr<int64_t>(),
+                                             out.data_ptr<int64_t>(), n, kernel_launch::Stream(up)),
+                "TreeWalk");
+    return out;
+  }
+#endif
+  const at::Tensor host = at::stack({parents, tokens, y}).to(at::kCPU).contiguous();
+  const int64_t* up = host.data_ptr<int64_t>();
+  const int64_t* ids = up + n;
+  const int64_t* ys = up + 2 * n;
+  at::Tensor out = at::zeros({n + 1}, at::TensorOptions().dtype(at::kLong));
+  int64_t* o = out.data_ptr<int64_t>();
+  int64_t node = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (up[i] == node && ids[i] == ys[node]) {  // children follow their parent in index order
+      o[++o[0]] = i;
+      node = i;
+    }
+  }
+  o[n] = ys[node];
+  return out.to(parents.device());
 }
 
 }  // namespace speclab::verifiers

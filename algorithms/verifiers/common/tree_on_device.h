@@ -17,11 +17,19 @@ absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string
 
 // The rule's answer (DeviceVerifier::VerifyTree) for one y [n] int64 per
 // node: descend from the root into the child equal to y at each node
-// (fused::TreeWalk), the first such child where siblings repeat a token.
+// (TreeWalk), the first such child where siblings repeat a token.
 // With y ~ p at every node this is the point-mass rule in its
 // sample-then-match form (with one-hot p too). Not greedy's host rule, which
 // takes the deepest matched path where siblings repeat a token.
 absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at::Tensor& y);
+
+// The sample-then-match walk (the point-mass rule given one y ~ p per node):
+// from the root, descend into the first child, in index order, whose token
+// equals y at the current node, until none does. parents (node 0 the root; 0 <= parents[i] < i otherwise),
+// tokens, y [n] int64. Returns int64 [n + 1]: the number a of accepted
+// nodes, the accepted nodes root-down in slots 1..a (0 after), then y at the
+// node where the walk stopped. Elsewhere than CUDA, a walk on the host.
+at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y);
 
 }  // namespace speclab::verifiers
 

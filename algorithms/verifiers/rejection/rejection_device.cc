@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "algorithms/verifiers/common/chain_on_device.h"
+#include "algorithms/verifiers/common/residual_race.h"
+#include "algorithms/verifiers/rejection/rejection_accepted.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_verifier.h"
 #include "framework/model/fused_ops.h"
@@ -26,14 +28,14 @@ class RejectionOnDevice final : public DeviceVerifier {
     const at::Tensor& p = problem.target_probs;
     // Draft i is accepted when u_i q_i(x_i) < p_{i-1}(x_i).
     const at::Tensor u = at::rand({p.size(0) - 1}, generator, p.options());
-    const at::Tensor accepted = fused::RejectionAccepted(problem.tokens, p, problem.draft_probs, u);
+    const at::Tensor accepted = verifiers::RejectionAccepted(problem.tokens, p, problem.draft_probs, u);
     // The extra token: at the stopping row, the residual after rejecting the
     // next draft (the last row: p_n), raced with noise drawn for every row (as
     // sampling every row and keeping that one). A residual without mass
     // belongs to a draft that cannot be rejected (p <= q everywhere means
     // p == q): p itself will do there.
     const at::Tensor noise = at::empty_like(p).exponential_(1.0, generator);
-    const at::Tensor extra = fused::ResidualRace(p, problem.draft_probs, noise, accepted.view({1}));
+    const at::Tensor extra = verifiers::ResidualRace(p, problem.draft_probs, noise, accepted.view({1}));
     return at::cat({accepted.view({1}), extra});
   }
 };

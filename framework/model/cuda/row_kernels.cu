@@ -1,6 +1,8 @@
 // Chunked argmax and softmax for a few wide rows; see row_kernels.h.
 #include "framework/model/cuda/row_kernels.h"
 
+#include "framework/model/cuda/row_reduce.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -11,35 +13,7 @@ namespace speclab {
 namespace row_kernels {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarpSize = 32;
-static_assert(kRowChunk % kThreads == 0, "a chunk is a whole number of block-wide passes");
-
-// An argmax candidate as one orderable 64-bit key: the value's bits mapped so
-// that unsigned order is numeric order (every NaN above +inf; -0 made +0, its
-// equal), then the complemented index, so that the larger key is the larger
-// value and, among equal values, the smaller index.
-__device__ __forceinline__ uint64_t ArgmaxKey(float v, uint32_t index) {
-  uint32_t bits = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
-  bits = isnan(v) ? 0xFFFFFFFFu : (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (static_cast<uint64_t>(bits) << 32) | (0xFFFFFFFFu - index);
-}
-
-__device__ __forceinline__ uint64_t MaxKey(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
-// The block's largest key (valid in every thread); kBlock threads.
-template <int kBlock = kThreads>
-__device__ uint64_t BlockMaxKey(uint64_t key) {
-  __shared__ uint64_t warp_keys[kBlock / kWarpSize];
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) key = MaxKey(key, __shfl_xor_sync(0xFFFFFFFFu, key, offset));
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (lane == 0) warp_keys[warp] = key;
-  __syncthreads();
-  key = lane < kBlock / kWarpSize ? warp_keys[lane] : 0;
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) key = MaxKey(key, __shfl_xor_sync(0xFFFFFFFFu, key, offset));
-  __syncthreads();  // warp_keys may be reused by a later call
-  return key;
-}
+using namespace row_reduce;  // NOLINT: the row kernels' shared reductions
 
 // Grid (chunks, rows): each block writes its chunk's largest key.
 __global__ void ArgmaxChunks(const float* __restrict__ x, const float* __restrict__ divisor,
@@ -191,141 +165,6 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x
   }
 }
 
-// Grid (chunks): each block writes its chunk's three keys: the residual's
-// race, p's race, and whether the residual has mass (1 or 0).
-__global__ void ResidualRaceChunks(const float* __restrict__ p, const float* __restrict__ q,
-                                   const float* __restrict__ noise, const int64_t* __restrict__ row,
-                                   const float* __restrict__ weights, uint64_t* __restrict__ keys, int64_t rows,
-                                   int64_t cols) {
-  const int64_t r = *row, chunk = blockIdx.x;
-  const float weight = weights == nullptr ? 1.0f : weights[r];
-  const bool last = r == rows - 1;
-  const int64_t begin = chunk * kRowChunk;
-  const int64_t end = min(begin + kRowChunk, cols);
-  const float* pr = p + r * cols;
-  const float* qr = last ? pr : q + (r + 1) * cols;
-  const float* er = noise + r * cols;
-  uint64_t residual_key = 0, p_key = 0, mass = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const float d = fmaxf(er[i], FLT_MIN);
-    const float s = last ? pr[i] : fmaxf(__fmul_rn(weight, pr[i]) - qr[i], 0.0f);
-    residual_key = MaxKey(residual_key, ArgmaxKey(s / d, static_cast<uint32_t>(i)));
-    p_key = MaxKey(p_key, ArgmaxKey(pr[i] / d, static_cast<uint32_t>(i)));
-    if (s > 0.0f) mass = 1;
-  }
-  residual_key = BlockMaxKey(residual_key);
-  p_key = BlockMaxKey(p_key);
-  mass = BlockMaxKey(mass);
-  if (threadIdx.x == 0) {
-    keys[3 * chunk] = residual_key;
-    keys[3 * chunk + 1] = p_key;
-    keys[3 * chunk + 2] = mass;
-  }
-}
-
-__global__ void ResidualRaceMerge(const uint64_t* __restrict__ keys, int64_t* __restrict__ out, int64_t chunks) {
-  uint64_t residual_key = 0, p_key = 0, mass = 0;
-  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
-    residual_key = MaxKey(residual_key, keys[3 * c]);
-    p_key = MaxKey(p_key, keys[3 * c + 1]);
-    mass = MaxKey(mass, keys[3 * c + 2]);
-  }
-  residual_key = BlockMaxKey(residual_key);
-  p_key = BlockMaxKey(p_key);
-  mass = BlockMaxKey(mass);
-  const uint64_t key = mass ? residual_key : p_key;
-  if (threadIdx.x == 0) out[0] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
-}
-
-// The sum over a block of kThreads threads (valid in thread 0).
-__device__ float BlockSum(float v) {
-  __shared__ float warp_sums[kThreads / kWarpSize];
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  v = lane < kThreads / kWarpSize ? warp_sums[lane] : 0.0f;
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
-  return v;
-}
-
-// Block verification's weight w_i = exp(L_i - max_{j<=i} L_j), L_0 = 0 and
-// L_j = L_{j-1} + log(p[j-1][x_j] / q[j][x_j]) (log 0 = -inf where q is 0),
-// in the ATen formula's order of float operations.
-__device__ float BlockWeight(const int64_t* __restrict__ tokens, const float* __restrict__ p,
-                             const float* __restrict__ q, int64_t cols, int64_t i) {
-  float log_weight = 0.0f, running_max = 0.0f;
-  for (int64_t j = 1; j <= i; ++j) {
-    const int64_t x = tokens[j];
-    const float qx = q[j * cols + x];
-    log_weight += logf(qx > 0.0f ? p[(j - 1) * cols + x] / qx : 0.0f);
-    running_max = fmaxf(running_max, log_weight);
-  }
-  return expf(log_weight - running_max);
-}
-
-// Grid (chunks, rows - 2): block (c, i - 1) writes the sum over chunk c of
-// r_i = (w_i p[i] - q[i + 1])+, i = 1..rows - 2 (w_i p rounded before the
-// subtraction, as ATen rounds it).
-__global__ void BlockMassChunks(const int64_t* __restrict__ tokens, const float* __restrict__ p,
-                                const float* __restrict__ q, float* __restrict__ partials, int64_t cols) {
-  const int64_t i = blockIdx.y + 1, chunk = blockIdx.x;
-  __shared__ float weight;
-  if (threadIdx.x == 0) weight = BlockWeight(tokens, p, q, cols, i);
-  __syncthreads();
-  const int64_t begin = chunk * kRowChunk;
-  const int64_t end = min(begin + kRowChunk, cols);
-  const float* pr = p + i * cols;
-  const float* qr = q + (i + 1) * cols;
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kRowChunk / kThreads; ++k) {
-    const int64_t c = begin + threadIdx.x + k * kThreads;
-    if (c < end) sum += fmaxf(__fmul_rn(weight, pr[c]) - qr[c], 0.0f);
-  }
-  sum = BlockSum(sum);
-  if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + chunk] = sum;
-}
-
-// One warp: every weight, each position's h_i (mass_i / (mass_i + 1 - w_i),
-// 1 where that has no denominator; h_gamma = w_gamma), its draw u < h, and the
-// largest position drawn (0 if none: h_0 = 1).
-__global__ void BlockAcceptedFinish(const int64_t* __restrict__ tokens, const float* __restrict__ p,
-                                    const float* __restrict__ q, const float* __restrict__ u,
-                                    const float* __restrict__ partials, int64_t chunks, int64_t* __restrict__ out,
-                                    float* __restrict__ weights, int64_t rows, int64_t cols) {
-  const int64_t gamma = rows - 1;
-  const int lane = threadIdx.x;
-  for (int64_t i = lane; i <= gamma; i += kWarpSize) weights[i] = BlockWeight(tokens, p, q, cols, i);
-  __syncwarp();
-  int64_t accepted = 0;
-  for (int64_t i = 1; i <= gamma; ++i) {
-    float h = weights[gamma];
-    if (i < gamma) {
-      float mass = 0.0f;
-      for (int64_t c = lane; c < chunks; c += kWarpSize) mass += partials[(i - 1) * chunks + c];
-      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) mass += __shfl_xor_sync(0xFFFFFFFFu, mass, offset);
-      const float denominator = (mass + 1.0f) - weights[i];
-      h = denominator > 0.0f ? mass / denominator : 1.0f;
-    }
-    if (u[i - 1] < h) accepted = i;
-  }
-  if (lane == 0) out[0] = accepted;
-}
-
-__global__ void RejectionAccepted(const int64_t* __restrict__ tokens, const float* __restrict__ p,
-                                  const float* __restrict__ q, const float* __restrict__ u, int64_t* __restrict__ out,
-                                  int64_t rows, int64_t cols) {
-  if (threadIdx.x != 0) return;
-  int64_t accepted = 0;
-  while (accepted < rows - 1) {
-    const int64_t x = tokens[accepted + 1];
-    if (!(u[accepted] * q[(accepted + 1) * cols + x] < p[accepted * cols + x])) break;
-    ++accepted;
-  }
-  out[0] = accepted;
-}
-
 // One block per row: each thread keeps its K best keys (sorted, in
 // registers: every index is a compile-time constant) and its online
 // (max, sum of exp) over tiles of kSmallRow values, loaded at once; then k
@@ -390,36 +229,6 @@ __global__ void __launch_bounds__(kSmallThreads)
 }
 
 }  // namespace
-
-int LaunchRejectionAccepted(const int64_t* tokens, const float* p, const float* q, const float* u, int64_t* out,
-                            int64_t rows, int64_t cols, void* stream) {
-  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
-  RejectionAccepted<<<1, kWarpSize, 0, static_cast<cudaStream_t>(stream)>>>(tokens, p, q, u, out, rows, cols);
-  return cudaGetLastError();
-}
-
-int LaunchResidualRace(const float* p, const float* q, const float* noise, const int64_t* row, const float* weights,
-                       int64_t* out, uint64_t* workspace, int64_t rows, int64_t cols, void* stream) {
-  if (rows < 1 || cols < 1 || cols >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
-  const int64_t chunks = RowChunks(cols);
-  auto s = static_cast<cudaStream_t>(stream);
-  ResidualRaceChunks<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(p, q, noise, row, weights, workspace, rows,
-                                                                       cols);
-  ResidualRaceMerge<<<1, kThreads, 0, s>>>(workspace, out, chunks);
-  return cudaGetLastError();
-}
-
-int LaunchBlockAccepted(const int64_t* tokens, const float* p, const float* q, const float* u, int64_t* out,
-                        float* weights, float* workspace, int64_t rows, int64_t cols, void* stream) {
-  if (rows < 2 || rows > 65537 || cols < 1) return cudaErrorInvalidValue;
-  const int64_t chunks = RowChunks(cols);
-  auto s = static_cast<cudaStream_t>(stream);
-  if (rows > 2)
-    BlockMassChunks<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows - 2)), kThreads, 0, s>>>(
-        tokens, p, q, workspace, cols);
-  BlockAcceptedFinish<<<1, kWarpSize, 0, s>>>(tokens, p, q, u, workspace, chunks, out, weights, rows, cols);
-  return cudaGetLastError();
-}
 
 int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
                      int64_t cols, void* stream) {

@@ -1,10 +1,9 @@
-// CUDA kernels for the small index work of trees grown on the device
-// (dynamic_topk inside a CUDA graph): which candidates to keep, and the kept
-// tree's ancestor mask; and of pipelined tree steps: the target forward's
-// inputs at a device-side start, the accepted path's cache entries, the
-// step's bookkeeping. ATen spells each as several launches of a few
-// microseconds (two sorts, a round of gathers per tree level); these are one
-// launch each.
+// CUDA kernels for the small index work of trees on the device: a kept
+// tree's ancestor mask, and the pipelined tree steps' work: the target
+// forward's inputs at a device-side start, the accepted path's cache
+// entries, the step's bookkeeping. ATen spells each as several launches of a
+// few microseconds; these are one launch each. (dynamic_topk's selection and
+// the tree rules' walk live with their plugins: algorithms/*/cuda/.)
 //
 // Like row_kernels.h, this header knows nothing of torch or CUDA:
 // framework/model/fused_ops.h wraps it for at::Tensor. Pointers are device
@@ -22,39 +21,11 @@ namespace tree_kernels {
 // The most entries one launch handles.
 constexpr int64_t kMaxTreeItems = 1024;
 
-// out = the indices of the `count` largest scores[i] (among equal scores the
-// smaller index; NaN above every number; -0 equal to +0), in increasing
-// index order. scores [n] float64; out [count] int64. 1 <= count <= n <=
-// kMaxTreeItems. One block.
-int LaunchBestInOrder(const double* scores, int64_t* out, int64_t n, int64_t count, void* stream);
-
 // The tree given by parents [n] int64 (node 0 the root, whose entry is
 // ignored; 0 <= parents[i] < i otherwise): mask [n, n] bool, row i true at
 // i and at each of its ancestors, and depths [n] int64. 1 <= n <=
 // kMaxTreeItems. One block.
 int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t n, void* stream);
-
-// The sample-then-match walk of a tree: from the root, descend into the
-// first child (in index order) whose token equals y at the current node,
-// until none does. parents (as LaunchTreeMask's), tokens, y [n] int64;
-// out [n + 1] int64: the number a of accepted nodes, the accepted nodes
-// root-down in out[1..a] (0 after), then y at the node where the walk
-// stopped. 1 <= n <= kMaxTreeItems. One thread.
-int LaunchTreeWalk(const int64_t* parents, const int64_t* tokens, const int64_t* y, int64_t* out, int64_t n,
-                   void* stream);
-
-// One frontier step of a top-k tree (EAGLE-2's): frontier node i (score
-// frontier_scores[i], pool index frontier_pool[i]) has children
-// top_tokens[i][j] with log-probabilities top_scores[i][j]; child (i, j) is
-// pool entry offset + i * k + j, scored frontier_scores[i] + top_scores[i][j]
-// in float64. Writes the k * k children into pool_tokens, pool_parents and
-// pool_scores at offset, and the next frontier, the k best children (among
-// equal scores the earlier entry) in pool order: next_tokens, next_rows (the
-// frontier row each extends), next_scores, next_pool. 1 <= k <= 32. One block.
-int LaunchExpandFrontier(const float* top_scores, const int64_t* top_tokens, const double* frontier_scores,
-                         const int64_t* frontier_pool, int64_t* pool_tokens, int64_t* pool_parents,
-                         double* pool_scores, int64_t offset, int64_t* next_tokens, int64_t* next_rows,
-                         double* next_scores, int64_t* next_pool, int k, void* stream);
 
 // The static inputs of a tree forward whose start only the device knows
 // (start [1] int64): for each row r < bucket, write_slots[r] = start + r,
@@ -77,8 +48,9 @@ int LaunchTreeAtInputs(const int64_t* start, const int64_t* tokens, const int64_
 int LaunchMovePathEntries(uint32_t* k, uint32_t* v, const int64_t* start, const int64_t* nodes, int64_t m,
                           int64_t planes, int64_t slots, int64_t row_words, void* stream);
 
-// A pipelined tree step's bookkeeping after its walk (LaunchTreeWalk's
-// answer, walk [n + 1], a accepted): context[root + i] = tokens[walk[i]] for
+// A pipelined tree step's bookkeeping after its walk (the answer of the tree
+// walk, algorithms/verifiers/common/cuda/tree_walk.h: walk [n + 1], a
+// accepted): context[root + i] = tokens[walk[i]] for
 // 1 <= i <= a and context[root + a + 1] = the extra token walk[n], where root
 // = positions[1] (positions [2]: the root's position less one, the root's);
 // next_positions = positions + a + 1; next_last_two = the token before the
