@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -172,22 +173,6 @@ absl::Status TraceMethods(Experiment& e, const std::vector<int32_t>& prompt, Dec
   return absl::OkStatus();
 }
 
-// How each method's generations ran (Generation::engine_form), one line a
-// method and form: pipelined, or step by step and why.
-std::string EngineForms(const std::vector<RunRecord>& records) {
-  std::map<std::string, std::map<std::string, int>> forms;
-  std::vector<std::string> order;
-  for (const RunRecord& r : records) {
-    if (r.method == kBaseline) continue;
-    if (!forms.count(r.method)) order.push_back(r.method);
-    ++forms[r.method][r.generation.engine_form];
-  }
-  std::string out = order.empty() ? "" : "\nHow each method's steps ran:\n";
-  for (const std::string& method : order)
-    for (const auto& [form, count] : forms[method])
-      absl::StrAppendFormat(&out, "- %s: %s (%d generations)\n", method, form, count);
-  return out;
-}
 
 // Forwards up to this many tokens (trees, drafter levels) run as CUDA graphs.
 constexpr int64_t kMaxPreparedTokens = 128;
@@ -266,7 +251,7 @@ absl::Status RunExperiment(const RunFlags& flags) {
   for (SummaryRow& row : rows) row.has_overhead = !on_cpu;
   std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows);
   if (on_cpu) std::cout << "\n" << kCpuOverheadNote << "\n";
-  std::cout << EngineForms(records);
+  std::cout << EngineForms(records, rows, kBaseline);
   std::cout << std::flush;
   if (!flags.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));

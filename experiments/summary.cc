@@ -4,7 +4,9 @@
 #include <map>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 
 namespace speclab {
@@ -148,6 +150,38 @@ absl::Status WriteSummaryCsv(const std::string& path, const std::vector<SummaryR
                            r.has_prediction && r.has_overhead ? absl::StrFormat("%.1f", r.overhead_us_per_step) : "");
   }
   return out ? absl::OkStatus() : absl::InternalError(absl::StrCat(path, ": write failed"));
+}
+
+// What stepping on the host costs `method`, from its task-`all` rows: the
+// measured time beyond its forwards per step at each temperature, or "" where
+// not measured (the CPU).
+namespace {
+
+std::string StepCost(const std::string& method, const std::vector<SummaryRow>& rows) {
+  std::vector<std::string> costs;
+  for (const SummaryRow& r : rows)
+    if (r.method == method && r.task == "all" && r.has_prediction && r.has_overhead)
+      costs.push_back(absl::StrFormat("%.0f us at T=%g", r.overhead_us_per_step, r.temperature));
+  return costs.empty() ? "" : absl::StrCat("; a step costs ", absl::StrJoin(costs, ", "), " beyond its forwards");
+}
+
+}  // namespace
+
+std::string EngineForms(const std::vector<RunRecord>& records, const std::vector<SummaryRow>& rows,
+                        const std::string& baseline) {
+  std::map<std::string, std::map<std::string, int>> forms;
+  std::vector<std::string> order;
+  for (const RunRecord& r : records) {
+    if (r.method == baseline) continue;
+    if (!forms.count(r.method)) order.push_back(r.method);
+    ++forms[r.method][r.generation.engine_form];
+  }
+  std::string out = order.empty() ? "" : "\nHow each method's steps ran:\n";
+  for (const std::string& method : order)
+    for (const auto& [form, count] : forms[method])
+      absl::StrAppendFormat(&out, "- %s: %s (%d generations%s)\n", method, form, count,
+                            absl::StartsWith(form, "step by step") ? StepCost(method, rows) : "");
+  return out;
 }
 
 }  // namespace speclab

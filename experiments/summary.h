@@ -54,6 +54,12 @@ std::vector<SummaryRow> Summarize(const std::vector<RunRecord>& records, const s
 // One Markdown table per (task, temperature).
 std::string MarkdownTables(const std::vector<SummaryRow>& rows);
 
+// How each method's generations ran (Generation::engine_form), one line a
+// method and form: pipelined, or step by step and why, with what a step costs
+// beyond its forwards (the task-`all` rows' overhead, where measured).
+std::string EngineForms(const std::vector<RunRecord>& records, const std::vector<SummaryRow>& rows,
+                        const std::string& baseline);
+
 absl::Status WriteSummaryCsv(const std::string& path, const std::vector<SummaryRow>& rows);
 
 }  // namespace speclab

@@ -1,7 +1,7 @@
 // LanguageModel: what the decoding engine needs from a target or a drafter LM.
 // Forwards whose tokens or positions only the device knows (chains, levels,
-// device-positioned trees: what CUDA graphs replay) are a model's device
-// form beside it: framework/device/device_model.h.
+// device-positioned trees) are a model's device form beside it:
+// framework/device/device_model.h.
 //
 // The KV cache holds `committed_length()` committed tokens followed by
 // `tentative_length()` tentative slots: the nodes of the trees fed since the
