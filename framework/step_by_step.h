@@ -90,7 +90,6 @@ absl::Status CheckCapacity(const LanguageModel& model, absl::Span<const int32_t>
 // that each phase's time is its own rather than the next host wait's.
 std::chrono::steady_clock::time_point MarkPhase(c10::Device device, bool synchronize);
 
-
 }  // namespace speclab
 
 #endif  // SPECLAB_FRAMEWORK_STEP_BY_STEP_H_

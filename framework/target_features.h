@@ -44,7 +44,6 @@ struct TargetFeatures {
   std::vector<at::Tensor> hidden;
 };
 
-
 // The requested hidden states of `target`'s last forward: rows `rows` of
 // each ([k] int64 on the device), or all of them (undefined); copies, since
 // the next forward overwrites the model's.
