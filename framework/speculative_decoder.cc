@@ -220,6 +220,7 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     out.steps.push_back(engine.Adapt(step));
   }
   RETURN_IF_ERROR(engine.Finish());
+  if (!engine.rule_note().empty()) absl::StrAppend(&out.engine_form, "; ", engine.rule_note());
   RETURN_IF_ERROR(KeepEmitted(target, prompt, out));
   out.decode_seconds = Seconds(decode_start, MarkPhase(device, true));
   CollectForwardCounts(target, method.drafter.get(), out);

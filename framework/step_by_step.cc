@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/core/options.h"
+#include "framework/core/verifier_registry.h"
 #include "framework/device/device_verifier.h"
 #include "framework/device_transfer.h"
 #include "framework/sampling.h"
@@ -158,7 +160,15 @@ StepByStep::StepByStep(LanguageModel& target, Method& method, const DecodeOption
       defer_commit_([&] {
         const std::vector<LanguageModel*> models = method.drafter->models();
         return std::find(models.begin(), models.end(), &target) == models.end();
-      }()) {}
+      }()) {
+  if (options.sampling.greedy() && method.lossless() && method.verifier->traits().needs_draft_distributions) {
+    absl::StatusOr<Options> spec = Options::FromString("{type: greedy}", "built-in");
+    if (spec.ok()) {
+      absl::StatusOr<std::unique_ptr<Verifier>> greedy = VerifierRegistry::Create(*spec, "verifier");
+      if (greedy.ok()) greedy_rule_ = *std::move(greedy);
+    }
+  }
+}
 
 absl::StatusOr<StepByStep::Step> StepByStep::Draft(absl::Span<const int32_t> context) {
   Step step;
@@ -215,7 +225,15 @@ absl::Status StepByStep::Verify(Step& step) {
     VerificationProblem problem{.tree = &tree, .target = std::move(host.target),
                                 .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
                                 .sampling = draft.sampling};
-    ASSIGN_OR_RETURN(step.verdict, method_.verifier->Verify(problem, random_.verify_host));
+    const Verifier* rule = method_.verifier.get();
+    if (greedy_rule_ != nullptr && draft.sampling == DraftSampling::kDeterministic) {
+      rule = greedy_rule_.get();
+      rule_note_ = absl::StrCat("at temperature 0 the tree builder '", method_.tree_builder_name,
+                                "' drafts its top-k picks, which no q is the law of: they are verified by greedy "
+                                "exact match, which the lossless rule '", method_.verifier_name,
+                                "' reduces to when p is one-hot");
+    }
+    ASSIGN_OR_RETURN(step.verdict, rule->Verify(problem, random_.verify_host));
   }
   RETURN_IF_ERROR(CheckPath(tree, step.verdict));
   step.verified = Clock::now();

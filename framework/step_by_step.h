@@ -23,7 +23,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +70,13 @@ class StepByStep {
   // Ends the generation: a commit still waiting is made.
   absl::Status Finish();
 
+  // Why some steps were verified by another rule than the method's, or "":
+  // at temperature 0 a sampling builder's drafts are its top-k picks, which
+  // no q is the law of; every lossless rule then reduces to greedy exact
+  // match (p is one-hot: greedy decoding's token is the only one it may
+  // emit), so that rule verifies them.
+  const std::string& rule_note() const { return rule_note_; }
+
  private:
   LanguageModel& target_;
   Method& method_;
@@ -81,6 +90,8 @@ class StepByStep {
   // the drafter runs the target itself: it must see the committed cache.
   const bool defer_commit_;
   std::optional<std::vector<int64_t>> pending_commit_;
+  std::unique_ptr<Verifier> greedy_rule_;  // for a lossless q-based rule's top-k drafts at T = 0
+  std::string rule_note_;
 };
 
 // A generation of `prompt` plus `extra` tokens fits the model's cache.

@@ -30,6 +30,7 @@ using ::speclab::testing::TestDevice;
 using ::speclab::testing::TinyModel;
 using ::speclab::testing::TinyModelOn;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
@@ -176,13 +177,28 @@ TEST_F(TreeLawTest, NegativeControlGreedyOnASampledTreeIsCaught) {
 }
 
 // Verifiers refuse, at Verify time, drafts whose law they are not exact for.
-TEST(TreeDecodingTest, QBasedRulesRefuseTopKTreesAtTemperatureZero) {
+// At T = 0 a sampling builder's drafts are its top-k picks, which no q is the
+// law of: the q-based rules refuse them (their own tests check it), and the
+// engine verifies them by greedy exact match, which every lossless rule
+// reduces to when p is one-hot; the generation says so, and is greedy's.
+TEST(TreeDecodingTest, QBasedRulesOnTopKTreesAtTemperatureZeroAreGreedyExactMatch) {
   auto target = TinyModel(1);
-  Method method = ModelDrafterMethod(TinyModel(2), kSampledTree, Verifier("rrs_wor"), 4);
-  auto at_zero = GenerateSpeculative(*target, method, kPrompt, Decoding(0, 10, 0));
-  ASSERT_FALSE(at_zero.ok());
-  EXPECT_THAT(at_zero.status().message(), HasSubstr("rrs_wor: exact only for drafts sampled as {without_replacement}"));
-  EXPECT_TRUE(GenerateSpeculative(*target, method, kPrompt, Decoding(1, 10, 0)).ok());
+  auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, 24, 0));
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  for (const char* verifier : {"rrs_wor", "traversal"}) {
+    // The target itself drafting: deep acceptances, so the walk is exercised.
+    for (uint64_t drafter_seed : {1, 2}) {
+      Method method = ModelDrafterMethod(TinyModel(drafter_seed), kSampledTree, Verifier(verifier), 4);
+      auto at_zero = GenerateSpeculative(*target, method, kPrompt, Decoding(0, 24, 0));
+      ASSERT_TRUE(at_zero.ok()) << verifier << ": " << at_zero.status();
+      EXPECT_EQ(at_zero->tokens, greedy->tokens) << verifier;
+      EXPECT_THAT(at_zero->engine_form, HasSubstr("verified by greedy exact match, which the lossless rule '" +
+                                                  std::string(verifier) + "' reduces to when p is one-hot"));
+      auto at_one = GenerateSpeculative(*target, method, kPrompt, Decoding(1, 10, 0));
+      ASSERT_TRUE(at_one.ok()) << at_one.status();
+      EXPECT_THAT(at_one->engine_form, Not(HasSubstr("greedy exact match")));
+    }
+  }
 }
 
 // Config-time refusals follow the builders' traits: a verifier that needs q
@@ -294,9 +310,6 @@ TEST(TreeDecodingTest, EveryBuilderRunsOnTheTestDevice) {
     for (const std::string& verifier : verifiers) {
       Method method = ModelDrafterMethod(TinyModelOn(device, 2), builder, Verifier(verifier), 3);
       for (double temperature : {0.0, 1.0}) {
-        const bool top_k_tree = temperature == 0 && (verifier == "rrs_wor" || verifier == "traversal") &&
-                                builder != kMultiWor;
-        if (top_k_tree) continue;  // refused at T = 0 by design (see QBasedRulesRefuseTopKTreesAtTemperatureZero)
         auto out = GenerateSpeculative(*target, method, kPrompt, Decoding(temperature, 16, 5));
         ASSERT_TRUE(out.ok()) << builder << " + " << verifier << " at T=" << temperature << ": " << out.status();
         if (temperature == 0) EXPECT_EQ(out->tokens, greedy->tokens) << builder << " + " << verifier;
