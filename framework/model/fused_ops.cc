@@ -8,7 +8,6 @@
 #include <torch/version.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -30,6 +29,11 @@
 namespace speclab {
 namespace fused {
 namespace {
+
+// The framework's launch plumbing (framework/device/kernel_launch.h), under
+// the names these wrappers have always used.
+constexpr auto& CheckLaunch = kernel_launch::Check;
+constexpr auto& CurrentStream = kernel_launch::Stream;
 
 // --- The ATen compositions: the reference semantics and the fallback. -------
 
@@ -147,10 +151,6 @@ bool Covered(TensorRefs tensors, dk::DType* dtype) {
   }
   return true;
 }
-
-void* CurrentStream(const at::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
-
-void CheckLaunch(int error, const char* op) { kernel_launch::Check(error, op); }
 
 dk::GemvKernel ToGemvKernel(LinearKernel kernel) {
   switch (kernel) {
@@ -530,28 +530,13 @@ at::Tensor GroupedAttentionAten(const at::Tensor& q, const at::Tensor& k, const 
   return at::matmul(at::softmax(masked, -1).to(q.scalar_type()), v);
 }
 
-namespace {
-
-// Rows and columns of a [rows, cols] float32 tensor the row kernels cover.
-bool RowKernelsCover(const at::Tensor& x) {
-#ifdef SPECLAB_WITH_CUDA
-  dk::DType dtype;
-  return x.dim() == 2 && x.size(0) >= 1 && x.size(0) <= 65535 && x.size(1) >= 1 && Covered({x}, &dtype) &&
-         dtype == dk::DType::kF32;
-#else
-  (void)x;
-  return false;
-#endif
-}
-
-}  // namespace
-
 at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
   TORCH_CHECK(x.dim() == 2, "ArgmaxRows: x must be [rows, cols], got ", x.sizes());
   TORCH_CHECK(!divisor.defined() || divisor.sizes() == x.sizes(), "ArgmaxRows: divisor ", divisor.sizes(),
               " does not match x ", x.sizes());
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(x) && (!divisor.defined() || (RowKernelsCover(divisor) && divisor.device() == x.device()))) {
+  if (kernel_launch::FloatRows(x) &&
+      (!divisor.defined() || (kernel_launch::FloatRows(divisor) && divisor.device() == x.device()))) {
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t rows = x.size(0), cols = x.size(1);
     at::Tensor out = at::empty({rows}, x.options().dtype(at::kLong));
@@ -572,7 +557,7 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   TORCH_CHECK(x.dim() == 2, "SoftmaxRows: x must be [rows, cols], got ", x.sizes());
   TORCH_CHECK(temperature > 0, "SoftmaxRows: temperature must be positive, got ", temperature);
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(x)) {
+  if (kernel_launch::FloatRows(x)) {
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t rows = x.size(0), cols = x.size(1);
     at::Tensor out = at::empty_like(x);
@@ -591,7 +576,7 @@ std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k)
   TORCH_CHECK(x.dim() == 2, "TopKLogSoftmax: x must be [rows, cols], got ", x.sizes());
   TORCH_CHECK(k >= 1 && k <= x.size(1), "TopKLogSoftmax: k = ", k, " outside [1, ", x.size(1), "]");
 #ifdef SPECLAB_WITH_CUDA
-  if (RowKernelsCover(x) && k <= 32) {
+  if (kernel_launch::FloatRows(x) && k <= 32) {
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t rows = x.size(0);
     at::Tensor values = at::empty({rows, k}, x.options());
