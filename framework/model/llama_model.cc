@@ -404,7 +404,8 @@ absl::StatusOr<at::Tensor> LlamaModel::HiddenStates(int layer) const {
     return absl::FailedPreconditionError(
         absl::StrCat("LlamaModel: hidden state ", layer, " is not kept (KeepHiddenStates before the forward)"));
   if (!m.last_hidden.defined())
-    return absl::FailedPreconditionError("LlamaModel: no hidden states (they follow Forward, ForwardAt, ForwardTreeAt)");
+    return absl::FailedPreconditionError(
+        "LlamaModel: no hidden states (they follow Forward, ForwardAt, ForwardTreeAt)");
   return m.last_hidden[it - m.kept_layers.begin()];
 }
 
@@ -420,11 +421,7 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, in
                                                      const ChainPick& pick) {
   Impl& m = *impl_;
   const bool chain = m.static_shapes && m.config.sliding_window == 0 && steps >= 1 && steps <= kMaxChainSteps;
-  if (!chain) {
-    absl::StatusOr<ChainResult> result = DeviceModel::ForwardChain(first, position, steps, pick);
-    m.last_hidden = at::Tensor();  // drafting keeps no hidden states, whichever path ran
-    return result;
-  }
+  if (!chain) return m.WithoutHiddenStates(DeviceModel::ForwardChain(first, position, steps, pick));
   if (!first.defined() || first.dim() != 1 || first.size(0) != 1 || first.scalar_type() != at::kLong ||
       first.device() != m.device)
     return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardChain: the first token must be int64 [1] on ",
@@ -462,11 +459,7 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
   Impl& m = *impl_;
   const bool chain = m.static_shapes && m.config.sliding_window == 0 && steps >= 1 && steps <= kMaxChainSteps &&
                      prefix.defined() && prefix.dim() == 1 && prefix.size(0) <= kMaxChainPrefix;
-  if (!chain) {
-    absl::StatusOr<ChainResult> result = DeviceModel::ForwardChainAt(prefix, at, steps, pick);
-    m.last_hidden = at::Tensor();  // drafting keeps no hidden states, whichever path ran
-    return result;
-  }
+  if (!chain) return m.WithoutHiddenStates(DeviceModel::ForwardChainAt(prefix, at, steps, pick));
   RETURN_IF_ERROR(m.ValidateAt("ForwardChainAt", prefix, at, prefix.size(0) + steps - 1));
   absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainAt", [&] {
     c10::InferenceMode guard;
@@ -482,11 +475,8 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
 absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                      const LevelPick& pick) {
   Impl& m = *impl_;
-  if (!m.LevelsFitGraph(prefix, levels, pick)) {
-    absl::StatusOr<LevelsKept> result = DeviceModel::ForwardLevels(prefix, position, levels, pick);
-    m.last_hidden = at::Tensor();  // drafting keeps no hidden states, whichever path ran
-    return result;
-  }
+  if (!m.LevelsFitGraph(prefix, levels, pick))
+    return m.WithoutHiddenStates(DeviceModel::ForwardLevels(prefix, position, levels, pick));
   if (!pick.defined()) return absl::InvalidArgumentError("LlamaModel::ForwardLevels: pick has no function");
   if (prefix.size(0) < 1 || prefix.scalar_type() != at::kLong || prefix.device() != m.device)
     return absl::InvalidArgumentError(
@@ -550,11 +540,8 @@ absl::Status LlamaModel::CompactPathAt(const at::Tensor& nodes, const DevicePosi
 absl::StatusOr<LevelsKept> LlamaModel::ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at,
                                                        int64_t levels, const LevelPick& pick) {
   Impl& m = *impl_;
-  if (!m.LevelsFitGraph(prefix, levels, pick)) {
-    absl::StatusOr<LevelsKept> result = DeviceModel::ForwardLevelsAt(prefix, at, levels, pick);
-    m.last_hidden = at::Tensor();  // drafting keeps no hidden states, whichever path ran
-    return result;
-  }
+  if (!m.LevelsFitGraph(prefix, levels, pick))
+    return m.WithoutHiddenStates(DeviceModel::ForwardLevelsAt(prefix, at, levels, pick));
   if (!pick.defined()) return absl::InvalidArgumentError("LlamaModel::ForwardLevelsAt: pick has no function");
   RETURN_IF_ERROR(m.ValidateAt("ForwardLevelsAt", prefix, at, prefix.size(0) + levels * pick.width()));
   absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsAt", [&] {

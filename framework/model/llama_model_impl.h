@@ -300,6 +300,13 @@ struct LlamaModel::Impl {
   LevelsKept RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
                        const LevelPick& pick);
   void DropGraphs();
+  // `result` of a drafting forward (chains, levels) that ran the plain
+  // forwards: they keep hidden states, which drafting never does.
+  template <typename T>
+  T WithoutHiddenStates(T result) {
+    last_hidden = at::Tensor();
+    return result;
+  }
   // x @ weight^T + bias and the cache's attention, batch-invariant where set.
   at::Tensor Project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
     return batch_invariant ? fused::LinearBatchInvariant(x, weight, bias) : fused::Linear(x, weight, bias);
