@@ -160,15 +160,9 @@ StepByStep::StepByStep(LanguageModel& target, Method& method, const DecodeOption
       defer_commit_([&] {
         const std::vector<LanguageModel*> models = method.drafter->models();
         return std::find(models.begin(), models.end(), &target) == models.end();
-      }()) {
-  if (options.sampling.greedy() && method.lossless() && method.verifier->traits().needs_draft_distributions) {
-    absl::StatusOr<Options> spec = Options::FromString("{type: greedy}", "built-in");
-    if (spec.ok()) {
-      absl::StatusOr<std::unique_ptr<Verifier>> greedy = VerifierRegistry::Create(*spec, "verifier");
-      if (greedy.ok()) greedy_rule_ = *std::move(greedy);
-    }
-  }
-}
+      }()),
+      greedy_for_top_k_(options.sampling.greedy() && method.lossless() &&
+                        method.verifier->traits().needs_draft_distributions) {}
 
 absl::StatusOr<StepByStep::Step> StepByStep::Draft(absl::Span<const int32_t> context) {
   Step step;
@@ -226,7 +220,11 @@ absl::Status StepByStep::Verify(Step& step) {
                                 .target_argmax = std::move(host.argmax), .draft = std::move(host.draft),
                                 .sampling = draft.sampling};
     const Verifier* rule = method_.verifier.get();
-    if (greedy_rule_ != nullptr && draft.sampling == DraftSampling::kDeterministic) {
+    if (greedy_for_top_k_ && draft.sampling == DraftSampling::kDeterministic) {
+      if (greedy_rule_ == nullptr) {  // made on first use: most generations never need it
+        ASSIGN_OR_RETURN(Options spec, Options::FromString("{type: greedy}", "built-in"));
+        ASSIGN_OR_RETURN(greedy_rule_, VerifierRegistry::Create(spec, "verifier"));
+      }
       rule = greedy_rule_.get();
       rule_note_ = absl::StrCat("at temperature 0 the tree builder '", method_.tree_builder_name,
                                 "' drafts its top-k picks, which no q is the law of: they are verified by greedy "

@@ -90,7 +90,8 @@ class StepByStep {
   // the drafter runs the target itself: it must see the committed cache.
   const bool defer_commit_;
   std::optional<std::vector<int64_t>> pending_commit_;
-  std::unique_ptr<Verifier> greedy_rule_;  // for a lossless q-based rule's top-k drafts at T = 0
+  const bool greedy_for_top_k_;            // a lossless q-based rule at T = 0 (rule_note())
+  std::unique_ptr<Verifier> greedy_rule_;  // its stand-in, made on first use
   std::string rule_note_;
 };
 
