@@ -31,6 +31,7 @@
 #include "framework/device/pipelined_tree.h"
 #include "framework/model/llama_model.h"
 #include "framework/speculative_decoder.h"
+#include "framework/target_features.h"
 
 namespace speclab {
 namespace {
@@ -107,12 +108,14 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
       target_device->ForwardAt(LongsToDevice(head, device), {.start = LongsToDevice({0}, device), .max_start = 0})
           .status());
   RETURN_IF_ERROR(target.Truncate(fed));
-  RETURN_IF_ERROR(method.drafter->Reset(prompt, {}));  // pipelined only: no target features
+  ASSIGN_OR_RETURN(TargetFeatures prompt_features,
+                   GatherFeatures(target, method.drafter->target_features(), at::Tensor()));
+  RETURN_IF_ERROR(method.drafter->Reset(prompt, prompt_features));
   at::Generator draft_generator = MakeGenerator(device, 1), verify_generator = MakeGenerator(device, 2);
   const int max_new_tokens = static_cast<int>(target.capacity() - static_cast<int64_t>(prompt.size())) / 2;
   absl::StatusOr<std::unique_ptr<PipelinedSteps>> form =
       PipelinedForm(ChooseEngineForm(target, method, {.sampling = sampling}), target, method, sampling, prompt,
-                    max_new_tokens, draft_generator, verify_generator);
+                    prompt_features, max_new_tokens, draft_generator, verify_generator);
   if (!form.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("bench-overhead: the method cannot run pipelined: ", form.status().message()));
@@ -190,6 +193,8 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % (target->config().vocab_size - 3));
   }
   DecodeOptions options{.max_new_tokens = flags.new_tokens, .eos_token = -1, .seed = 1};
+  // Before the graphs: they return the hidden states they keep.
+  RETURN_IF_ERROR(target->KeepHiddenStates(method.drafter->target_features().hidden_layers));
   RETURN_IF_ERROR(target->PrepareForDecoding(2 * flags.gamma + 2));
   if (drafter_model != nullptr) RETURN_IF_ERROR(drafter_model->PrepareForDecoding(2 * flags.gamma + 2));
   {  // warm-up: allocator, kernel selection

@@ -193,7 +193,8 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
   std::string step_by_step_reason = form.why_step_by_step;
   if (form.pipelined()) {
     absl::StatusOr<std::unique_ptr<PipelinedSteps>> steps = PipelinedForm(
-        form, target, method, options.sampling, prompt, options.max_new_tokens, random.draft, random.verify);
+        form, target, method, options.sampling, prompt, prompt_features, options.max_new_tokens, random.draft,
+        random.verify);
     if (steps.ok()) {
       ASSIGN_OR_RETURN(done, DecodePipelined(**steps, method, prompt, options, out));
       if (done) out.engine_form = (*steps)->form();

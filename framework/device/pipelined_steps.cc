@@ -27,12 +27,10 @@ PipelinedSteps::PipelinedSteps(DeviceModel& target, Method& method, const Sampli
   positions_ = LongsToDevice({n - 2, n - 1}, target.model().device());
 }
 
-absl::Status PipelinedSteps::KeepPrefillFeatures(int64_t prompt_length) {
-  const TargetFeatureRequest request = method_.drafter->target_features();
-  if (request.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), request, at::Tensor()));
+void PipelinedSteps::KeepPrefillFeatures(const TargetFeatures& prompt_features, int64_t prompt_length) {
+  if (prompt_features.hidden.empty()) return;
+  target_features_ = prompt_features;
   path_length_ = LongsToDevice({prompt_length - 1}, target().device());
-  return absl::OkStatus();
 }
 
 absl::Status PipelinedSteps::KeepPathFeatures(const at::Tensor& path_length) {
@@ -118,7 +116,8 @@ EngineForm ChooseEngineForm(LanguageModel& target, const Method& method, const D
 
 absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(const EngineForm& form, LanguageModel& target,
                                                               Method& method, const SamplingParams& sampling,
-                                                              absl::Span<const int32_t> prompt, int max_new_tokens,
+                                                              absl::Span<const int32_t> prompt,
+                                                              const TargetFeatures& prompt_features, int max_new_tokens,
                                                               at::Generator& draft_generator,
                                                               at::Generator& verify_generator) {
   DeviceModel* device = DeviceFormOf(target);
@@ -127,12 +126,12 @@ absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(const EngineForm& 
     RETURN_IF_ERROR(PipelinedTree::Check(prompt));
     auto tree = std::make_unique<PipelinedTree>(*device, method, sampling, prompt, max_new_tokens, draft_generator,
                                                 verify_generator);
-    RETURN_IF_ERROR(tree->KeepPrefillFeatures(static_cast<int64_t>(prompt.size())));
+    tree->KeepPrefillFeatures(prompt_features, static_cast<int64_t>(prompt.size()));
     return std::unique_ptr<PipelinedSteps>(std::move(tree));
   }
   RETURN_IF_ERROR(PipelinedChain::Check(target, method, prompt, max_new_tokens));  // the cache's room
   auto chain = std::make_unique<PipelinedChain>(*device, method, sampling, prompt, draft_generator, verify_generator);
-  RETURN_IF_ERROR(chain->KeepPrefillFeatures(static_cast<int64_t>(prompt.size())));
+  chain->KeepPrefillFeatures(prompt_features, static_cast<int64_t>(prompt.size()));
   return std::unique_ptr<PipelinedSteps>(std::move(chain));
 }
 

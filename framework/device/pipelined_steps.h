@@ -60,9 +60,9 @@ class PipelinedSteps {
   // "pipelined chain" or "pipelined tree", as runs report it.
   virtual const char* form() const = 0;
 
-  // The prefill's target features, for drafters that read them: call right
-  // after the prefill, before the first Queue().
-  absl::Status KeepPrefillFeatures(int64_t prompt_length);
+  // The prefill's target features (what Drafter::Reset got), for drafters
+  // that read them: before the first Queue().
+  void KeepPrefillFeatures(const TargetFeatures& prompt_features, int64_t prompt_length);
 
   // Why the last Queue() gave nullopt, in words ("" before any refusal).
   const std::string& refusal() const { return refusal_; }
@@ -137,12 +137,14 @@ EngineForm ChooseEngineForm(LanguageModel& target, const Method& method, const D
 // ChooseEngineForm picked one and the generation's checks pass
 // (PipelinedChain::Check, PipelinedTree::Check); otherwise FailedPrecondition
 // saying why. The target holds the prompt but its last token,
-// and the drafter was Reset with the prompt; the models, method and
-// generators must outlive it. A target without a device form
+// and the drafter was Reset with the prompt and `prompt_features` (the
+// prefill's target features, empty where it reads none); the models, method
+// and generators must outlive it. A target without a device form
 // (framework/device/device_model.h) runs step by step.
 absl::StatusOr<std::unique_ptr<PipelinedSteps>> PipelinedForm(const EngineForm& form, LanguageModel& target,
                                                               Method& method, const SamplingParams& sampling,
-                                                              absl::Span<const int32_t> prompt, int max_new_tokens,
+                                                              absl::Span<const int32_t> prompt,
+                                                              const TargetFeatures& prompt_features, int max_new_tokens,
                                                               at::Generator& draft_generator,
                                                               at::Generator& verify_generator);
 
