@@ -107,7 +107,7 @@ absl::StatusOr<Verdict> VerifyTreeOnDevice(const DeviceVerifier& verifier, Draft
     parents = LongsToDevice(host_parents, device);
   }
   DeviceTreeProblem problem{.tokens = draft.tokens.to(device), .parents = parents, .target_probs = probs,
-                            .greedy = greedy};
+                            .draft_probs = draft.draft_probs, .sampling = draft.sampling, .greedy = greedy};
   ASSIGN_OR_RETURN(at::Tensor answer, verifier.VerifyTree(problem, generator));
   const at::Tensor host = at::cat({problem.tokens, parents, answer}).to(at::kCPU);  // the step's one synchronisation
   const int64_t* data = host.data_ptr<int64_t>();
@@ -164,6 +164,15 @@ StepByStep::StepByStep(LanguageModel& target, Method& method, const DecodeOption
       greedy_for_top_k_(options.sampling.greedy() && method.lossless() &&
                         method.verifier->traits().needs_draft_distributions) {}
 
+std::string GreedyStandInNote(const Method& method) {
+  return absl::StrCat("at temperature 0 the tree builder '", method.tree_builder_name,
+                      "' drafts its top-k picks, which no q is the law of: they are verified by greedy "
+                      "exact match, which the lossless rule '", method.verifier_name,
+                      "' reduces to when p is one-hot");
+}
+
+void StepByStep::NoteGreedyStandIn() { rule_note_ = GreedyStandInNote(method_); }
+
 absl::StatusOr<StepByStep::Step> StepByStep::Draft(absl::Span<const int32_t> context) {
   Step step;
   step.started = Clock::now();
@@ -207,6 +216,8 @@ absl::Status StepByStep::Verify(Step& step) {
     ASSIGN_OR_RETURN(step.verdict, VerifyChainOnDevice(*device_verifier, tree, draft.tokens, step.target_rows,
                                                        draft.draft_probs, greedy, random_.verify));
   } else if (device_verifier != nullptr && device_verifier->verifies_trees()) {
+    // At temperature 0 a device form is greedy matching, the stand-in's rule.
+    if (greedy_for_top_k_ && draft.sampling == DraftSampling::kDeterministic) NoteGreedyStandIn();
     ASSIGN_OR_RETURN(step.verdict, VerifyTreeOnDevice(*device_verifier, draft, step.target_rows, greedy,
                                                       random_.verify));
   } else {
@@ -226,10 +237,7 @@ absl::Status StepByStep::Verify(Step& step) {
         ASSIGN_OR_RETURN(greedy_rule_, VerifierRegistry::Create(spec, "verifier"));
       }
       rule = greedy_rule_.get();
-      rule_note_ = absl::StrCat("at temperature 0 the tree builder '", method_.tree_builder_name,
-                                "' drafts its top-k picks, which no q is the law of: they are verified by greedy "
-                                "exact match, which the lossless rule '", method_.verifier_name,
-                                "' reduces to when p is one-hot");
+      NoteGreedyStandIn();
     }
     ASSIGN_OR_RETURN(step.verdict, rule->Verify(problem, random_.verify_host));
   }

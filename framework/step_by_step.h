@@ -46,6 +46,10 @@ struct Randomness {
   at::Generator verify;  // device verifiers
 };
 
+// What a generation notes where a lossless q-based rule verifies the top-k
+// picks a sampling tree builder drafts at temperature 0 (StepByStep::rule_note()).
+std::string GreedyStandInNote(const Method& method);
+
 class StepByStep {
  public:
   // One step as it goes through the parts.
@@ -78,6 +82,8 @@ class StepByStep {
   const std::string& rule_note() const { return rule_note_; }
 
  private:
+  void NoteGreedyStandIn();  // sets rule_note()
+
   LanguageModel& target_;
   Method& method_;
   const DecodeOptions& options_;

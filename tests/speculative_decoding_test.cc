@@ -301,11 +301,11 @@ TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
   options.pipeline = false;
   EXPECT_EQ(form(chain, options), "step by step: decoding.pipeline is off (its default off CUDA)");
   options.pipeline = true;
-  Method tree = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: specinfer}", 2);
+  Method tree = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: spectr}", 2);
   // Every part without a device form is named.
   const std::string tree_form = form(tree, options);
   EXPECT_THAT(tree_form, HasSubstr("step by step: the tree builder 'multi_sample' has no device form"));
-  EXPECT_THAT(tree_form, HasSubstr("; the verifier 'specinfer' has no device form"));
+  EXPECT_THAT(tree_form, HasSubstr("; the verifier 'spectr' has no device form"));
   auto autoregressive = GenerateAutoregressive(*target, kPrompt, options);
   ASSERT_TRUE(autoregressive.ok());
   EXPECT_EQ(autoregressive->engine_form, "autoregressive");

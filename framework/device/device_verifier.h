@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "framework/core/registry.h"
+#include "framework/core/verifier.h"
 
 namespace speclab {
 
@@ -38,6 +39,10 @@ struct DeviceTreeProblem {
   at::Tensor tokens;        // [n] int64: the root, then the n - 1 drafts
   at::Tensor parents;       // [n] int64: -1 for the root, else an earlier node
   at::Tensor target_probs;  // [n, vocab] float32: p after each node (one-hot at temperature 0)
+  // [n, vocab] float32: row i is the law node i was drawn from (row 0 unused;
+  // siblings drawn from one law share it); undefined if not sampled.
+  at::Tensor draft_probs;
+  DraftSampling sampling = DraftSampling::kDeterministic;  // how the drafts were drawn from those rows
   bool greedy = false;      // temperature 0, as DeviceChainProblem::greedy
 };
 

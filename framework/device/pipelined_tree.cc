@@ -61,6 +61,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
                    target_device().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
   const at::Tensor parents = shape.parents.to(device);
   DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = TargetRows(logits, sampling()),
+                            .draft_probs = draft->draft_probs, .sampling = draft->sampling,
                             .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
   // The accepted path becomes context: its cache entries move into place,

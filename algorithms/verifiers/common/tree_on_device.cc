@@ -13,7 +13,7 @@
 
 namespace speclab::verifiers {
 
-absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string& rule) {
+absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string& rule, bool needs_draft) {
   auto is_nodes = [](const at::Tensor& t) {
     return t.defined() && t.dim() == 1 && t.size(0) >= 1 && t.scalar_type() == at::kLong;
   };
@@ -23,6 +23,14 @@ absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string
   if (!p.defined() || p.dim() != 2 || p.size(0) != problem.tokens.size(0))
     return absl::InvalidArgumentError(
         absl::StrCat(rule, " (device): target rows must be [", problem.tokens.size(0), ", vocab]"));
+  if (!needs_draft) return absl::OkStatus();
+  if (!problem.draft_probs.defined())
+    return absl::InvalidArgumentError(
+        absl::StrCat(rule, " (device): needs the draft rows q the drafts were sampled from"));
+  if (problem.draft_probs.sizes() != p.sizes())
+    return absl::InvalidArgumentError(absl::StrCat(rule, " (device): draft rows ",
+                                                   c10::str(problem.draft_probs.sizes()), " do not match target rows ",
+                                                   c10::str(p.sizes())));
   return absl::OkStatus();
 }
 

@@ -12,8 +12,9 @@
 
 namespace speclab::verifiers {
 
-// Checks shapes: tokens and parents [n] int64 with n >= 1, target rows [n, vocab].
-absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string& rule);
+// Checks shapes: tokens and parents [n] int64 with n >= 1, target rows [n,
+// vocab], and (when `needs_draft`) draft rows of the same shape.
+absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string& rule, bool needs_draft = false);
 
 // The rule's answer (DeviceVerifier::VerifyTree) for one y [n] int64 per
 // node: descend from the root into the child equal to y at each node

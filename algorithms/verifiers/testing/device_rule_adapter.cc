@@ -77,6 +77,11 @@ absl::StatusOr<Verdict> DeviceRuleAdapter::VerifyTree(const VerificationProblem&
   DeviceTreeProblem device{.tokens = at::tensor(tokens, at::kLong), .parents = at::tensor(parents, at::kLong),
                            .target_probs = RowsToTensor(problem.target)};
   device.greedy = flag_greedy_ && device.target_probs.amax(1).eq(1).all().item<bool>();
+  if (!problem.draft.empty()) {
+    device.draft_probs = RowsToTensor(problem.draft);
+    if (shift_draft_rows_) device.draft_probs = device.draft_probs.roll(1, 0);
+  }
+  device.sampling = problem.sampling;
   ASSIGN_OR_RETURN(at::Tensor answer, rule_->VerifyTree(device, generator_));
   const int64_t n = tree.size(), accepted = answer[0].item<int64_t>();
   Verdict verdict;

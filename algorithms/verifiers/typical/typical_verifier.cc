@@ -14,6 +14,7 @@
 
 #include "algorithms/verifiers/common/problem_checks.h"
 #include "algorithms/verifiers/common/tree_walk.h"
+#include "algorithms/verifiers/typical/typical_constants.h"
 #include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
 
@@ -21,9 +22,9 @@ namespace speclab {
 namespace {
 
 constexpr char kName[] = "typical";
-constexpr double kDefaultPosteriorThreshold = 0.09;  // ε, medusa_generate's default
-constexpr double kDefaultPosteriorAlpha = 0.3;       // δ, medusa_generate's default
-constexpr double kEntropyEpsilon = 1e-5;             // Medusa's log(p + 1e-5)
+using typical::kDefaultPosteriorAlpha;
+using typical::kDefaultPosteriorThreshold;
+using typical::kEntropyEpsilon;
 
 class TypicalVerifier final : public Verifier {
  public:
