@@ -198,6 +198,12 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     if (steps.ok()) {
       ASSIGN_OR_RETURN(done, DecodePipelined(**steps, method, prompt, options, out));
       if (done) out.engine_form = (*steps)->form();
+      // At temperature 0 a sampling tree builder drafts top-k, and the rule's
+      // device form matches greedily (as StepByStep notes).
+      if (done && options.sampling.greedy() && method.lossless() &&
+          method.verifier->traits().needs_draft_distributions && method.tree_builder->traits().may_branch &&
+          method.tree_builder->traits().samples_tokens)
+        absl::StrAppend(&out.engine_form, "; ", GreedyStandInNote(method));
       // A tree refused at its first step was drafted (PipelinedTree::Queue):
       // the step-by-step loop counts its own forwards only.
       if (!done) ResetForwardCounts(target, method.drafter.get());

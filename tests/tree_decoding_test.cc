@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +97,13 @@ TEST(TreeDecodingTest, MultiSampleWithoutReplacementEqualsGreedyAtTemperatureZer
 // false-alarm level) against the
 // target's exact law. Also checks that the trees did branch and that drafts
 // were accepted (so the test exercises the tree, not just the extra token).
+// How a law test runs its method beyond the defaults.
+struct Variant {
+  bool verify_on_device = true;
+  bool pipeline = false;                  // expects every generation pipelined
+  std::optional<int64_t> drafter_top_k;  // draft_sampling's top_k
+};
+
 class TreeLawTest : public ::testing::Test {
  protected:
   static constexpr int kRuns = 2000;
@@ -106,18 +114,20 @@ class TreeLawTest : public ::testing::Test {
   }
 
   // Returns {chi-square statistic, critical value}.
-  std::pair<double, double> Sample(const std::string& builder, const std::string& verifier,
-                                   bool verify_on_device = true) {
+  std::pair<double, double> Sample(const std::string& builder, const std::string& verifier, Variant variant = {}) {
     const auto start = std::chrono::steady_clock::now();
     // The target's own network at a lower logit scale: q is p at temperature
     // 40/15, different but close enough that trees are accepted deeply.
     Method method = ModelDrafterMethod(TinyModel(7, 8, 1, 15), builder, Verifier(verifier), 2);
+    method.drafter_sampling.top_k = variant.drafter_top_k;
     std::map<std::pair<int, int>, int> counts;
     int accepted = 0, branching_steps = 0, steps = 0;
     for (int i = 0; i < kRuns; ++i) {
       DecodeOptions options = Decoding(1, 2, 1000 + i);
-      options.verify_on_device = verify_on_device;
+      options.verify_on_device = variant.verify_on_device;
+      options.pipeline = variant.pipeline;
       auto out = GenerateSpeculative(*target_, method, kPrompt, options);
+      if (variant.pipeline && out.ok() && i == 0) EXPECT_EQ(out->engine_form, "pipelined tree");
       EXPECT_TRUE(out.ok()) << builder << " + " << verifier << ": " << out.status();
       if (!out.ok()) return {INFINITY, 0};
       ++counts[{out->tokens[0], out->tokens[1]}];
@@ -137,8 +147,8 @@ class TreeLawTest : public ::testing::Test {
     return {statistic, critical};
   }
 
-  void ExpectExact(const std::string& builder, const std::string& verifier, bool verify_on_device = true) {
-    auto [statistic, critical] = Sample(builder, verifier, verify_on_device);
+  void ExpectExact(const std::string& builder, const std::string& verifier, Variant variant = {}) {
+    auto [statistic, critical] = Sample(builder, verifier, variant);
     EXPECT_LT(statistic, critical) << builder << " + " << verifier;
   }
 
@@ -157,7 +167,20 @@ TEST_F(TreeLawTest, DynamicTopKPointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass");
 }
 TEST_F(TreeLawTest, DynamicTopKHostPointMassMatchesTargetLawAtTemperatureOne) {
-  ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass", /*verify_on_device=*/false);
+  ExpectExact("{type: dynamic_topk, top_k: 3, depth: 2, total_tokens: 8}", "point_mass", {.verify_on_device = false});
+}
+// Static trees grown on the device (common/shape_levels.h): verified by the
+// host rule, pipelined, and with draws past q's support (the drafter's q
+// truncated to 2 tokens under a root of 3 ranks), which stay in the tree.
+TEST_F(TreeLawTest, StaticSamplingHostRrsWorMatchesTargetLawAtTemperatureOne) {
+  ExpectExact(kSampledTree, "rrs_wor", {.verify_on_device = false});
+}
+TEST_F(TreeLawTest, StaticSamplingPipelinedRrsWorMatchesTargetLawAtTemperatureOne) {
+  ExpectExact(kSampledTree, "rrs_wor", {.pipeline = true});
+}
+TEST_F(TreeLawTest, StaticSamplingPastTheSupportMatchesTargetLawAtTemperatureOne) {
+  ExpectExact(kSampledTree, "rrs_wor", {.drafter_top_k = 2});
+  ExpectExact(kSampledTree, "traversal", {.drafter_top_k = 2});
 }
 TEST_F(TreeLawTest, MultiSampleSpecTrMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "spectr"); }
 TEST_F(TreeLawTest, MultiSampleRrsMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "rrs"); }

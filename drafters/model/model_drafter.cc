@@ -211,8 +211,11 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   return ToTargetLogits(at::stack(rows));
 }
 
-LevelPick ModelDrafter::InDraftVocabulary(const LevelPick& pick) const {
+absl::StatusOr<LevelPick> ModelDrafter::InDraftVocabulary(const LevelPick& pick) const {
   if (!vocab_map_) return pick;
+  // Its noise would span the drafter's vocabulary, not the target's the pick draws in.
+  if (pick.noise_generator() != nullptr)
+    return absl::UnimplementedError("a drafter with a vocabulary map draws tree levels token by token");
   // The inner pick chooses in the target's vocabulary: its logits are mapped
   // there (target tokens the drafter lacks at -inf) and its tokens back.
   using Params = std::tuple<LevelPick, int64_t, at::Tensor, at::Tensor, at::Tensor>;
@@ -252,8 +255,9 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick
   const int64_t pending = static_cast<int64_t>(pending_.size());
   const int64_t first_slot = model_->tentative_length();
   const int64_t root_position = static_cast<int64_t>(context_.size()) - 1;
+  ASSIGN_OR_RETURN(const LevelPick in_draft_vocabulary, InDraftVocabulary(pick));
   ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevels(LongsToDevice(prefix, device), root_position - pending,
-                                                          levels, InDraftVocabulary(pick)));
+                                                          levels, in_draft_vocabulary));
   pending_slots_ = pending;
   node_slot_.assign(1, first_slot + pending);  // the root; the levels' nodes have no index in the step's tree
   node_logits_.assign(1, at::Tensor());
@@ -316,7 +320,8 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevelsAt(const DeviceRoot& root, i
                           .min_start = before_root.min_start - levels};
   at::Tensor prefix = root.context.index_select(0, prefix_positions);
   if (vocab_map_) prefix = target_to_draft_device_.index_select(0, prefix);
-  ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevelsAt(prefix, at, levels, InDraftVocabulary(pick)));
+  ASSIGN_OR_RETURN(const LevelPick in_draft_vocabulary, InDraftVocabulary(pick));
+  ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevelsAt(prefix, at, levels, in_draft_vocabulary));
   cache_on_device_only_ = true;
   return kept;
 }

@@ -63,7 +63,7 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   int64_t ToDraftToken(int64_t target_token) const;
   at::Tensor ToTargetLogits(const at::Tensor& draft_logits) const;
   // `pick` over drafter logits, feeding drafter ids (itself without a map).
-  LevelPick InDraftVocabulary(const LevelPick& pick) const;
+  absl::StatusOr<LevelPick> InDraftVocabulary(const LevelPick& pick) const;
   // Feeds committed-context tokens as a causal chain of tentative slots.
   absl::Status FeedContext(absl::Span<const int32_t> tokens, int64_t first_position);
 

@@ -90,6 +90,12 @@ absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick,
 
 }  // namespace
 
+at::Tensor LevelNoise(const LevelPick& pick, int64_t levels, int64_t vocab, c10::Device device) {
+  if (pick.noise_generator() == nullptr) return at::Tensor();
+  return at::empty({levels + 1, pick.width(), vocab}, at::TensorOptions().device(device).dtype(at::kFloat))
+      .exponential_(1.0, *pick.noise_generator());
+}
+
 absl::StatusOr<at::Tensor> DeviceModel::ForwardAt(const at::Tensor& tokens, const DevicePosition& at) {
   try {
     ASSIGN_OR_RETURN(const int64_t start, SettleAt(model(), at, tokens, "ForwardAt"));
@@ -179,7 +185,9 @@ absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, 
   try {
     const int64_t c = prefix.size(0), m = pick.width();
     ASSIGN_OR_RETURN(at::Tensor prefix_logits, model().Forward(prefix.to(at::kLong), Positions(position, c, prefix), at::Tensor()));
-    LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, c - 1, 1), {});
+    const at::Tensor noise = LevelNoise(pick, levels, prefix_logits.size(-1), prefix_logits.device());
+    const auto level_noise = [&](int64_t level) { return noise.defined() ? noise[level] : at::Tensor(); };
+    LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, c - 1, 1), {}, level_noise(0));
     RETURN_IF_ERROR(CheckChoice(choice, pick, 0));
     LevelsKept kept{std::move(choice.kept)};
     // A node sees what its parent sees, and itself: `visible` holds the rows
@@ -191,7 +199,7 @@ absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, 
       ASSIGN_OR_RETURN(at::Tensor logits,
                        model().Forward(tokens, at::full({m}, position + c - 1 + level, tokens.options()), visible));
       const std::vector<at::Tensor> carry = std::move(choice.carry);
-      choice = pick(level, logits, carry);
+      choice = pick(level, logits, carry, level_noise(level));
       kept.push_back(std::move(choice.kept));
       if (level == levels) break;
       RETURN_IF_ERROR(CheckChoice(choice, pick, level));

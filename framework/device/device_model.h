@@ -101,24 +101,55 @@ class LevelPick {
     LevelPick pick;
     pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), "x", width);
     pick.width_ = width;
-    pick.function_ = [pointer, params](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
-      return pointer(params, level, logits, carry);
-    };
+    pick.function_ = [pointer, params](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
+                                       const at::Tensor&) { return pointer(params, level, logits, carry); };
     return pick;
   }
 
-  Choice operator()(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) const {
-    return function_(level, logits, carry);
+  // Of() for picks that draw: `function(params, level, logits, carry,
+  // noise)`, where before the levels run the model draws noise [levels + 1,
+  // width, vocab] of i.i.d. Exp(1) values from `noise_generator` and level
+  // l's pick gets noise[l] ([width, vocab]; level 0 reads its first row).
+  template <typename Function, typename... Params>
+  static LevelPick Sampled(int64_t width, Function function, std::tuple<Params...> params,
+                           at::Generator* noise_generator) {
+    using Pointer = Choice (*)(const std::tuple<Params...>&, int64_t, const at::Tensor&, const std::vector<at::Tensor>&,
+                               const at::Tensor&);
+    static_assert(std::is_convertible_v<Function, Pointer>,
+                  "a pick is a function of its declared parameters and arguments: it may capture nothing");
+    const Pointer pointer = function;
+    LevelPick pick;
+    pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), "x", width, "+noise");
+    pick.width_ = width;
+    pick.function_ = [pointer, params](int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
+                                       const at::Tensor& noise) { return pointer(params, level, logits, carry, noise); };
+    pick.noise_generator_ = noise_generator;
+    return pick;
+  }
+
+  // `noise`: level l's rows of the drawn noise; undefined without a noise generator.
+  Choice operator()(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
+                    const at::Tensor& noise = at::Tensor()) const {
+    return function_(level, logits, carry, noise);
   }
   const std::string& key() const { return key_; }
   int64_t width() const { return width_; }  // nodes per level
   bool defined() const { return static_cast<bool>(function_); }
+  at::Generator* noise_generator() const { return noise_generator_; }
 
  private:
   std::string key_;
   int64_t width_ = 1;
-  std::function<Choice(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry)> function_;
+  std::function<Choice(int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
+                       const at::Tensor& noise)>
+      function_;
+  at::Generator* noise_generator_ = nullptr;
 };
+
+// The noise a LevelPick with a noise generator reads over `levels` levels:
+// [levels + 1, width, vocab] float32 Exp(1) draws on `device`, freshly drawn;
+// undefined for a pick without one.
+at::Tensor LevelNoise(const LevelPick& pick, int64_t levels, int64_t vocab, c10::Device device);
 
 // A pick among another pick's parameters is keyed by its own key.
 inline std::string PickKeyPart(const ChainPick& pick) { return absl::StrCat("{", pick.key(), "}"); }

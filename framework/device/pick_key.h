@@ -18,6 +18,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,6 +36,9 @@ inline std::string PickKeyPart(const at::Tensor& value) {
 template <typename Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
 std::string PickKeyPart(Integer value) {
   return absl::StrCat(value);
+}
+inline std::string PickKeyPart(const std::vector<int64_t>& values) {
+  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
 }
 
 // "(part, part, ...)" of a parameter tuple. Picks among the parameters are

@@ -253,6 +253,7 @@ struct LlamaModel::Impl {
   struct CapturedLevels {
     std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
     LevelsKept kept;                   // outputs, per level
+    at::Tensor noise;                  // the pick's noise [levels + 1, width, vocab], drawn before each run
   };
   // By (levels, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedLevels> level_graphs;

@@ -257,7 +257,10 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
   const at::Tensor prefix_logits =
       CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length).first;
-  LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {});
+  const auto level_noise = [&](int64_t level) {
+    return captured.noise.defined() ? captured.noise[level] : at::Tensor();
+  };
+  LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {}, level_noise(0));
   captured.kept.assign(1, std::move(choice.kept));
   // Every level's slots [levels, m], positions [levels, m] and own-slot
   // columns [levels, m, kv_length] at once: three launches, not three a level.
@@ -271,7 +274,7 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
     const at::Tensor logits = StaticForwardBody(choice.tokens.to(at::kLong), positions[level - 1],
                                                 slots[level - 1], visible, kv_length).first;
     const std::vector<at::Tensor> carry = std::move(choice.carry);
-    choice = pick(level, logits.to(at::kFloat), carry);
+    choice = pick(level, logits.to(at::kFloat), carry, level_noise(level));
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
     visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
@@ -286,6 +289,9 @@ absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedLevels> {
     CapturedLevels captured;
+    if (pick.noise_generator() != nullptr)
+      captured.noise = at::ones({levels + 1, pick.width(), config.vocab_size},
+                                at::TensorOptions().device(device).dtype(at::kFloat));
     if (!device.is_cuda()) return captured;
     levels_in.start.fill_(capacity);
     levels_in.position.fill_(0);
@@ -335,11 +341,13 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsAtStatic(const at::Ten
   return kept;
 }
 
-// Replays the levels' graph (or runs their body on the CPU) over levels_in.
+// Draws the pick's noise and replays the levels' graph (or runs their body
+// on the CPU) over levels_in.
 // The outputs are copied out of the graph's buffers, which the next replay
 // overwrites.
 LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
                                        const LevelPick& pick) {
+  if (captured.noise.defined()) captured.noise.exponential_(1.0, *pick.noise_generator());
   if (captured.graph) {
     captured.graph->Replay();
   } else {

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "algorithms/tree_builders/common/shape_drafting.h"
+#include "algorithms/tree_builders/common/shape_tree_builder.h"
 #include "algorithms/tree_builders/common/tree_shape.h"
 #include "algorithms/tree_builders/sequoia/sequoia_dp.h"
 #include "framework/core/status_macros.h"
@@ -38,23 +38,6 @@ using tree_builders::TreeShape;
 constexpr char kName[] = "sequoia";
 constexpr int64_t kDefaultMaxDepth = 10;
 constexpr int64_t kMaxBudget = 4096;
-
-class SequoiaTreeBuilder final : public TreeBuilder {
- public:
-  SequoiaTreeBuilder(TreeShape shape, bool sampling) : shape_(std::move(shape)), sampling_(sampling) {}
-
-  TreeBuilderTraits traits() const override {
-    return {.needs_distributions = true, .may_branch = true, .samples_tokens = sampling_};
-  }
-
-  absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    return tree_builders::DraftShape(drafter, request, shape_, sampling_, kName);
-  }
-
- private:
-  TreeShape shape_;
-  bool sampling_;
-};
 
 // `key` inline, or `file_key` naming a YAML file whose `key` holds the value.
 // Returns the Options holding `key` (the builder's own, or the file's).
@@ -138,7 +121,8 @@ absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
   if (choices.empty()) return options.Error("acceptance", "the optimal tree drafts nothing (all p_k are 0?)");
   auto shape = tree_builders::ShapeFromChoices(choices);
   if (!shape.ok()) return absl::InternalError(absl::StrCat("sequoia DP built an invalid tree: ", shape.status().message()));
-  return std::unique_ptr<TreeBuilder>(std::make_unique<SequoiaTreeBuilder>(*std::move(shape), sampling));
+  return std::unique_ptr<TreeBuilder>(std::make_unique<tree_builders::ShapeTreeBuilder>(kName, *std::move(shape),
+                                                                                        sampling));
 }
 
 const bool kRegistered = TreeBuilderRegistry::Add({

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "algorithms/tree_builders/common/shape_drafting.h"
+#include "algorithms/tree_builders/common/shape_tree_builder.h"
 #include "algorithms/tree_builders/common/tree_shape.h"
 #include "framework/core/status_macros.h"
 #include "framework/tree_builder.h"
@@ -24,23 +24,6 @@ namespace {
 using tree_builders::TreeShape;
 
 constexpr char kName[] = "static";
-
-class StaticTreeBuilder final : public TreeBuilder {
- public:
-  StaticTreeBuilder(TreeShape shape, bool sampling) : shape_(std::move(shape)), sampling_(sampling) {}
-
-  TreeBuilderTraits traits() const override {
-    return {.needs_distributions = true, .may_branch = true, .samples_tokens = sampling_};
-  }
-
-  absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    return tree_builders::DraftShape(drafter, request, shape_, sampling_, kName);
-  }
-
- private:
-  TreeShape shape_;
-  bool sampling_;
-};
 
 // Reads the `choices` of `options` (the builder's own mapping or a choices file).
 absl::StatusOr<TreeShape> ShapeFrom(Options& options, bool sampling) {
@@ -65,14 +48,16 @@ absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
                          "give exactly one of 'choices' (a list of rank paths) and 'choices_file'");
   if (inline_choices) {
     ASSIGN_OR_RETURN(TreeShape shape, ShapeFrom(options, sampling));
-    return std::unique_ptr<TreeBuilder>(std::make_unique<StaticTreeBuilder>(std::move(shape), sampling));
+    return std::unique_ptr<TreeBuilder>(std::make_unique<tree_builders::ShapeTreeBuilder>(kName, std::move(shape),
+                                                                                        sampling));
   }
   ASSIGN_OR_RETURN(std::string file, options.GetString("choices_file"));
   auto loaded = Options::FromFile(options.ResolvePath(file));
   if (!loaded.ok()) return options.Error("choices_file", std::string(loaded.status().message()));
   ASSIGN_OR_RETURN(TreeShape shape, ShapeFrom(*loaded, sampling));
   RETURN_IF_ERROR(loaded->CheckAllUsed());
-  return std::unique_ptr<TreeBuilder>(std::make_unique<StaticTreeBuilder>(std::move(shape), sampling));
+  return std::unique_ptr<TreeBuilder>(std::make_unique<tree_builders::ShapeTreeBuilder>(kName, std::move(shape),
+                                                                                        sampling));
 }
 
 const bool kRegistered = TreeBuilderRegistry::Add({

@@ -1,0 +1,154 @@
+#include "algorithms/tree_builders/common/shape_levels.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <tuple>
+#include <utility>
+
+#include "algorithms/tree_builders/common/draft_ops.h"
+#include "framework/core/status_macros.h"
+#include "framework/device_transfer.h"
+#include "framework/model/fused_ops.h"
+#include "framework/sampling.h"
+
+namespace speclab {
+namespace tree_builders {
+namespace {
+
+// What a level's pick reads besides its arguments: rank span, depth, the
+// children offsets, OnDevice's flat, parent_rows, feed and feed_parents, then
+// the warp of q (temperature, top_k, top_p), which only sampled picks read.
+using Plan = std::tuple<int64_t, int64_t, std::vector<int64_t>, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                        double, int64_t, double>;
+
+// Level `level`'s choice from the ranks of its fed rows (by_rank [rows,
+// rank span]) and, when sampled, their q rows: its children (kept, with the
+// q each was drawn from), and the next level's fed nodes.
+LevelPick::Choice ChildrenOf(const Plan& plan, int64_t level, const at::Tensor& by_rank, const at::Tensor& q) {
+  const auto& [rank_span, depth, offsets, flat, parent_rows, feed, feed_parents, temperature, top_k, top_p] = plan;
+  const int64_t begin = offsets[level], count = offsets[level + 1] - offsets[level];
+  const at::Tensor children = by_rank.reshape({-1}).index_select(0, flat.narrow(0, begin, count));
+  LevelPick::Choice choice{.kept = {children}};
+  if (q.defined()) choice.kept.push_back(q.index_select(0, parent_rows.narrow(0, begin, count)));
+  if (level + 1 < depth) {
+    choice.tokens = children.index_select(0, feed[level]);
+    choice.parents = feed_parents[level];
+  } else {  // the last pick: nothing is fed
+    choice.tokens = at::zeros({feed.size(1)}, children.options());
+    choice.parents = choice.tokens;
+  }
+  return choice;
+}
+
+}  // namespace
+
+ShapeLevels::ShapeLevels(const TreeShape& shape, bool sample_without_replacement)
+    : sample_(sample_without_replacement), depth_(shape.max_depth()) {
+  // Fed rows: each depth's nodes with children, in node order (depth by depth).
+  std::vector<int64_t> row_of(shape.size(), -1);
+  std::vector<std::vector<int64_t>> fed(depth_ + 1);
+  for (int node = 0; node < shape.size(); ++node) {
+    parents_.push_back(shape.parent(node));
+    rank_span_ = std::max<int64_t>(rank_span_, shape.RankSpan(node));
+    if (shape.children(node).empty()) continue;
+    row_of[node] = static_cast<int64_t>(fed[shape.depth(node)].size());
+    fed[shape.depth(node)].push_back(node);
+  }
+  for (int64_t d = 1; d < depth_; ++d) width_ = std::max<int64_t>(width_, static_cast<int64_t>(fed[d].size()));
+  // Children, depth by depth (nodes 1.. in order), and each next level's fed ones among them.
+  offsets_.assign(depth_ + 1, shape.size() - 1);
+  for (int node = shape.size() - 1; node >= 1; --node) offsets_[shape.depth(node) - 1] = node - 1;
+  for (int node = 1; node < shape.size(); ++node) {
+    const int64_t parent_row = row_of[shape.parent(node)];
+    parent_rows_.push_back(parent_row);
+    flat_.push_back(parent_row * rank_span_ + shape.rank(node));
+  }
+  for (int64_t level = 0; level + 1 < depth_; ++level) {
+    std::vector<int64_t> row;
+    for (int64_t node : fed[level + 1]) row.push_back(node - 1 - offsets_[level]);
+    row.resize(width_, row.front());  // padding: a fed node again
+    for (int64_t local : row) {
+      feed_.push_back(local);
+      feed_parents_.push_back(parent_rows_[offsets_[level] + local]);
+    }
+  }
+}
+
+const ShapeLevels::OnDevice& ShapeLevels::On(c10::Device device) {
+  if (on_device_ && on_device_->device == device) return *on_device_;
+  const int64_t fed_levels = std::max<int64_t>(depth_ - 1, 1);
+  OnDevice plan{.device = device,
+                .flat = LongsToDevice(flat_, device),
+                .parent_rows = LongsToDevice(parent_rows_, device),
+                .feed = LongsToDevice(feed_.empty() ? std::vector<int64_t>(width_, 0) : feed_, device)
+                            .view({fed_levels, width_}),
+                .feed_parents = LongsToDevice(feed_.empty() ? std::vector<int64_t>(width_, 0) : feed_parents_, device)
+                                    .view({fed_levels, width_}),
+                .parents = LongsToDevice(parents_, device)};
+  std::tie(plan.mask, plan.depths) = fused::TreeMask(plan.parents);
+  on_device_ = std::move(plan);
+  return *on_device_;
+}
+
+absl::StatusOr<std::optional<DraftTree>> ShapeLevels::Draft(Drafter& drafter, const BuildRequest& request,
+                                                            const char* builder, const DeviceRoot* root) {
+  if (depth_ < 2) return std::nullopt;
+  DeviceDrafter* device_drafter = DeviceFormOf(drafter);
+  if (device_drafter == nullptr) return std::nullopt;
+  const bool sample = sample_ && !request.sampling.greedy();
+  if (sample && request.generator == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat(builder, ": sampling needs a drafting generator"));
+  // The picks cannot fail politely inside the drafter's graph: check the ranks here.
+  for (LanguageModel* model : drafter.models())
+    RETURN_IF_ERROR(CheckWidth(builder, "the largest child rank + 1", rank_span_, model->config().vocab_size));
+  const OnDevice& on = On(request.device);
+  const SamplingParams& warp = request.sampling;
+  const Plan plan{rank_span_,       depth_,     offsets_,         on.flat,   on.parent_rows, on.feed, on.feed_parents,
+                  warp.temperature, warp.top_k, warp.top_p};
+  const LevelPick pick =
+      sample ? LevelPick::Sampled(
+                   width_,
+                   [](const Plan& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>&,
+                      const at::Tensor& noise) {
+                     const at::Tensor q = Probabilities(
+                         logits, {.temperature = std::get<7>(p), .top_k = std::get<8>(p), .top_p = std::get<9>(p)});
+                     // The exponential race: the ranks in order are draws without replacement from q.
+                     const at::Tensor keys = q / noise.narrow(0, 0, q.size(0)).clamp_min(FLT_MIN);
+                     return ChildrenOf(p, level, std::get<1>(keys.topk(std::get<0>(p))), q);
+                   },
+                   plan, request.generator)
+             : LevelPick::Of(
+                   width_,
+                   [](const Plan& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>&) {
+                     return ChildrenOf(p, level, BestTokens(logits, std::get<0>(p)).tokens, at::Tensor());
+                   },
+                   plan);
+  const int levels = static_cast<int>(depth_ - 1);
+  absl::StatusOr<LevelsKept> kept =
+      root != nullptr ? device_drafter->DraftLevelsAt(*root, levels, pick) : device_drafter->DraftLevels(levels, pick);
+  if (kept.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+  if (!kept.ok()) return kept.status();
+  const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(request.device)
+                                                : LongsToDevice({request.root_token}, request.device);
+  std::vector<at::Tensor> tokens{root_token}, rows;
+  for (const std::vector<at::Tensor>& level : *kept) {
+    tokens.push_back(level[0]);
+    if (sample) rows.push_back(level[1]);
+  }
+  DraftTree draft;
+  draft.tree = TokenTree(request.root_token);
+  draft.tokens = at::cat(tokens);
+  if (sample) {
+    rows.insert(rows.begin(), at::zeros({1, rows.front().size(1)}, rows.front().options()));  // the root was not drawn
+    draft.draft_probs = at::cat(rows);
+    draft.sampling = DraftSampling::kWithoutReplacement;
+  }
+  draft.device_shape =
+      DraftTree::DeviceShape{.parents = on.parents, .depths = on.depths, .mask = on.mask, .depth_bound = depth_};
+  return draft;
+}
+
+}  // namespace tree_builders
+}  // namespace speclab
