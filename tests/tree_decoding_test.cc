@@ -171,7 +171,8 @@ TEST_F(TreeLawTest, DynamicTopKHostPointMassMatchesTargetLawAtTemperatureOne) {
 }
 // Static trees grown on the device (common/shape_levels.h): verified by the
 // host rule, pipelined, and with draws past q's support (the drafter's q
-// truncated to 2 tokens under a root of 3 ranks), which stay in the tree.
+// truncated to 2 tokens under a root of 3 ranks), which stay in the tree,
+// by the device forms and the host rules.
 TEST_F(TreeLawTest, StaticSamplingHostRrsWorMatchesTargetLawAtTemperatureOne) {
   ExpectExact(kSampledTree, "rrs_wor", {.verify_on_device = false});
 }
@@ -181,6 +182,7 @@ TEST_F(TreeLawTest, StaticSamplingPipelinedRrsWorMatchesTargetLawAtTemperatureOn
 TEST_F(TreeLawTest, StaticSamplingPastTheSupportMatchesTargetLawAtTemperatureOne) {
   ExpectExact(kSampledTree, "rrs_wor", {.drafter_top_k = 2});
   ExpectExact(kSampledTree, "traversal", {.drafter_top_k = 2});
+  ExpectExact(kSampledTree, "traversal", {.verify_on_device = false, .drafter_top_k = 2});  // the host rule
 }
 TEST_F(TreeLawTest, MultiSampleSpecTrMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "spectr"); }
 TEST_F(TreeLawTest, MultiSampleRrsMatchesTargetLawAtTemperatureOne) { ExpectExact(kMultiIid, "rrs"); }
