@@ -301,11 +301,12 @@ TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
   options.pipeline = false;
   EXPECT_EQ(form(chain, options), "step by step: decoding.pipeline is off (its default off CUDA)");
   options.pipeline = true;
-  Method tree = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: spectr}", 2);
-  // Every part without a device form is named.
-  const std::string tree_form = form(tree, options);
-  EXPECT_THAT(tree_form, HasSubstr("step by step: the tree builder 'multi_sample' has no device form"));
-  EXPECT_THAT(tree_form, HasSubstr("; the verifier 'spectr' has no device form"));
+  // The part without a device form is named.
+  Method host_builder = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: best_first, budget: 4, max_beam_len: 2}",
+                                           "{type: point_mass}", 2);
+  EXPECT_THAT(form(host_builder, options), HasSubstr("step by step: the tree builder 'best_first' has no device form"));
+  Method host_rule = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: spectr}", 2);
+  EXPECT_THAT(form(host_rule, options), HasSubstr("step by step: the verifier 'spectr' has no device form"));
   auto autoregressive = GenerateAutoregressive(*target, kPrompt, options);
   ASSERT_TRUE(autoregressive.ok());
   EXPECT_EQ(autoregressive->engine_form, "autoregressive");

@@ -109,7 +109,8 @@ class LevelPick {
   // Of() for picks that draw: `function(params, level, logits, carry,
   // noise)`, where before the levels run the model draws noise [levels + 1,
   // width, vocab] of i.i.d. Exp(1) values from `noise_generator` and level
-  // l's pick gets noise[l] ([width, vocab]; level 0 reads its first row).
+  // l's pick gets noise[l] ([width, vocab], at level 0 too: k draws from the
+  // root's one row may use k rows).
   template <typename Function, typename... Params>
   static LevelPick Sampled(int64_t width, Function function, std::tuple<Params...> params,
                            at::Generator* noise_generator) {

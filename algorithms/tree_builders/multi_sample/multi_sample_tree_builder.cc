@@ -11,23 +11,40 @@
 // are draws without replacement (kWithoutReplacement). draft_probs row i is
 // the unmasked q row node i was drawn from (its parent's).
 //
-// Cost: one drafter forward per level over the distinct nodes holding a
-// sequence, and one device-to-host read per level of the drawn tokens (the
-// next level's shape depends on which draws coincide). At temperature 0
-// with replacement all k draws coincide, so one sequence is drafted: the
-// k-1 copies could only be rejected with probability 1. Without replacement
-// a one-hot q admits a single draw anyway. The length policy's
+// On the device (a drafter with DeviceDrafter::DraftLevels; ModelDrafter on
+// CUDA: one graph for the whole tree, and pipelined steps): the k sequences
+// are the levels' k fed nodes, each drawing its next token from its own row
+// (a repeated draw's context is its first's, so its row is the same q), and
+// the trie's parents are worked out there, level by level: a draw's parent is
+// the first node of the level before holding its sequence's prefix. Every
+// draw is a node (1 + k * length of them); without replacement a draw past
+// q's support stays as a zero-q node, which the q-based rules reject without
+// touching the residual.
+// On the host otherwise: one drafter forward per level over the distinct
+// nodes holding a sequence, and one device-to-host read per level of the
+// drawn tokens (the next level's shape depends on which draws coincide).
+// At temperature 0 with replacement all k draws coincide, so one sequence is
+// drafted: the k-1 copies could only be rejected with probability 1. Without
+// replacement a one-hot q admits a single draw anyway. The length policy's
 // MaxDraftLength() is read once per step; ContinueDrafting() is not used.
 #include <ATen/ATen.h>
 
+#include <cfloat>
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/multi_sample/sequence_trie.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/device_transfer.h"
+#include "framework/model/fused_ops.h"
+#include "framework/sampling.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -37,7 +54,26 @@ using tree_builders::SequenceTrie;
 
 constexpr char kName[] = "multi_sample";
 
-class MultiSampleTreeBuilder final : public TreeBuilder {
+// The draws of one level on the device: from q rows [rows, vocab] and noise
+// [k, vocab] (rows 1: the root's k draws), the k tokens; without replacement
+// the root's k draws are made jointly (Gumbel-top-k), otherwise each row's
+// race is its own draw.
+at::Tensor DrawLevel(const at::Tensor& q, const at::Tensor& noise, bool joint) {
+  const at::Tensor noise_rows = noise.clamp_min(FLT_MIN);
+  if (joint) return std::get<1>((q / noise_rows.narrow(0, 0, 1)).topk(noise.size(0))).reshape({-1});
+  return (q / noise_rows).argmax(-1);  // q's one row broadcast over the root's k draws
+}
+
+// Where each draw of a level sits in the trie: the first draw (in sequence
+// order) with the same parent and token, as an index into the level's draws.
+// parents, tokens [k] int64.
+at::Tensor FirstEqualDraw(const at::Tensor& parents, const at::Tensor& tokens) {
+  const at::Tensor same =
+      parents.unsqueeze(1).eq(parents.unsqueeze(0)).logical_and(tokens.unsqueeze(1).eq(tokens.unsqueeze(0)));
+  return same.to(at::kByte).argmax(1);  // the first true: a draw equals itself
+}
+
+class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   MultiSampleTreeBuilder(int k, bool replacement) : k_(k), replacement_(replacement) {}
 
@@ -46,8 +82,16 @@ class MultiSampleTreeBuilder final : public TreeBuilder {
             .length_control = LengthControl::kMaxLength};
   }
 
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, &root));
+    if (!grown) return absl::UnimplementedError("the drafter has no device-rooted tree levels");
+    return *std::move(grown);
+  }
+
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
     if (request.generator == nullptr) return absl::InvalidArgumentError("multi_sample: no drafting generator");
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
+    if (grown) return *std::move(grown);
     const c10::Device device = request.device;
     const int k = replacement_ && request.sampling.greedy() ? 1 : k_;
     SequenceTrie trie(request.root_token, k);
@@ -101,6 +145,70 @@ class MultiSampleTreeBuilder final : public TreeBuilder {
   }
 
  private:
+  // The trie as DeviceDrafter::DraftLevels's levels: nullopt, having fed
+  // nothing, where the drafter has none (DraftLevelsAt with `root`), or for
+  // drafts of one token (no level to feed).
+  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
+                                                        const DeviceRoot* root = nullptr) {
+    if (request.generator == nullptr) return absl::InvalidArgumentError("multi_sample: no drafting generator");
+    const int64_t length = request.policy->MaxDraftLength();
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (device == nullptr || length < 2) return std::nullopt;
+    // At temperature 0 one sequence, as on the host: the draws would all coincide, or past a one-hot q not exist.
+    const int64_t k = request.sampling.greedy() ? 1 : k_;
+    for (LanguageModel* model : drafter.models())
+      if (!replacement_) RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "k", k, model->config().vocab_size));
+    // Carry: the node each sequence sits at, and which fed row holds that
+    // node's context (its first sequence's: every sequence at a node draws
+    // from that one row, so siblings share their q row exactly). Kept per
+    // level: the draws, their trie parents and the q rows they were drawn from.
+    using Params = std::tuple<int64_t, int64_t, double, int64_t, double>;  // k, joint root draws, the warp
+    const SamplingParams& warp = request.sampling;
+    const LevelPick pick = LevelPick::Sampled(
+        k,
+        [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
+           const at::Tensor& noise) {
+          const auto& [k, joint, temperature, top_k, top_p] = p;
+          at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
+          if (level > 0) q = q.index_select(0, carry[1]);
+          const at::Tensor tokens = DrawLevel(q, noise, level == 0 && joint != 0);
+          const auto longs = tokens.options();
+          const at::Tensor parents = level == 0 ? at::zeros({k}, longs) : carry[0];
+          const at::Tensor first = FirstEqualDraw(parents, tokens);
+          // The drafter's levels: each sequence extends its own node.
+          return LevelPick::Choice{.tokens = tokens,
+                                   .parents = level == 0 ? at::zeros({k}, longs) : at::arange(k, longs),
+                                   .carry = {first + (1 + level * k), first},
+                                   .kept = {tokens, parents, level == 0 ? q.expand({k, q.size(1)}) : q}};
+        },
+        Params{k, replacement_ ? 0 : 1, warp.temperature, warp.top_k, warp.top_p}, request.generator);
+    const int levels = static_cast<int>(length - 1);
+    absl::StatusOr<LevelsKept> kept =
+        root != nullptr ? device->DraftLevelsAt(*root, levels, pick) : device->DraftLevels(levels, pick);
+    if (kept.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+    if (!kept.ok()) return kept.status();
+    const c10::Device on = request.device;
+    std::vector<at::Tensor> tokens{root != nullptr ? root->last_two.narrow(0, 1, 1).to(on)
+                                                   : LongsToDevice({request.root_token}, on)},
+        parents{LongsToDevice({-1}, on)}, rows;
+    for (const std::vector<at::Tensor>& level : *kept) {
+      tokens.push_back(level[0]);
+      parents.push_back(level[1]);
+      rows.push_back(level[2]);
+    }
+    rows.insert(rows.begin(), at::zeros({1, rows.front().size(1)}, rows.front().options()));  // the root: not drawn
+    DraftTree draft;
+    draft.tree = TokenTree(request.root_token);
+    draft.tokens = at::cat(tokens);
+    draft.draft_probs = at::cat(rows);
+    draft.sampling = replacement_ ? DraftSampling::kIndependent : DraftSampling::kWithoutReplacement;
+    const at::Tensor tree_parents = at::cat(parents);
+    auto [mask, depths] = fused::TreeMask(tree_parents);
+    draft.device_shape =
+        DraftTree::DeviceShape{.parents = tree_parents, .depths = depths, .mask = mask, .depth_bound = length};
+    return draft;
+  }
+
   int k_;
   bool replacement_;
 };

@@ -56,6 +56,20 @@ __device__ __forceinline__ float BlockSum(float v) {
   return v;
 }
 
+// The sum over a block of kBlock threads, valid in every thread.
+template <int kBlock = kThreads>
+__device__ __forceinline__ float BlockSumAll(float v) {
+  __shared__ float warp_sums[kBlock / kWarpSize];
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  v = lane < kBlock / kWarpSize ? warp_sums[lane] : 0.0f;
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+  __syncthreads();  // warp_sums may be reused by a later call
+  return v;
+}
+
 }  // namespace row_reduce
 }  // namespace speclab
 

@@ -14,20 +14,13 @@ namespace {
 
 using namespace row_reduce;  // NOLINT: the row kernels' shared reductions
 
+// One block a node's (or the walk's) passes over the vocabulary: a wide
+// block, since a few blocks carry the whole step.
+constexpr int kBlock = 1024;
+
 // decision[node]: the accepted child, or where the stopping law lies.
 constexpr int64_t kStopOnResidual = -1;  // the node's residual row
 constexpr int64_t kStopOnTarget = -2;    // p itself: a leaf, or no update made
-
-// The block's sum, in every thread.
-__device__ float BlockSumAll(float v) {
-  __shared__ float total;
-  v = BlockSum(v);
-  if (threadIdx.x == 0) total = v;
-  __syncthreads();
-  v = total;
-  __syncthreads();
-  return v;
-}
 
 // True where `token` is one of the first `count` of `tokens`.
 __device__ __forceinline__ bool Among(const int64_t* tokens, int count, int64_t token) {
@@ -68,13 +61,13 @@ __global__ void DecideNodes(const int64_t* __restrict__ parents, const int64_t* 
     }
     if (inv_norm > 0.0f) {  // a zero q_j leaves p~ as it is
       float mass = 0.0f;
-      for (int64_t v = threadIdx.x; v < vocab; v += kThreads) {
+      for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
         const float qv = masked && Among(earlier, tried, v) ? 0.0f : __fmul_rn(qc[v], inv_norm);
         mass += fmaxf(__fmul_rn(src[v], scale) - qv, 0.0f);
       }
-      mass = BlockSumAll(mass);
+      mass = BlockSumAll<kBlock>(mass);
       if (mass > 0.0f) {  // no mass left (p~ = q_j up to rounding): keep p~, as the host rule does
-        for (int64_t v = threadIdx.x; v < vocab; v += kThreads) {
+        for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
           const float qv = masked && Among(earlier, tried, v) ? 0.0f : __fmul_rn(qc[v], inv_norm);
           r[v] = fmaxf(__fmul_rn(src[v], scale) - qv, 0.0f);
         }
@@ -114,9 +107,9 @@ __global__ void WalkAndDraw(const float* __restrict__ p, const float* __restrict
   __syncthreads();
   const float* law = (decision[stop] == kStopOnResidual ? residual : p) + stop * vocab;
   uint64_t key = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kThreads)
+  for (int64_t v = threadIdx.x; v < vocab; v += kBlock)
     key = MaxKey(key, ArgmaxKey(law[v] / fmaxf(noise[v], FLT_MIN), static_cast<uint32_t>(v)));
-  key = BlockMaxKey(key);
+  key = BlockMaxKey<kBlock>(key);
   if (threadIdx.x == 0) out[n] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
 }
 
@@ -127,9 +120,9 @@ int LaunchRecursiveRejection(const int64_t* parents, const int64_t* tokens, cons
                              int64_t* decision, int64_t* out, int64_t n, int64_t vocab, void* stream) {
   if (n < 1 || n > kMaxTreeItems || vocab < 1 || vocab >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  DecideNodes<<<static_cast<unsigned>(n), kThreads, 0, s>>>(parents, tokens, p, q, uniforms, rows, residual,
+  DecideNodes<<<static_cast<unsigned>(n), kBlock, 0, s>>>(parents, tokens, p, q, uniforms, rows, residual,
                                                             decision, static_cast<int>(n), vocab);
-  WalkAndDraw<<<1, kThreads, 0, s>>>(p, residual, noise, decision, out, static_cast<int>(n), vocab);
+  WalkAndDraw<<<1, kBlock, 0, s>>>(p, residual, noise, decision, out, static_cast<int>(n), vocab);
   return cudaGetLastError();
 }
 

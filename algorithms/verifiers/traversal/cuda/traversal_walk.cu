@@ -16,6 +16,10 @@ namespace {
 
 using namespace row_reduce;  // NOLINT: the row kernels' shared reductions
 
+// One block a node's (or the walk's) passes over the vocabulary: a wide
+// block, since a few blocks carry the whole step.
+constexpr int kBlock = 1024;
+
 // The walk's state, one entry a node.
 struct State {
   int parent[kMaxNodes];
@@ -88,17 +92,6 @@ __device__ int FirstLeaf(const State& s) {
   return v;
 }
 
-// The block's sum, in every thread.
-__device__ float BlockSumAll(float v) {
-  __shared__ float total;
-  v = BlockSum(v);
-  if (threadIdx.x == 0) total = v;
-  __syncthreads();
-  v = total;
-  __syncthreads();
-  return v;
-}
-
 __device__ __forceinline__ bool Among(const int64_t* tokens, int count, int64_t token) {
   for (int i = 0; i < count; ++i)
     if (tokens[i] == token) return true;
@@ -110,7 +103,7 @@ __global__ void TraversalWalk(const int64_t* __restrict__ parents, const int64_t
                               const float* __restrict__ uniforms, const float* __restrict__ noise,
                               float* __restrict__ residual, int64_t* __restrict__ out, int n, int64_t vocab) {
   __shared__ State s;
-  for (int c = threadIdx.x; c < n; c += kThreads) {
+  for (int c = threadIdx.x; c < n; c += kBlock) {
     s.parent[c] = c == 0 ? -1 : static_cast<int>(parents[c]);
     s.token[c] = tokens[c];
     s.alive[c] = true;
@@ -129,7 +122,7 @@ __global__ void TraversalWalk(const int64_t* __restrict__ parents, const int64_t
     }
   }
   __syncthreads();
-  for (int c = 1 + threadIdx.x; c < n; c += kThreads) {
+  for (int c = 1 + threadIdx.x; c < n; c += kBlock) {
     const int u = s.parent[c];
     s.q_at[c] = q[s.first_child[u] * vocab + s.token[c]];  // siblings share their first's row
     s.at_parent[c] = p[u * vocab + s.token[c]];
@@ -156,14 +149,14 @@ __global__ void TraversalWalk(const int64_t* __restrict__ parents, const int64_t
     const float* shared_q = q + s.first_child[u] * vocab;
     const float weight = __fmul_rn(s.alpha[u], s.scale[u]), mask_scale = MaskScale(s, u, masked);
     float mass = 0.0f;
-    for (int64_t x = threadIdx.x; x < vocab; x += kThreads) {
+    for (int64_t x = threadIdx.x; x < vocab; x += kBlock) {
       const float qx = Among(s.tried, s.tried_count, x) ? 0.0f : __fmul_rn(shared_q[x], mask_scale);
       mass += fmaxf(__fmul_rn(weight, src[x]) - qx, 0.0f);
     }
-    mass = BlockSumAll(mass);
+    mass = BlockSumAll<kBlock>(mass);
     float* r = residual + u * vocab;
     if (mass > 0.0f) {  // no mass: P_u stays as it was (probability-zero branches only)
-      for (int64_t x = threadIdx.x; x < vocab; x += kThreads) {
+      for (int64_t x = threadIdx.x; x < vocab; x += kBlock) {
         const float qx = Among(s.tried, s.tried_count, x) ? 0.0f : __fmul_rn(shared_q[x], mask_scale);
         r[x] = fmaxf(__fmul_rn(weight, src[x]) - qx, 0.0f);
       }
@@ -189,9 +182,9 @@ __global__ void TraversalWalk(const int64_t* __restrict__ parents, const int64_t
   const int v = s.leaf;
   const float* law = (s.own_row[v] ? residual : p) + v * vocab;
   uint64_t key = 0;
-  for (int64_t x = threadIdx.x; x < vocab; x += kThreads)
+  for (int64_t x = threadIdx.x; x < vocab; x += kBlock)
     key = MaxKey(key, ArgmaxKey(law[x] / fmaxf(noise[x], FLT_MIN), static_cast<uint32_t>(x)));
-  key = BlockMaxKey(key);
+  key = BlockMaxKey<kBlock>(key);
   if (threadIdx.x == 0) {
     int depth = 0;
     for (int w = v; w != 0; w = s.parent[w]) ++depth;
@@ -208,7 +201,7 @@ int LaunchTraversalWalk(const int64_t* parents, const int64_t* tokens, const flo
                         const float* uniforms, const float* noise, float* residual, int64_t* out, int64_t n,
                         int64_t vocab, void* stream) {
   if (n < 1 || n > kMaxNodes || vocab < 1 || vocab >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
-  TraversalWalk<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(parents, tokens, p, q, masked, uniforms, noise,
+  TraversalWalk<<<1, kBlock, 0, static_cast<cudaStream_t>(stream)>>>(parents, tokens, p, q, masked, uniforms, noise,
                                                                       residual, out, static_cast<int>(n), vocab);
   return cudaGetLastError();
 }
