@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/verifiers/testing/device_rule_adapter.h"
 #include "framework/core/options.h"
+#include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
 
 namespace speclab {
@@ -142,6 +143,35 @@ void ExpectDeviceRuleLawMatchesTarget(const std::string& rule, const std::vector
     ASSERT_TRUE(sampled.ok()) << sampled.status();
     EXPECT_LT(sampled->tv, sampled->bound) << rule << ": " << instance.Describe();
   }
+}
+
+int ExpectDeviceVerdictsEqualTheHostRules(const std::string& rule, const std::vector<DraftMode>& modes) {
+  auto host = MakeVerifier(rule);
+  if (host == nullptr) return 0;
+  int compared = 0;
+  for (bool flag_greedy : {true, false}) {
+    auto device = enumeration::DeviceRuleAdapter::ForRule(rule, 1, flag_greedy);
+    EXPECT_TRUE(device.ok()) << device.status();
+    if (!device.ok()) return compared;
+    for (DraftMode mode : modes) {
+      for (const Instance& instance : Catalogue(mode, /*chains_only=*/false)) {
+        InstanceModels models(instance);
+        const absl::Status status = enumeration::ForEachDraft(
+            instance, models, [&](const DraftedTree& drafted, double) -> absl::Status {
+              const VerificationProblem problem = enumeration::MakeProblem(instance, models.target, drafted);
+              SeededRandomSource unused(0);
+              ASSIGN_OR_RETURN(Verdict expected, host->Verify(problem, unused));
+              ASSIGN_OR_RETURN(Verdict got, (*device)->Verify(problem, unused));
+              EXPECT_EQ(got.accepted, expected.accepted) << rule << ": " << instance.Describe();
+              EXPECT_EQ(got.extra_token, expected.extra_token) << rule << ": " << instance.Describe();
+              ++compared;
+              return absl::OkStatus();
+            });
+        EXPECT_TRUE(status.ok()) << rule << ": " << status;
+      }
+    }
+  }
+  return compared;
 }
 
 void ExpectDeviceRuleGreedyAtTemperatureZero(const std::string& rule, const Instance& instance) {

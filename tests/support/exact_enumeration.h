@@ -65,6 +65,12 @@ int ExpectGreedyAtTemperatureZero(const Verifier& verifier, const Instance& inst
 void ExpectDeviceRuleLawMatchesTarget(const std::string& rule, const std::vector<Instance>& instances,
                                       uint64_t rule_seed, uint64_t sample_seed, int samples = 20000);
 
+// For deterministic rules: the device rule (through the adapter, with the
+// greedy flag set and unset) gives the host rule's verdict on every draft
+// tree of the catalogue's instances for `modes`, chains and trees. Returns
+// the number of trees compared.
+int ExpectDeviceVerdictsEqualTheHostRules(const std::string& rule, const std::vector<DraftMode>& modes);
+
 // ExpectGreedyAtTemperatureZero for a device rule, with the greedy flag set
 // (the engine's fast path at T = 0) and unset (the general rule on one-hot
 // rows); expects at least one draft tree compared each time.

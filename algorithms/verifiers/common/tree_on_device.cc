@@ -42,6 +42,17 @@ absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at:
   }
 }
 
+at::Tensor PathAnswer(const at::Tensor& mask, const at::Tensor& best, const at::Tensor& extra) {
+  const int64_t n = mask.size(0);
+  // best's ancestors below the root, root-down: their indices ascend.
+  const at::Tensor index = at::arange(n, best.options());
+  const at::Tensor on_path = mask.index_select(0, best).squeeze(0).logical_and(index.gt(0));
+  const at::Tensor count = on_path.sum().view({1});
+  const at::Tensor first = std::get<0>(at::where(on_path, index, index + n).sort()).narrow(0, 0, n - 1);
+  const at::Tensor path = at::where(index.narrow(0, 0, n - 1).lt(count), first, at::zeros_like(first));
+  return at::cat({count, path, extra.view({1})});
+}
+
 at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y) {
   const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
   for (const at::Tensor* t : {&parents, &tokens, &y})

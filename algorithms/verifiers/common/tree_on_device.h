@@ -24,6 +24,12 @@ absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string
 // takes the deepest matched path where siblings repeat a token.
 absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at::Tensor& y);
 
+// The answer (DeviceVerifier::VerifyTree) that accepts the path to `best`
+// ([1] int64) and emits `extra` ([1] int64), for rules that choose the node
+// on the device: mask [n, n] bool is the tree's ancestor mask
+// (fused::TreeMask). No host read.
+at::Tensor PathAnswer(const at::Tensor& mask, const at::Tensor& best, const at::Tensor& extra);
+
 // The sample-then-match walk (the point-mass rule given one y ~ p per node):
 // from the root, descend into the first child, in index order, whose token
 // equals y at the current node, until none does. parents (node 0 the root; 0 <= parents[i] < i otherwise),

@@ -1,5 +1,6 @@
 // The device form of greedy exact match gives the host rule's verdict on
-// every chain drafted from the instances (T = 0 and sampled drafters).
+// every chain and tree drafted from the instances (T = 0 and sampled
+// drafters; trees with repeated sibling tokens among them).
 #include <gtest/gtest.h>
 
 #include "algorithms/verifiers/testing/device_rule_adapter.h"
@@ -19,6 +20,10 @@ TEST(GreedyDeviceTest, MatchesGreedyAtTemperatureZero) {
       EXPECT_GT(ExpectGreedyAtTemperatureZero(**rule, instance), 0) << instance.Describe();
     }
   }
+}
+
+TEST(GreedyDeviceTest, TreeVerdictsEqualTheHostRules) {
+  EXPECT_GT(ExpectDeviceVerdictsEqualTheHostRules("greedy", {DraftMode::kTopK, DraftMode::kIndependent}), 100);
 }
 
 }  // namespace

@@ -81,13 +81,7 @@ class TypicalOnDevice final : public DeviceVerifier {
     const at::Tensor deepest = reachable.logical_and(depths.eq(reach_depth.max()));
     const double never = -std::numeric_limits<double>::infinity();
     const at::Tensor best = at::where(deepest, likelihood, at::full_like(likelihood, never)).argmax().view({1});
-    // The accepted path: best's ancestors below the root, root-down (their indices ascend).
-    const at::Tensor index = at::arange(n, longs);
-    const at::Tensor on_path = mask.index_select(0, best).squeeze(0).logical_and(index.gt(0));
-    const at::Tensor count = on_path.sum().view({1});
-    const at::Tensor first = std::get<0>(at::where(on_path, index, index + n).sort()).narrow(0, 0, n - 1);
-    const at::Tensor path = at::where(index.narrow(0, 0, n - 1).lt(count), first, at::zeros_like(first));
-    return at::cat({count, path, argmax.index_select(0, best)});
+    return verifiers::PathAnswer(mask, best, argmax.index_select(0, best));
   }
 
   double threshold_;

@@ -16,33 +16,7 @@ namespace enumeration_test {
 namespace {
 
 TEST(TypicalDeviceTest, VerdictsEqualTheHostRules) {
-  auto host = MakeVerifier("typical");
-  ASSERT_NE(host, nullptr);
-  int compared = 0;
-  for (bool flag_greedy : {true, false}) {
-    auto device = enumeration::DeviceRuleAdapter::ForRule("typical", 1, flag_greedy);
-    ASSERT_TRUE(device.ok()) << device.status();
-    for (DraftMode mode : {DraftMode::kTopK, DraftMode::kIndependent}) {
-      for (const Instance& instance : Catalogue(mode, /*chains_only=*/false)) {
-        enumeration::InstanceModels models(instance);
-        const absl::Status status = enumeration::ForEachDraft(
-            instance, models, [&](const enumeration::DraftedTree& drafted, double) -> absl::Status {
-              const VerificationProblem problem = enumeration::MakeProblem(instance, models.target, drafted);
-              SeededRandomSource unused(0);
-              auto expected = host->Verify(problem, unused);
-              auto got = (*device)->Verify(problem, unused);
-              if (!expected.ok()) return expected.status();
-              if (!got.ok()) return got.status();
-              EXPECT_EQ(got->accepted, expected->accepted) << instance.Describe();
-              EXPECT_EQ(got->extra_token, expected->extra_token) << instance.Describe();
-              ++compared;
-              return absl::OkStatus();
-            });
-        ASSERT_TRUE(status.ok()) << status;
-      }
-    }
-  }
-  EXPECT_GT(compared, 100);
+  EXPECT_GT(ExpectDeviceVerdictsEqualTheHostRules("typical", {DraftMode::kTopK, DraftMode::kIndependent}), 100);
 }
 
 // root -> {a = 0, b = 1}; a -> c = 2, every row (0.6, 0.3, 0.1): H = 0.898
