@@ -24,20 +24,31 @@ using Plan = std::tuple<int64_t, int64_t, std::vector<int64_t>, at::Tensor, at::
                         double, int64_t, double>;
 
 // Level `level`'s choice from the ranks of its fed rows (by_rank [rows,
-// rank span]) and, when sampled, their q rows: its children (kept, with the
-// q each was drawn from), and the next level's fed nodes.
-LevelPick::Choice ChildrenOf(const Plan& plan, int64_t level, const at::Tensor& by_rank, const at::Tensor& q) {
+// rank span]) and, when sampled, their q rows: its children, written into
+// the draft's buffers (carry: the drafts [n - 1] and, sampled, the q row each
+// was drawn from [n, vocab], row 0 the root's zeros), which the last level
+// keeps; and the next level's fed nodes.
+LevelPick::Choice ChildrenOf(const Plan& plan, int64_t level, const at::Tensor& by_rank, const at::Tensor& q,
+                             const std::vector<at::Tensor>& carry) {
   const auto& [rank_span, depth, offsets, flat, parent_rows, feed, feed_parents, temperature, top_k, top_p] = plan;
   const int64_t begin = offsets[level], count = offsets[level + 1] - offsets[level];
   const at::Tensor children = by_rank.reshape({-1}).index_select(0, flat.narrow(0, begin, count));
-  LevelPick::Choice choice{.kept = {children}};
-  if (q.defined()) choice.kept.push_back(q.index_select(0, parent_rows.narrow(0, begin, count)));
+  std::vector<at::Tensor> buffers = carry;
+  if (level == 0) {
+    buffers.push_back(at::empty({offsets.back()}, children.options()));
+    if (q.defined()) buffers.push_back(at::zeros({offsets.back() + 1, q.size(1)}, q.options()));
+  }
+  buffers[0].narrow(0, begin, count).copy_(children);
+  if (q.defined()) buffers[1].narrow(0, 1 + begin, count).copy_(q.index_select(0, parent_rows.narrow(0, begin, count)));
+  LevelPick::Choice choice;
   if (level + 1 < depth) {
     choice.tokens = children.index_select(0, feed[level]);
     choice.parents = feed_parents[level];
+    choice.carry = std::move(buffers);
   } else {  // the last pick: nothing is fed
     choice.tokens = at::zeros({feed.size(1)}, children.options());
     choice.parents = choice.tokens;
+    choice.kept = std::move(buffers);
   }
   return choice;
 }
@@ -92,6 +103,35 @@ const ShapeLevels::OnDevice& ShapeLevels::On(c10::Device device) {
   return *on_device_;
 }
 
+const LevelPick& ShapeLevels::PickFor(const OnDevice& on, const BuildRequest& request, bool sample) {
+  const SamplingParams& warp = request.sampling;
+  const PickInputs inputs{.device = on.device, .sample = sample, .temperature = warp.temperature,
+                          .top_k = warp.top_k, .top_p = warp.top_p, .generator = request.generator};
+  if (pick_ && pick_inputs_ == inputs) return *pick_;
+  const Plan plan{rank_span_,       depth_,     offsets_,         on.flat,   on.parent_rows, on.feed, on.feed_parents,
+                  warp.temperature, warp.top_k, warp.top_p};
+  pick_inputs_ = inputs;
+  pick_ = sample ? LevelPick::Sampled(
+                       width_,
+                       [](const Plan& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
+                          const at::Tensor& noise) {
+                         const at::Tensor q = Probabilities(
+                             logits, {.temperature = std::get<7>(p), .top_k = std::get<8>(p), .top_p = std::get<9>(p)});
+                         // The exponential race: the ranks in order are draws without replacement from q.
+                         const at::Tensor keys = q / noise.narrow(0, 0, q.size(0)).clamp_min(FLT_MIN);
+                         return ChildrenOf(p, level, std::get<1>(keys.topk(std::get<0>(p))), q, carry);
+                       },
+                       plan, request.generator)
+                 : LevelPick::Of(
+                       width_,
+                       [](const Plan& p, int64_t level, const at::Tensor& logits,
+                          const std::vector<at::Tensor>& carry) {
+                         return ChildrenOf(p, level, BestTokens(logits, std::get<0>(p)).tokens, at::Tensor(), carry);
+                       },
+                       plan);
+  return *pick_;
+}
+
 absl::StatusOr<std::optional<DraftTree>> ShapeLevels::Draft(Drafter& drafter, const BuildRequest& request,
                                                             const char* builder, const DeviceRoot* root) {
   if (depth_ < 2) return std::nullopt;
@@ -104,27 +144,7 @@ absl::StatusOr<std::optional<DraftTree>> ShapeLevels::Draft(Drafter& drafter, co
   for (LanguageModel* model : drafter.models())
     RETURN_IF_ERROR(CheckWidth(builder, "the largest child rank + 1", rank_span_, model->config().vocab_size));
   const OnDevice& on = On(request.device);
-  const SamplingParams& warp = request.sampling;
-  const Plan plan{rank_span_,       depth_,     offsets_,         on.flat,   on.parent_rows, on.feed, on.feed_parents,
-                  warp.temperature, warp.top_k, warp.top_p};
-  const LevelPick pick =
-      sample ? LevelPick::Sampled(
-                   width_,
-                   [](const Plan& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>&,
-                      const at::Tensor& noise) {
-                     const at::Tensor q = Probabilities(
-                         logits, {.temperature = std::get<7>(p), .top_k = std::get<8>(p), .top_p = std::get<9>(p)});
-                     // The exponential race: the ranks in order are draws without replacement from q.
-                     const at::Tensor keys = q / noise.narrow(0, 0, q.size(0)).clamp_min(FLT_MIN);
-                     return ChildrenOf(p, level, std::get<1>(keys.topk(std::get<0>(p))), q);
-                   },
-                   plan, request.generator)
-             : LevelPick::Of(
-                   width_,
-                   [](const Plan& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>&) {
-                     return ChildrenOf(p, level, BestTokens(logits, std::get<0>(p)).tokens, at::Tensor());
-                   },
-                   plan);
+  const LevelPick& pick = PickFor(on, request, sample);
   const int levels = static_cast<int>(depth_ - 1);
   absl::StatusOr<LevelsKept> kept =
       root != nullptr ? device_drafter->DraftLevelsAt(*root, levels, pick) : device_drafter->DraftLevels(levels, pick);
@@ -132,17 +152,12 @@ absl::StatusOr<std::optional<DraftTree>> ShapeLevels::Draft(Drafter& drafter, co
   if (!kept.ok()) return kept.status();
   const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(request.device)
                                                 : LongsToDevice({request.root_token}, request.device);
-  std::vector<at::Tensor> tokens{root_token}, rows;
-  for (const std::vector<at::Tensor>& level : *kept) {
-    tokens.push_back(level[0]);
-    if (sample) rows.push_back(level[1]);
-  }
+  const std::vector<at::Tensor>& drafted = kept->back();
   DraftTree draft;
   draft.tree = TokenTree(request.root_token);
-  draft.tokens = at::cat(tokens);
+  draft.tokens = at::cat({root_token, drafted[0]});
   if (sample) {
-    rows.insert(rows.begin(), at::zeros({1, rows.front().size(1)}, rows.front().options()));  // the root was not drawn
-    draft.draft_probs = at::cat(rows);
+    draft.draft_probs = drafted[1];
     draft.sampling = DraftSampling::kWithoutReplacement;
   }
   draft.device_shape =

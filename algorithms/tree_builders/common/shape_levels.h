@@ -55,6 +55,21 @@ class ShapeLevels {
     at::Tensor parents, depths, mask;  // the tree (DraftTree::DeviceShape)
   };
   const OnDevice& On(c10::Device device);
+  // The levels' pick for these inputs, made again only when they change (its
+  // key is derived from every parameter: not a per-step cost).
+  struct PickInputs {
+    c10::Device device = c10::Device(c10::kCPU);
+    bool sample = false;
+    double temperature = 0;
+    int64_t top_k = 0;
+    double top_p = 1;
+    at::Generator* generator = nullptr;
+    bool operator==(const PickInputs& o) const {
+      return device == o.device && sample == o.sample && temperature == o.temperature && top_k == o.top_k &&
+             top_p == o.top_p && generator == o.generator;
+    }
+  };
+  const LevelPick& PickFor(const OnDevice& on, const BuildRequest& request, bool sample);
 
   bool sample_;
   int64_t depth_;      // the shape's depth D: D picks, D - 1 fed levels
@@ -63,6 +78,8 @@ class ShapeLevels {
   std::vector<int64_t> offsets_;  // children of depth d + 1 are [offsets_[d], offsets_[d + 1])
   std::vector<int64_t> flat_, parent_rows_, feed_, feed_parents_, parents_;
   std::optional<OnDevice> on_device_;
+  std::optional<LevelPick> pick_;
+  PickInputs pick_inputs_;
 };
 
 }  // namespace tree_builders

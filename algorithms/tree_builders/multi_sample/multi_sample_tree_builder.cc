@@ -54,14 +54,14 @@ using tree_builders::SequenceTrie;
 
 constexpr char kName[] = "multi_sample";
 
-// The draws of one level on the device: from q rows [rows, vocab] and noise
-// [k, vocab] (rows 1: the root's k draws), the k tokens; without replacement
-// the root's k draws are made jointly (Gumbel-top-k), otherwise each row's
-// race is its own draw.
+// The draws of one level on the device: from q rows [k, vocab] (at the root
+// its one row, repeated) and noise [k, vocab], the k tokens: each row's race
+// is its own draw, or with `joint` the root's k draws are made together
+// without replacement (Gumbel-top-k).
 at::Tensor DrawLevel(const at::Tensor& q, const at::Tensor& noise, bool joint) {
   const at::Tensor noise_rows = noise.clamp_min(FLT_MIN);
-  if (joint) return std::get<1>((q / noise_rows.narrow(0, 0, 1)).topk(noise.size(0))).reshape({-1});
-  return (q / noise_rows).argmax(-1);  // q's one row broadcast over the root's k draws
+  if (joint) return std::get<1>((q.narrow(0, 0, 1) / noise_rows.narrow(0, 0, 1)).topk(noise.size(0))).reshape({-1});
+  return (q / noise_rows).argmax(-1);
 }
 
 // Where each draw of a level sits in the trie: the first draw (in sequence
@@ -158,54 +158,63 @@ class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     const int64_t k = request.sampling.greedy() ? 1 : k_;
     for (LanguageModel* model : drafter.models())
       if (!replacement_) RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "k", k, model->config().vocab_size));
-    // Carry: the node each sequence sits at, and which fed row holds that
-    // node's context (its first sequence's: every sequence at a node draws
-    // from that one row, so siblings share their q row exactly). Kept per
-    // level: the draws, their trie parents and the q rows they were drawn from.
-    using Params = std::tuple<int64_t, int64_t, double, int64_t, double>;  // k, joint root draws, the warp
+    // Carry: the node each sequence sits at, which fed row holds that node's
+    // context (its first sequence's: every sequence at a node draws from that
+    // one row, so siblings share their q row exactly), and the draft's
+    // buffers, filled level by level: the draws [k * length], their trie
+    // parents, and the q rows they were drawn from [1 + k * length, vocab]
+    // (row 0 the root's zeros). The last level keeps the buffers and the
+    // tree's ancestor mask and depths.
+    using Params = std::tuple<int64_t, int64_t, int64_t, double, int64_t, double>;  // k, length, joint, the warp
     const SamplingParams& warp = request.sampling;
     const LevelPick pick = LevelPick::Sampled(
         k,
         [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
            const at::Tensor& noise) {
-          const auto& [k, joint, temperature, top_k, top_p] = p;
+          const auto& [k, length, joint, temperature, top_k, top_p] = p;
           at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
-          if (level > 0) q = q.index_select(0, carry[1]);
+          q = level == 0 ? q.expand({k, q.size(1)}) : q.index_select(0, carry[1]);
           const at::Tensor tokens = DrawLevel(q, noise, level == 0 && joint != 0);
           const auto longs = tokens.options();
           const at::Tensor parents = level == 0 ? at::zeros({k}, longs) : carry[0];
           const at::Tensor first = FirstEqualDraw(parents, tokens);
+          std::vector<at::Tensor> buffers = level == 0 ? std::vector<at::Tensor>{at::empty({k * length}, longs),
+                                                                                 at::empty({k * length}, longs),
+                                                                                 at::zeros({1 + k * length, q.size(1)},
+                                                                                           q.options())}
+                                                       : std::vector<at::Tensor>(carry.begin() + 2, carry.end());
+          buffers[0].narrow(0, level * k, k).copy_(tokens);
+          buffers[1].narrow(0, level * k, k).copy_(parents);
+          buffers[2].narrow(0, 1 + level * k, k).copy_(q);
           // The drafter's levels: each sequence extends its own node.
-          return LevelPick::Choice{.tokens = tokens,
-                                   .parents = level == 0 ? at::zeros({k}, longs) : at::arange(k, longs),
-                                   .carry = {first + (1 + level * k), first},
-                                   .kept = {tokens, parents, level == 0 ? q.expand({k, q.size(1)}) : q}};
+          LevelPick::Choice choice{.tokens = tokens,
+                                   .parents = level == 0 ? at::zeros({k}, longs) : at::arange(k, longs)};
+          if (level + 1 < length) {
+            choice.carry = {first + (1 + level * k), first, buffers[0], buffers[1], buffers[2]};
+          } else {
+            const at::Tensor tree_parents = at::cat({at::full({1}, -1, longs), buffers[1]});
+            auto [mask, depths] = fused::TreeMask(tree_parents);
+            choice.kept = {buffers[0], tree_parents, depths, mask, buffers[2]};
+          }
+          return choice;
         },
-        Params{k, replacement_ ? 0 : 1, warp.temperature, warp.top_k, warp.top_p}, request.generator);
+        Params{k, length, replacement_ ? 0 : 1, warp.temperature, warp.top_k, warp.top_p}, request.generator);
     const int levels = static_cast<int>(length - 1);
     absl::StatusOr<LevelsKept> kept =
         root != nullptr ? device->DraftLevelsAt(*root, levels, pick) : device->DraftLevels(levels, pick);
     if (kept.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!kept.ok()) return kept.status();
+    const std::vector<at::Tensor>& drafted = kept->back();
     const c10::Device on = request.device;
-    std::vector<at::Tensor> tokens{root != nullptr ? root->last_two.narrow(0, 1, 1).to(on)
-                                                   : LongsToDevice({request.root_token}, on)},
-        parents{LongsToDevice({-1}, on)}, rows;
-    for (const std::vector<at::Tensor>& level : *kept) {
-      tokens.push_back(level[0]);
-      parents.push_back(level[1]);
-      rows.push_back(level[2]);
-    }
-    rows.insert(rows.begin(), at::zeros({1, rows.front().size(1)}, rows.front().options()));  // the root: not drawn
+    const at::Tensor root_token =
+        root != nullptr ? root->last_two.narrow(0, 1, 1).to(on) : LongsToDevice({request.root_token}, on);
     DraftTree draft;
     draft.tree = TokenTree(request.root_token);
-    draft.tokens = at::cat(tokens);
-    draft.draft_probs = at::cat(rows);
+    draft.tokens = at::cat({root_token, drafted[0]});
+    draft.draft_probs = drafted[4];
     draft.sampling = replacement_ ? DraftSampling::kIndependent : DraftSampling::kWithoutReplacement;
-    const at::Tensor tree_parents = at::cat(parents);
-    auto [mask, depths] = fused::TreeMask(tree_parents);
     draft.device_shape =
-        DraftTree::DeviceShape{.parents = tree_parents, .depths = depths, .mask = mask, .depth_bound = length};
+        DraftTree::DeviceShape{.parents = drafted[1], .depths = drafted[2], .mask = drafted[3], .depth_bound = length};
     return draft;
   }
 
