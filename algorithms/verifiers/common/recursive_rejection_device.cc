@@ -159,13 +159,9 @@ absl::StatusOr<at::Tensor> RecursiveRejectionOnDevice::Verify(const DeviceChainP
                                                               at::Generator& generator) const {
   RETURN_IF_ERROR(CheckDeviceChain(problem, rule_, /*needs_draft=*/!problem.greedy));
   if (problem.greedy) return GreedyChainAnswer(problem);
-  const int64_t n = problem.tokens.size(0);
-  const at::Tensor parents = at::arange(-1, n - 1, problem.tokens.options());
   // One child a node: every rule is chain rejection sampling there.
-  DeviceTreeProblem tree{.tokens = problem.tokens, .parents = parents, .target_probs = problem.target_probs,
-                         .draft_probs = problem.draft_probs, .sampling = ExactFor(rows_)};
-  ASSIGN_OR_RETURN(at::Tensor walk, VerifyTree(tree, generator));
-  return walk.index_select(0, at::tensor({int64_t{0}, n}, walk.options()));  // the count and the extra token
+  ASSIGN_OR_RETURN(at::Tensor walk, VerifyTree(ChainAsTree(problem, ExactFor(rows_)), generator));
+  return ChainAnswerOfWalk(walk);
 }
 
 absl::StatusOr<at::Tensor> RecursiveRejectionOnDevice::VerifyTree(const DeviceTreeProblem& problem,

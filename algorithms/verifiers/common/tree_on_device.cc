@@ -42,6 +42,17 @@ absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at:
   }
 }
 
+DeviceTreeProblem ChainAsTree(const DeviceChainProblem& problem, DraftSampling sampling) {
+  const int64_t n = problem.tokens.dim() == 1 ? problem.tokens.size(0) : 0;
+  return {.tokens = problem.tokens, .parents = at::arange(-1, n - 1, problem.tokens.options()),
+          .target_probs = problem.target_probs, .draft_probs = problem.draft_probs, .sampling = sampling,
+          .greedy = problem.greedy};
+}
+
+at::Tensor ChainAnswerOfWalk(const at::Tensor& walk) {
+  return at::cat({walk.narrow(0, 0, 1), walk.narrow(0, walk.size(0) - 1, 1)});
+}
+
 at::Tensor PathAnswer(const at::Tensor& mask, const at::Tensor& best, const at::Tensor& extra) {
   const int64_t n = mask.size(0);
   // best's ancestors below the root, root-down: their indices ascend.

@@ -24,6 +24,14 @@ absl::Status CheckDeviceTree(const DeviceTreeProblem& problem, const std::string
 // takes the deepest matched path where siblings repeat a token.
 absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at::Tensor& y);
 
+// A chain as a tree (parents i - 1), for rules whose chain form is their
+// tree form; `sampling` says how the drafts were drawn.
+DeviceTreeProblem ChainAsTree(const DeviceChainProblem& problem, DraftSampling sampling);
+
+// A tree walk's answer [n + 1] on a chain as the chain's answer [2] (the
+// count, then the extra token), on the device: no host copy of an index.
+at::Tensor ChainAnswerOfWalk(const at::Tensor& walk);
+
 // The answer (DeviceVerifier::VerifyTree) that accepts the path to `best`
 // ([1] int64) and emits `extra` ([1] int64), for rules that choose the node
 // on the device: mask [n, n] bool is the tree's ancestor mask

@@ -172,12 +172,9 @@ class HostWalk {
 class TraversalOnDevice final : public DeviceVerifier {
  public:
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
-    const int64_t n = problem.tokens.dim() == 1 ? problem.tokens.size(0) : 0;
-    DeviceTreeProblem tree{.tokens = problem.tokens, .parents = at::arange(-1, n - 1, problem.tokens.options()),
-                           .target_probs = problem.target_probs, .draft_probs = problem.draft_probs,
-                           .sampling = DraftSampling::kIndependent, .greedy = problem.greedy};
-    ASSIGN_OR_RETURN(at::Tensor walk, VerifyTree(tree, generator));
-    return walk.index_select(0, at::tensor({int64_t{0}, n}, walk.options()));
+    ASSIGN_OR_RETURN(at::Tensor walk,
+                     VerifyTree(verifiers::ChainAsTree(problem, DraftSampling::kIndependent), generator));
+    return verifiers::ChainAnswerOfWalk(walk);
   }
 
   bool verifies_trees() const override { return true; }
