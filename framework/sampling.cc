@@ -22,9 +22,6 @@ at::Tensor TargetRows(const at::Tensor& logits, const SamplingParams& params) {
   return params.greedy() ? logits.to(at::kFloat) : Probabilities(logits, params);
 }
 
-// The largest top_k whose threshold comes from one launch on CUDA (fused::TopKLogSoftmax's bound).
-constexpr int64_t kOneLaunchTopK = 32;
-
 at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params) {
   at::Tensor x = logits.to(at::kFloat);
   if (params.greedy()) {
@@ -38,13 +35,9 @@ at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params)
   x = x / params.temperature;
   if (params.top_k > 0 && params.top_k < vocab) {
     // Keep every token scoring at least the k-th best (ties kept, as in HF).
-    // On CUDA, for small k, the k-th best's index from one launch
-    // (fused::TopKLogSoftmax) rather than at::topk's radix select, several
-    // times slower on a row: a sampled chain warps every drafted token's row.
-    const bool one_launch = x.is_cuda() && x.dim() == 2 && params.top_k <= kOneLaunchTopK;
-    const int64_t k = params.top_k;
-    const at::Tensor kth = one_launch ? x.gather(-1, fused::TopKLogSoftmax(x.contiguous(), k).second.narrow(-1, k - 1, 1))
-                                      : std::get<0>(x.topk(k, -1)).narrow(-1, k - 1, 1);
+    // (fused::TopKLogSoftmax's one launch was measured slower than at::topk
+    // at k = 20 on an 8000-token row: runs AU and AV in docs/benchmarks.md.)
+    at::Tensor kth = std::get<0>(x.topk(params.top_k, -1)).narrow(-1, params.top_k - 1, 1);
     x = x.masked_fill(x < kth, -std::numeric_limits<float>::infinity());
   }
   if (params.top_p < 1.0) {
