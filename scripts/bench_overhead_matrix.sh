@@ -5,7 +5,8 @@
 # markdown table. Usage (after a build; SPECLAB defaults to build-gpu/speclab):
 #   scripts/bench_overhead_matrix.sh shipped [SET]   # the shipped pair's shapes, 4 prompts
 #   scripts/bench_overhead_matrix.sh 8b [SET]        # random Llama-3.1-8B / 3.2-1B shapes, 2 prompts
-# SET: chains, trees or all (default all). Prints the table; each run's own
+# SET: chains, trees, all (default) or key (one chain and the main trees, for
+# the slow 8B shapes). Prints the table; each run's own
 # report lands in $OUT_DIR/NAME (default /tmp/overhead_matrix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +29,18 @@ TREES=("point_mass|{type: static, choices: $STATIC15}" "greedy|{type: static, ch
        "specinfer|{type: multi_sample, k: 4}" "rrs|{type: multi_sample, k: 4}"
        "rrs_wor|{type: multi_sample, k: 4, replacement: false}" "traversal|{type: multi_sample, k: 4, replacement: false}"
        "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}")
+KEY=("rejection|" "point_mass|{type: static, choices: $STATIC15}" "rrs_wor|{type: static, sampling: true, choices: $STATIC15}"
+     "traversal|{type: static, sampling: true, choices: $STATIC15}" "rrs_wor|$SEQUOIA" "specinfer|{type: multi_sample, k: 4}"
+     "rrs_wor|{type: multi_sample, k: 4, replacement: false}"
+     "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}")
 PAIRS=()
-[ "$SET" = trees ] || PAIRS+=("${CHAINS[@]}")
-[ "$SET" = chains ] || PAIRS+=("${TREES[@]}")
+case "$SET" in
+  chains) PAIRS=("${CHAINS[@]}") ;;
+  trees) PAIRS=("${TREES[@]}") ;;
+  all) PAIRS=("${CHAINS[@]}" "${TREES[@]}") ;;
+  key) PAIRS=("${KEY[@]}") ;;
+  *) echo "unknown set '$SET' (chains, trees, all or key)" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT_DIR"
 echo "| verifier | tree builder | T | tokens/s (pipelined) | tau | device work beyond the forwards us/step | host ms/step (queueing) | device ms/step | host time not hidden us/step | target n=1 ms |"
 echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
