@@ -1,6 +1,6 @@
 // PipelinedTree: the device work of pipelined tree steps (pipelined_steps.h),
-// for builders that choose the tree's shape on the device (dynamic_topk
-// through DeviceDrafter::DraftLevelsAt).
+// for builders that choose the tree's shape on the device (dynamic_topk,
+// static, sequoia and multi_sample, through DeviceDrafter::DraftLevelsAt).
 //
 // Everything a step leaves for the next stays on the device: the generation's
 // tokens (the accepted path and the extra token are written there), the
