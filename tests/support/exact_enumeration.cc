@@ -145,6 +145,26 @@ void ExpectDeviceRuleLawMatchesTarget(const std::string& rule, const std::vector
   }
 }
 
+void ExpectDeviceRuleCatchesMisdeclaredDrafts(const std::string& rule, DraftMode drawn, DraftSampling declared) {
+  auto device = enumeration::DeviceRuleAdapter::ForRule(rule, 11);
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto host = MakeVerifier(rule);
+  ASSERT_NE(host, nullptr);
+  Instance worst;
+  double worst_error = 0;
+  for (Instance instance : Catalogue(drawn, false)) {
+    instance.declared_sampling = declared;
+    if (const double error = MaxLawError(*host, {instance}); error > worst_error) {
+      worst_error = error;
+      worst = instance;
+    }
+  }
+  ASSERT_GT(worst_error, kLossyThreshold) << rule << ": the host rule is not lossy on these drafts";
+  auto sampled = enumeration::SampleAgainstTarget(**device, worst, 20000, 13);
+  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  EXPECT_GT(sampled->tv, sampled->bound) << rule << ": " << worst.Describe();
+}
+
 int ExpectDeviceVerdictsEqualTheHostRules(const std::string& rule, const std::vector<DraftMode>& modes) {
   auto host = MakeVerifier(rule);
   if (host == nullptr) return 0;

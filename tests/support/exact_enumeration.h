@@ -65,6 +65,12 @@ int ExpectGreedyAtTemperatureZero(const Verifier& verifier, const Instance& inst
 void ExpectDeviceRuleLawMatchesTarget(const std::string& rule, const std::vector<Instance>& instances,
                                       uint64_t rule_seed, uint64_t sample_seed, int samples = 20000);
 
+// A negative control for a device rule exact for drafts sampled as
+// `declared`: drafts drawn as `drawn` but declared `declared`, on the
+// catalogue instance where the host rule errs most so, must fail the Monte
+// Carlo check (SampleAgainstTarget) that the rule passes on true drafts.
+void ExpectDeviceRuleCatchesMisdeclaredDrafts(const std::string& rule, DraftMode drawn, DraftSampling declared);
+
 // For deterministic rules: the device rule (through the adapter, with the
 // greedy flag set and unset) gives the host rule's verdict on every draft
 // tree of the catalogue's instances for `modes`, chains and trees. Returns

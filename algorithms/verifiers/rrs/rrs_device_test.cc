@@ -24,23 +24,7 @@ TEST(RrsDeviceTest, SampledLawMatchesTarget) {
 // Drafts declared as the rule's sampling but drawn otherwise (siblings drawn without replacement, which need masked rows)
 // make the rule lossy, and the same check sees it.
 TEST(RrsDeviceTest, WrongSamplingIsCaught) {
-  auto rule = enumeration::DeviceRuleAdapter::ForRule("rrs", 11);
-  ASSERT_TRUE(rule.ok()) << rule.status();
-  // The catalogue's instance the host rule gets most wrong so.
-  auto host = MakeVerifier("rrs");
-  ASSERT_NE(host, nullptr);
-  Instance worst;
-  double worst_error = 0;
-  for (Instance instance : Catalogue(DraftMode::kWithoutReplacement, false)) {
-    instance.declared_sampling = DraftSampling::kIndependent;
-    if (const double error = MaxLawError(*host, {instance}); error > worst_error) {
-      worst_error = error;
-      worst = instance;
-    }
-  }
-  auto sampled = enumeration::SampleAgainstTarget(**rule, worst, 20000, 13);
-  ASSERT_TRUE(sampled.ok()) << sampled.status();
-  EXPECT_GT(sampled->tv, sampled->bound);
+  ExpectDeviceRuleCatchesMisdeclaredDrafts("rrs", DraftMode::kWithoutReplacement, DraftSampling::kIndependent);
 }
 
 TEST(RrsDeviceTest, RefusesDraftsSampledOtherwise) {

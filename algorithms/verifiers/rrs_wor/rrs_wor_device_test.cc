@@ -24,23 +24,7 @@ TEST(RrsWorDeviceTest, SampledLawMatchesTarget) {
 // Drafts declared as the rule's sampling but drawn otherwise (i.i.d. siblings, which must not be masked)
 // make the rule lossy, and the same check sees it.
 TEST(RrsWorDeviceTest, WrongSamplingIsCaught) {
-  auto rule = enumeration::DeviceRuleAdapter::ForRule("rrs_wor", 11);
-  ASSERT_TRUE(rule.ok()) << rule.status();
-  // The catalogue's instance the host rule gets most wrong so.
-  auto host = MakeVerifier("rrs_wor");
-  ASSERT_NE(host, nullptr);
-  Instance worst;
-  double worst_error = 0;
-  for (Instance instance : Catalogue(DraftMode::kIndependent, false)) {
-    instance.declared_sampling = DraftSampling::kWithoutReplacement;
-    if (const double error = MaxLawError(*host, {instance}); error > worst_error) {
-      worst_error = error;
-      worst = instance;
-    }
-  }
-  auto sampled = enumeration::SampleAgainstTarget(**rule, worst, 20000, 13);
-  ASSERT_TRUE(sampled.ok()) << sampled.status();
-  EXPECT_GT(sampled->tv, sampled->bound);
+  ExpectDeviceRuleCatchesMisdeclaredDrafts("rrs_wor", DraftMode::kIndependent, DraftSampling::kWithoutReplacement);
 }
 
 TEST(RrsWorDeviceTest, RefusesDraftsSampledOtherwise) {

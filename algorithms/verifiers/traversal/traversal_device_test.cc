@@ -32,22 +32,7 @@ TEST(TraversalDeviceTest, SampledLawMatchesTarget) {
 // Drafts declared without replacement but drawn i.i.d. make the rule lossy,
 // and the same check sees it.
 TEST(TraversalDeviceTest, WrongSamplingIsCaught) {
-  auto rule = enumeration::DeviceRuleAdapter::ForRule("traversal", 11);
-  ASSERT_TRUE(rule.ok()) << rule.status();
-  auto host = MakeVerifier("traversal");
-  ASSERT_NE(host, nullptr);
-  Instance worst;
-  double worst_error = 0;
-  for (Instance instance : Catalogue(DraftMode::kIndependent, false)) {
-    instance.declared_sampling = DraftSampling::kWithoutReplacement;
-    if (const double error = MaxLawError(*host, {instance}); error > worst_error) {
-      worst_error = error;
-      worst = instance;
-    }
-  }
-  auto sampled = enumeration::SampleAgainstTarget(**rule, worst, 20000, 13);
-  ASSERT_TRUE(sampled.ok()) << sampled.status();
-  EXPECT_GT(sampled->tv, sampled->bound);
+  ExpectDeviceRuleCatchesMisdeclaredDrafts("traversal", DraftMode::kIndependent, DraftSampling::kWithoutReplacement);
 }
 
 TEST(TraversalDeviceTest, RefusesDeterministicDrafts) {
