@@ -44,18 +44,6 @@ __device__ __forceinline__ uint64_t BlockMaxKey(uint64_t key) {
   return key;
 }
 
-// The sum over a block of kThreads threads (valid in thread 0).
-__device__ __forceinline__ float BlockSum(float v) {
-  __shared__ float warp_sums[kThreads / kWarpSize];
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  v = lane < kThreads / kWarpSize ? warp_sums[lane] : 0.0f;
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
-  return v;
-}
-
 // The sum over a block of kBlock threads, valid in every thread.
 template <int kBlock = kThreads>
 __device__ __forceinline__ float BlockSumAll(float v) {
@@ -69,6 +57,9 @@ __device__ __forceinline__ float BlockSumAll(float v) {
   __syncthreads();  // warp_sums may be reused by a later call
   return v;
 }
+
+// The sum over a block of kThreads threads.
+__device__ __forceinline__ float BlockSum(float v) { return BlockSumAll<kThreads>(v); }
 
 }  // namespace row_reduce
 }  // namespace speclab
