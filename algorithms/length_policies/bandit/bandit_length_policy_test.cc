@@ -1,0 +1,162 @@
+// The bandit length policy: its choices on scripted outcomes (every arm once,
+// then the best reward, per second or per step), its own seeded randomness,
+// and in the engine: greedy's tokens at T = 0 with a moving length, and the
+// target's law at T = 1 with Thompson sampling choosing at random.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "framework/core/length_policy.h"
+#include "framework/core/options.h"
+#include "framework/core/status_macros.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
+
+namespace speclab {
+namespace {
+
+using ::speclab::testing::ModelDrafterMethod;
+using ::speclab::testing::TinyModel;
+using ::testing::HasSubstr;
+
+absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> Policy(const std::string& yaml) {
+  ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
+  return LengthPolicyRegistry::Create(options, "length policy");
+}
+
+// Pulls per length over `steps` steps, each arm's outcome given by `outcome(length)`.
+template <typename Outcome>
+std::map<int, int> PullsOver(DraftLengthPolicy& policy, int steps, Outcome outcome) {
+  std::map<int, int> pulls;
+  for (int i = 0; i < steps; ++i) {
+    const int length = policy.MaxDraftLength();
+    ++pulls[length];
+    policy.Observe(outcome(length));
+  }
+  return pulls;
+}
+
+TEST(BanditLengthPolicyTest, TriesEveryArmThenKeepsTheBest) {
+  for (const char* algorithm : {"ucb", "thompson"}) {
+    auto policy = Policy(absl::StrCat("{type: bandit, arms: [1, 2, 4, 8], algorithm: ", algorithm, "}"));
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    EXPECT_FALSE((*policy)->length_is_fixed());
+    std::vector<int> first;
+    for (int i = 0; i < 4; ++i) {
+      first.push_back((*policy)->MaxDraftLength());
+      (*policy)->Observe({.drafted = first.back(), .accepted = 0, .step_seconds = 1});
+    }
+    EXPECT_EQ(first, (std::vector<int>{1, 2, 4, 8})) << algorithm;
+    // Length 4 emits five tokens a second, the others one.
+    const std::map<int, int> pulls = PullsOver(**policy, 200, [](int length) {
+      return StepOutcome{.drafted = length, .accepted = length == 4 ? 4 : 0, .step_seconds = 1};
+    });
+    EXPECT_GT(pulls.at(4), 150) << algorithm;
+  }
+}
+
+// Length 8 emits more tokens a step (9 against 3) but takes four times as
+// long: tokens per second prefer 2, tokens per step prefer 8.
+TEST(BanditLengthPolicyTest, RewardsTokensPerSecondOrPerStep) {
+  const auto outcome = [](int length) {
+    return StepOutcome{.drafted = length, .accepted = length, .step_seconds = length == 8 ? 4.0 : 1.0};
+  };
+  auto per_second = Policy("{type: bandit, arms: [2, 8]}");
+  auto per_step = Policy("{type: bandit, arms: [2, 8], reward: tokens_per_step}");
+  ASSERT_TRUE(per_second.ok() && per_step.ok());
+  EXPECT_GT(PullsOver(**per_second, 200, outcome)[2], 150);
+  EXPECT_GT(PullsOver(**per_step, 200, outcome)[8], 150);
+}
+
+TEST(BanditLengthPolicyTest, ThompsonDrawsFromItsOwnSeededGenerator) {
+  const auto outcome = [](int length) {
+    return StepOutcome{.drafted = length, .accepted = length / 2, .step_seconds = 1};
+  };
+  std::vector<std::map<int, int>> runs;
+  for (const char* seed : {"3", "3", "4"}) {
+    auto policy = Policy(absl::StrCat("{type: bandit, arms: [1, 2, 3, 4], algorithm: thompson, seed: ", seed, "}"));
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    runs.push_back(PullsOver(**policy, 60, outcome));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_NE(runs[0], runs[2]);
+}
+
+TEST(BanditLengthPolicyTest, KeepsWhatItLearnedAcrossPromptsUnlessTransient) {
+  for (bool transient : {false, true}) {
+    auto policy = Policy(absl::StrCat("{type: bandit, arms: [1, 2], transient: ", transient ? "true" : "false", "}"));
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    PullsOver(**policy, 10,
+              [](int length) { return StepOutcome{.drafted = length, .accepted = length, .step_seconds = 1}; });
+    (*policy)->Reset();
+    // A fresh bandit starts with arm 1; one that learned goes for 2 (three tokens a second against two).
+    EXPECT_EQ((*policy)->MaxDraftLength(), transient ? 1 : 2);
+  }
+}
+
+TEST(BanditLengthPolicyTest, EqualsGreedyAndMovesItsLengthInTheEngine) {
+  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
+  auto target = TinyModel(1);
+  const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
+  auto greedy = GenerateAutoregressive(*target, prompt, options);
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  Method method = ModelDrafterMethod(TinyModel(2), "{type: chain}", "{type: greedy}", 1);
+  auto policy = Policy("{type: bandit, arms: [1, 3, 6]}");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  method.policy = *std::move(policy);
+  method.policy_name = "bandit";
+  auto out = GenerateSpeculative(*target, method, prompt, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens);
+  std::set<int> lengths;
+  for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
+  EXPECT_GT(lengths.size(), 1u) << "the draft length never moved";
+  EXPECT_THAT(out->engine_form, HasSubstr("the length policy 'bandit' decides each step"));
+}
+
+// Thompson sampling picks lengths at random from its own generator: 2000
+// two-token generations at T = 1, chi-square (1e-4 false-alarm level)
+// against the target's exact law.
+TEST(BanditLengthPolicyTest, ThompsonSamplingKeepsTheTargetLaw) {
+  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
+  auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const testing::TwoTokenLaw law = testing::ExactTwoTokenLaw(*target, prompt, 1.0);
+  Method method = ModelDrafterMethod(TinyModel(7, 8, 1, 15), "{type: chain}", "{type: rejection}", 1);
+  auto policy = Policy("{type: bandit, arms: [1, 2, 3], algorithm: thompson, reward: tokens_per_step}");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  method.policy = *std::move(policy);
+  method.policy_name = "bandit";
+  constexpr int kRuns = 2000;
+  testing::TwoTokenCounts counts;
+  std::set<int> lengths;
+  for (int i = 0; i < kRuns; ++i) {
+    const DecodeOptions options{
+        .sampling = {.temperature = 1}, .max_new_tokens = 2, .seed = 1000 + static_cast<uint64_t>(i)};
+    auto out = GenerateSpeculative(*target, method, prompt, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ++counts[{out->tokens[0], out->tokens[1]}];
+    for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
+  }
+  const auto [statistic, dof, critical] = testing::ChiSquareTest(counts, law, kRuns);
+  EXPECT_LT(statistic, critical);
+  EXPECT_GT(lengths.size(), 1u) << "the policy never changed its length";
+}
+
+TEST(BanditLengthPolicyTest, OptionErrorsNameTheKey) {
+  EXPECT_THAT(std::string(Policy("{type: bandit, arms: []}").status().message()), HasSubstr("arms"));
+  EXPECT_THAT(std::string(Policy("{type: bandit, arms: [0, 2]}").status().message()), HasSubstr("outside [1, 64]"));
+  EXPECT_THAT(std::string(Policy("{type: bandit, arms: [2, 2]}").status().message()), HasSubstr("listed twice"));
+  EXPECT_THAT(std::string(Policy("{type: bandit, algorithm: exp3}").status().message()), HasSubstr("algorithm"));
+  EXPECT_THAT(std::string(Policy("{type: bandit, exploration: -1}").status().message()), HasSubstr("exploration"));
+  EXPECT_THAT(std::string(Policy("{type: bandit, reward: accepted}").status().message()), HasSubstr("reward"));
+  EXPECT_THAT(std::string(Policy("{type: bandit, arm: [2]}").status().message()), HasSubstr("arm"));
+}
+
+}  // namespace
+}  // namespace speclab
