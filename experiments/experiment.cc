@@ -252,6 +252,7 @@ absl::Status RunExperiment(const RunFlags& flags) {
   std::cout << "## " << e.name << " (target on " << e.target->device().str() << ")\n" << MarkdownTables(rows);
   if (on_cpu) std::cout << "\n" << kCpuOverheadNote << "\n";
   std::cout << EngineForms(records, rows, kBaseline);
+  std::cout << DraftedLengths(records, kBaseline);
   std::cout << std::flush;
   if (!flags.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));

@@ -184,4 +184,32 @@ std::string EngineForms(const std::vector<RunRecord>& records, const std::vector
   return out;
 }
 
+std::string DraftedLengths(const std::vector<RunRecord>& records, const std::string& baseline) {
+  // (method, temperature) -> length -> steps, in the records' order.
+  std::map<std::pair<std::string, double>, std::map<int, int64_t>> lengths;
+  std::vector<std::pair<std::string, double>> order;
+  for (const RunRecord& r : records) {
+    if (r.method == baseline) continue;
+    const std::pair<std::string, double> key{r.method, r.temperature};
+    if (!lengths.count(key)) order.push_back(key);
+    for (const StepStats& s : r.generation.steps) ++lengths[key][s.longest_path];
+  }
+  std::string out;
+  for (const auto& key : order) {
+    const std::map<int, int64_t>& counts = lengths[key];
+    if (counts.size() < 2) continue;  // one length: nothing to show
+    int64_t steps = 0, drafted = 0;
+    for (const auto& [length, n] : counts) {
+      steps += n;
+      drafted += length * n;
+    }
+    std::vector<std::string> shares;
+    for (const auto& [length, n] : counts)
+      shares.push_back(absl::StrFormat("%d: %.0f%%", length, 100.0 * static_cast<double>(n) / steps));
+    absl::StrAppendFormat(&out, "- %s, T=%g: %s (mean %.2f over %d steps)\n", key.first, key.second,
+                          absl::StrJoin(shares, ", "), static_cast<double>(drafted) / steps, steps);
+  }
+  return out.empty() ? "" : absl::StrCat("\nDrafted lengths (the longest path a step):\n", out);
+}
+
 }  // namespace speclab

@@ -60,6 +60,11 @@ std::string MarkdownTables(const std::vector<SummaryRow>& rows);
 std::string EngineForms(const std::vector<RunRecord>& records, const std::vector<SummaryRow>& rows,
                         const std::string& baseline);
 
+// For methods whose draft length moves (an adaptive length policy): the share
+// of steps that drafted each length (the longest path), per temperature,
+// with the mean; "" when every method drafts one length.
+std::string DraftedLengths(const std::vector<RunRecord>& records, const std::string& baseline);
+
 absl::Status WriteSummaryCsv(const std::string& path, const std::vector<SummaryRow>& rows);
 
 }  // namespace speclab

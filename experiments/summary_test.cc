@@ -38,5 +38,18 @@ TEST(EngineFormsTest, SaysWhyAndWhatAStepCosts) {
               HasSubstr("- slow: step by step: the verifier 'v' has no device form (1 generations)\n"));
 }
 
+// Only methods whose length moves get a line, one per temperature.
+TEST(DraftedLengthsTest, SharesOfEachLengthForMovingMethods) {
+  RunRecord moving = Record("bandit", "step by step");
+  moving.temperature = 1;
+  for (int length : {1, 4, 4, 4}) moving.generation.steps.push_back(StepStats{.longest_path = length});
+  RunRecord fixed = Record("fixed", "pipelined chain");
+  for (int i = 0; i < 3; ++i) fixed.generation.steps.push_back(StepStats{.longest_path = 4});
+  const std::string out = DraftedLengths({Record("baseline", "autoregressive"), moving, fixed}, "baseline");
+  EXPECT_THAT(out, HasSubstr("- bandit, T=1: 1: 25%, 4: 75% (mean 3.25 over 4 steps)"));
+  EXPECT_THAT(out, Not(HasSubstr("fixed")));
+  EXPECT_EQ(DraftedLengths({fixed}, "baseline"), "");
+}
+
 }  // namespace
 }  // namespace speclab
