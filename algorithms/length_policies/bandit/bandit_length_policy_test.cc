@@ -15,6 +15,7 @@
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/length_policy_checks.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -101,23 +102,7 @@ TEST(BanditLengthPolicyTest, KeepsWhatItLearnedAcrossPromptsUnlessTransient) {
 }
 
 TEST(BanditLengthPolicyTest, EqualsGreedyAndMovesItsLengthInTheEngine) {
-  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
-  auto target = TinyModel(1);
-  const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
-  auto greedy = GenerateAutoregressive(*target, prompt, options);
-  ASSERT_TRUE(greedy.ok()) << greedy.status();
-  Method method = ModelDrafterMethod(TinyModel(2), "{type: chain}", "{type: greedy}", 1);
-  auto policy = Policy("{type: bandit, arms: [1, 3, 6]}");
-  ASSERT_TRUE(policy.ok()) << policy.status();
-  method.policy = *std::move(policy);
-  method.policy_name = "bandit";
-  auto out = GenerateSpeculative(*target, method, prompt, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->tokens, greedy->tokens);
-  std::set<int> lengths;
-  for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
-  EXPECT_GT(lengths.size(), 1u) << "the draft length never moved";
-  EXPECT_THAT(out->engine_form, HasSubstr("the length policy 'bandit' decides each step"));
+  testing::ExpectGreedyWithAMovingLength("{type: bandit, arms: [1, 3, 6]}", "bandit", /*drafter_seed=*/2);
 }
 
 // Thompson sampling picks lengths at random from its own generator: 2000

@@ -11,13 +11,11 @@
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 #include "framework/speculative_decoder.h"
-#include "tests/support/tiny_models.h"
+#include "tests/support/length_policy_checks.h"
 
 namespace speclab {
 namespace {
 
-using ::speclab::testing::ModelDrafterMethod;
-using ::speclab::testing::TinyModel;
 using ::testing::HasSubstr;
 
 absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> Policy(const std::string& yaml) {
@@ -49,25 +47,9 @@ TEST(HeuristicLengthPolicyTest, GrowsByTwoAfterFullAcceptanceAndShrinksByOne) {
   EXPECT_EQ((*transient)->MaxDraftLength(), 3);  // "heuristic_transient"
 }
 
+// The target's own weights drafting: at T = 0 every draft is accepted, so the length grows 2, 4, 6, ...
 TEST(HeuristicLengthPolicyTest, EqualsGreedyAndMovesItsLengthInTheEngine) {
-  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
-  auto target = TinyModel(1);
-  const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
-  auto greedy = GenerateAutoregressive(*target, prompt, options);
-  ASSERT_TRUE(greedy.ok()) << greedy.status();
-  // The target's own weights drafting: at T = 0 every draft is accepted, so the length grows 2, 4, 6, ...
-  Method method = ModelDrafterMethod(TinyModel(1), "{type: chain}", "{type: greedy}", 1);
-  auto policy = Policy("{type: heuristic, initial: 2}");
-  ASSERT_TRUE(policy.ok()) << policy.status();
-  method.policy = *std::move(policy);
-  method.policy_name = "heuristic";
-  auto out = GenerateSpeculative(*target, method, prompt, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->tokens, greedy->tokens);
-  std::set<int> lengths;
-  for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
-  EXPECT_GT(lengths.size(), 2u) << "the draft length never moved";
-  EXPECT_THAT(out->engine_form, HasSubstr("the length policy 'heuristic' decides each step"));
+  testing::ExpectGreedyWithAMovingLength("{type: heuristic, initial: 2}", "heuristic", /*drafter_seed=*/1);
 }
 
 TEST(HeuristicLengthPolicyTest, OptionErrorsNameTheKey) {
