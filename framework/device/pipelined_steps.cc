@@ -84,7 +84,10 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
     parts.push_back(absl::StrCat("the drafter '", method.drafter_name,
                                  "' reads the target's hidden states (framework/target_features.h), which the "
                                  "pipelined trees do not deliver"));
-  if (!method.policy->length_is_fixed())
+  if (method.policy->wants_progress())
+    parts.push_back(absl::StrCat("the length policy '", method.policy_name,
+                                 "' reads each drafted token on the host to decide whether to go on"));
+  else if (!method.policy->length_is_fixed())
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
                                  "' decides each step on the host after reading the last"));
   return parts;

@@ -135,11 +135,16 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
       tokens.push_back(token);
       rows.push_back(q);
       if (request.policy->wants_progress()) {
-        at::Tensor row = q[0];
-        const double probability = row[token.item<int64_t>()].item<double>();
-        const double entropy = -(row * row.clamp_min(1e-30).log()).sum().item<double>();
+        // The token's q, q's entropy and the drafter's own top probability, in one read.
+        const at::Tensor row = q[0];
+        const at::Tensor facts = at::stack({row.index_select(0, token.reshape({1})).squeeze(0),
+                                            -(row * row.clamp_min(1e-30).log()).sum(),
+                                            logits.reshape({-1}).to(at::kFloat).softmax(0).max()})
+                                     .to(at::kDouble)
+                                     .to(at::kCPU);
+        const double* f = facts.data_ptr<double>();
         if (!request.policy->ContinueDrafting(
-                {.depth = depth, .draft_probability = probability, .draft_entropy = entropy}))
+                {.depth = depth, .draft_probability = f[0], .draft_entropy = f[1], .top_probability = f[2]}))
           break;
       }
     }

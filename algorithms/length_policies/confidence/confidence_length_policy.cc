@@ -1,0 +1,51 @@
+// `confidence`: draft while the drafter is sure of itself (BiLD's fallback
+// rule; transformers' assistant_confidence_threshold; docs/algorithms.md
+// §3.3): after each drafted token, stop once the largest probability of the
+// drafter's own distribution there (DraftProgress::top_probability, before
+// the sampling warp) is below `threshold`; never more than `max` tokens. The
+// token that fell below is kept, as transformers keeps it.
+//
+//   length_policy: {type: confidence, threshold: 0.4, max: 8}
+//
+// The decision reads only the drafter's side of the step, never the
+// verifier's: lossless. It is taken after every drafted token, on the host
+// (one read a token), with the chain builder only; methods with it run step
+// by step and say so.
+#include <memory>
+
+#include "framework/core/length_policy.h"
+#include "framework/core/options.h"
+#include "framework/core/status_macros.h"
+
+namespace speclab {
+namespace {
+
+class ConfidenceLengthPolicy final : public DraftLengthPolicy {
+ public:
+  ConfidenceLengthPolicy(double threshold, int max) : threshold_(threshold), max_(max) {}
+
+  int MaxDraftLength() override { return max_; }
+  bool wants_progress() const override { return true; }
+  bool ContinueDrafting(const DraftProgress& progress) override { return progress.top_probability >= threshold_; }
+
+ private:
+  const double threshold_;
+  const int max_;
+};
+
+const bool kRegistered = LengthPolicyRegistry::Add({
+    .name = "confidence",
+    .description = "stop drafting once the drafter's top probability falls below a threshold (BiLD, transformers)",
+    .lossless = "lossless",
+    .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> {
+      ASSIGN_OR_RETURN(double threshold, options.GetDouble("threshold", 0.4));
+      ASSIGN_OR_RETURN(int64_t max, options.GetInt("max", 8));
+      if (!(threshold >= 0 && threshold <= 1)) return options.Error("threshold", "expected a probability in [0, 1]");
+      if (max < 1 || max > 64) return options.Error("max", "expected an integer in [1, 64]");
+      return std::unique_ptr<DraftLengthPolicy>(
+          std::make_unique<ConfidenceLengthPolicy>(threshold, static_cast<int>(max)));
+    },
+});
+
+}  // namespace
+}  // namespace speclab
