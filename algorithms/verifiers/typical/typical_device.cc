@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
-#include "algorithms/verifiers/typical/typical_constants.h"
+#include "algorithms/verifiers/typical/typical_options.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_verifier.h"
 #include "framework/model/fused_ops.h"
@@ -91,11 +91,8 @@ const bool kRegistered = DeviceVerifierRegistry::Add(
      .description = "Medusa typical acceptance on the device (§1.11); lossy",
      .lossless = "lossy",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DeviceVerifier>> {
-       // The host rule's keys and defaults (typical_verifier.cc), which has checked them.
-       ASSIGN_OR_RETURN(double threshold,
-                        options.GetDouble("posterior_threshold", typical::kDefaultPosteriorThreshold));
-       ASSIGN_OR_RETURN(double alpha, options.GetDouble("posterior_alpha", typical::kDefaultPosteriorAlpha));
-       return std::make_unique<TypicalOnDevice>(threshold, alpha);
+       ASSIGN_OR_RETURN(typical::TypicalOptions o, typical::ReadTypicalOptions(options));
+       return std::make_unique<TypicalOnDevice>(o.threshold, o.alpha);
      }});
 
 }  // namespace

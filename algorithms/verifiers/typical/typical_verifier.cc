@@ -14,7 +14,7 @@
 
 #include "algorithms/verifiers/common/problem_checks.h"
 #include "algorithms/verifiers/common/tree_walk.h"
-#include "algorithms/verifiers/typical/typical_constants.h"
+#include "algorithms/verifiers/typical/typical_options.h"
 #include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
 
@@ -22,8 +22,6 @@ namespace speclab {
 namespace {
 
 constexpr char kName[] = "typical";
-using typical::kDefaultPosteriorAlpha;
-using typical::kDefaultPosteriorThreshold;
 using typical::kEntropyEpsilon;
 
 class TypicalVerifier final : public Verifier {
@@ -81,11 +79,8 @@ const bool kRegistered = VerifierRegistry::Add(
      .description = "Medusa typical acceptance (§1.11): posterior_threshold ε, posterior_alpha δ; lossy",
      .lossless = "lossy",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-       ASSIGN_OR_RETURN(double threshold, options.GetDouble("posterior_threshold", kDefaultPosteriorThreshold));
-       ASSIGN_OR_RETURN(double alpha, options.GetDouble("posterior_alpha", kDefaultPosteriorAlpha));
-       if (!(threshold > 0.0 && threshold <= 1.0)) return options.Error("posterior_threshold", "expected ε in (0, 1]");
-       if (!(alpha > 0.0)) return options.Error("posterior_alpha", "expected δ > 0");
-       return std::make_unique<TypicalVerifier>(threshold, alpha);
+       ASSIGN_OR_RETURN(typical::TypicalOptions o, typical::ReadTypicalOptions(options));
+       return std::make_unique<TypicalVerifier>(o.threshold, o.alpha);
      }});
 
 }  // namespace
