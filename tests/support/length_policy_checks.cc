@@ -8,19 +8,27 @@
 
 #include "framework/core/length_policy.h"
 #include "framework/core/options.h"
+#include "framework/core/status_macros.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
 namespace speclab::testing {
 
+absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> MakeLengthPolicy(const std::string& yaml) {
+  ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
+  return LengthPolicyRegistry::Create(options, "length policy");
+}
+
+std::string LengthPolicyError(const std::string& yaml) {
+  return std::string(MakeLengthPolicy(yaml).status().message());
+}
+
 namespace {
 
 // The policy of `policy_yaml` in `method`.
 void Install(Method& method, const std::string& policy_yaml, const std::string& policy_name) {
-  auto spec = Options::FromString(policy_yaml, "policy.yaml");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto policy = LengthPolicyRegistry::Create(*spec, "length policy");
+  auto policy = MakeLengthPolicy(policy_yaml);
   ASSERT_TRUE(policy.ok()) << policy.status();
   method.policy = *std::move(policy);
   method.policy_name = policy_name;

@@ -3,9 +3,19 @@
 #define SPECLAB_TESTS_SUPPORT_LENGTH_POLICY_CHECKS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "framework/core/length_policy.h"
+
 namespace speclab::testing {
+
+// The registered policy a YAML mapping such as "{type: bandit, arms: [2, 4]}" names.
+absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> MakeLengthPolicy(const std::string& yaml);
+
+// MakeLengthPolicy's error message ("" where it succeeds), for option tests.
+std::string LengthPolicyError(const std::string& yaml);
 
 // A chain method with the policy `policy_yaml` (registered as `policy_name`)
 // and a tiny model drafter (`drafter_seed`, 1 being the target's own

@@ -12,20 +12,15 @@
 #include <vector>
 
 #include "framework/core/length_policy.h"
-#include "framework/core/options.h"
-#include "framework/core/status_macros.h"
-#include "framework/speculative_decoder.h"
 #include "tests/support/length_policy_checks.h"
 
 namespace speclab {
 namespace {
 
-using ::testing::HasSubstr;
+using ::speclab::testing::LengthPolicyError;
+using ::speclab::testing::MakeLengthPolicy;
 
-absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> Policy(const std::string& yaml) {
-  ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
-  return LengthPolicyRegistry::Create(options, "length policy");
-}
+using ::testing::HasSubstr;
 
 // Pulls per length over `steps` steps, each arm's outcome given by `outcome(length)`.
 template <typename Outcome>
@@ -41,7 +36,7 @@ std::map<int, int> PullsOver(DraftLengthPolicy& policy, int steps, Outcome outco
 
 TEST(BanditLengthPolicyTest, TriesEveryArmThenKeepsTheBest) {
   for (const char* algorithm : {"ucb", "thompson"}) {
-    auto policy = Policy(absl::StrCat("{type: bandit, arms: [1, 2, 4, 8], algorithm: ", algorithm, "}"));
+    auto policy = MakeLengthPolicy(absl::StrCat("{type: bandit, arms: [1, 2, 4, 8], algorithm: ", algorithm, "}"));
     ASSERT_TRUE(policy.ok()) << policy.status();
     EXPECT_FALSE((*policy)->length_is_fixed());
     std::vector<int> first;
@@ -64,8 +59,8 @@ TEST(BanditLengthPolicyTest, RewardsTokensPerSecondOrPerStep) {
   const auto outcome = [](int length) {
     return StepOutcome{.drafted = length, .accepted = length, .step_seconds = length == 8 ? 4.0 : 1.0};
   };
-  auto per_second = Policy("{type: bandit, arms: [2, 8]}");
-  auto per_step = Policy("{type: bandit, arms: [2, 8], reward: tokens_per_step}");
+  auto per_second = MakeLengthPolicy("{type: bandit, arms: [2, 8]}");
+  auto per_step = MakeLengthPolicy("{type: bandit, arms: [2, 8], reward: tokens_per_step}");
   ASSERT_TRUE(per_second.ok() && per_step.ok());
   EXPECT_GT(PullsOver(**per_second, 200, outcome)[2], 150);
   EXPECT_GT(PullsOver(**per_step, 200, outcome)[8], 150);
@@ -77,7 +72,8 @@ TEST(BanditLengthPolicyTest, ThompsonDrawsFromItsOwnSeededGenerator) {
   };
   std::vector<std::map<int, int>> runs;
   for (const char* seed : {"3", "3", "4"}) {
-    auto policy = Policy(absl::StrCat("{type: bandit, arms: [1, 2, 3, 4], algorithm: thompson, seed: ", seed, "}"));
+    auto policy =
+        MakeLengthPolicy(absl::StrCat("{type: bandit, arms: [1, 2, 3, 4], algorithm: thompson, seed: ", seed, "}"));
     ASSERT_TRUE(policy.ok()) << policy.status();
     runs.push_back(PullsOver(**policy, 60, outcome));
   }
@@ -87,7 +83,8 @@ TEST(BanditLengthPolicyTest, ThompsonDrawsFromItsOwnSeededGenerator) {
 
 TEST(BanditLengthPolicyTest, KeepsWhatItLearnedAcrossPromptsUnlessTransient) {
   for (bool transient : {false, true}) {
-    auto policy = Policy(absl::StrCat("{type: bandit, arms: [1, 2], transient: ", transient ? "true" : "false", "}"));
+    auto policy =
+        MakeLengthPolicy(absl::StrCat("{type: bandit, arms: [1, 2], transient: ", transient ? "true" : "false", "}"));
     ASSERT_TRUE(policy.ok()) << policy.status();
     PullsOver(**policy, 10,
               [](int length) { return StepOutcome{.drafted = length, .accepted = length, .step_seconds = 1}; });
@@ -109,13 +106,13 @@ TEST(BanditLengthPolicyTest, ThompsonSamplingKeepsTheTargetLaw) {
 }
 
 TEST(BanditLengthPolicyTest, OptionErrorsNameTheKey) {
-  EXPECT_THAT(std::string(Policy("{type: bandit, arms: []}").status().message()), HasSubstr("arms"));
-  EXPECT_THAT(std::string(Policy("{type: bandit, arms: [0, 2]}").status().message()), HasSubstr("outside [1, 64]"));
-  EXPECT_THAT(std::string(Policy("{type: bandit, arms: [2, 2]}").status().message()), HasSubstr("listed twice"));
-  EXPECT_THAT(std::string(Policy("{type: bandit, algorithm: exp3}").status().message()), HasSubstr("algorithm"));
-  EXPECT_THAT(std::string(Policy("{type: bandit, exploration: -1}").status().message()), HasSubstr("exploration"));
-  EXPECT_THAT(std::string(Policy("{type: bandit, reward: accepted}").status().message()), HasSubstr("reward"));
-  EXPECT_THAT(std::string(Policy("{type: bandit, arm: [2]}").status().message()), HasSubstr("arm"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, arms: []}"), HasSubstr("arms"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, arms: [0, 2]}"), HasSubstr("outside [1, 64]"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, arms: [2, 2]}"), HasSubstr("listed twice"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, algorithm: exp3}"), HasSubstr("algorithm"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, exploration: -1}"), HasSubstr("exploration"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, reward: accepted}"), HasSubstr("reward"));
+  EXPECT_THAT(LengthPolicyError("{type: bandit, arm: [2]}"), HasSubstr("arm"));
 }
 
 }  // namespace

@@ -8,22 +8,18 @@
 #include <string>
 
 #include "framework/core/length_policy.h"
-#include "framework/core/options.h"
-#include "framework/core/status_macros.h"
 #include "tests/support/length_policy_checks.h"
 
 namespace speclab {
 namespace {
 
+using ::speclab::testing::LengthPolicyError;
+using ::speclab::testing::MakeLengthPolicy;
+
 using ::testing::HasSubstr;
 
-absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> Policy(const std::string& yaml) {
-  ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
-  return LengthPolicyRegistry::Create(options, "length policy");
-}
-
 TEST(ConfidenceLengthPolicyTest, StopsOnceTheTopProbabilityFallsBelowTheThreshold) {
-  auto policy = Policy("{type: confidence, threshold: 0.4, max: 6}");
+  auto policy = MakeLengthPolicy("{type: confidence, threshold: 0.4, max: 6}");
   ASSERT_TRUE(policy.ok()) << policy.status();
   DraftLengthPolicy& p = **policy;
   EXPECT_TRUE(p.wants_progress());
@@ -45,9 +41,9 @@ TEST(ConfidenceLengthPolicyTest, KeepsTheTargetLaw) {
 }
 
 TEST(ConfidenceLengthPolicyTest, OptionErrorsNameTheKey) {
-  EXPECT_THAT(std::string(Policy("{type: confidence, threshold: 1.5}").status().message()), HasSubstr("threshold"));
-  EXPECT_THAT(std::string(Policy("{type: confidence, max: 0}").status().message()), HasSubstr("max"));
-  EXPECT_THAT(std::string(Policy("{type: confidence, level: 0.5}").status().message()), HasSubstr("level"));
+  EXPECT_THAT(LengthPolicyError("{type: confidence, threshold: 1.5}"), HasSubstr("threshold"));
+  EXPECT_THAT(LengthPolicyError("{type: confidence, max: 0}"), HasSubstr("max"));
+  EXPECT_THAT(LengthPolicyError("{type: confidence, level: 0.5}"), HasSubstr("level"));
 }
 
 }  // namespace

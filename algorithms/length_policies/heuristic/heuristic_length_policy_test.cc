@@ -8,23 +8,18 @@
 #include <string>
 
 #include "framework/core/length_policy.h"
-#include "framework/core/options.h"
-#include "framework/core/status_macros.h"
-#include "framework/speculative_decoder.h"
 #include "tests/support/length_policy_checks.h"
 
 namespace speclab {
 namespace {
 
+using ::speclab::testing::LengthPolicyError;
+using ::speclab::testing::MakeLengthPolicy;
+
 using ::testing::HasSubstr;
 
-absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> Policy(const std::string& yaml) {
-  ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
-  return LengthPolicyRegistry::Create(options, "length policy");
-}
-
 TEST(HeuristicLengthPolicyTest, GrowsByTwoAfterFullAcceptanceAndShrinksByOne) {
-  auto policy = Policy("{type: heuristic, initial: 3, max: 6}");
+  auto policy = MakeLengthPolicy("{type: heuristic, initial: 3, max: 6}");
   ASSERT_TRUE(policy.ok()) << policy.status();
   DraftLengthPolicy& p = **policy;
   EXPECT_FALSE(p.length_is_fixed());
@@ -40,7 +35,7 @@ TEST(HeuristicLengthPolicyTest, GrowsByTwoAfterFullAcceptanceAndShrinksByOne) {
   p.Reset();
   EXPECT_EQ(p.MaxDraftLength(), 1);  // HF's "heuristic": kept across prompts
 
-  auto transient = Policy("{type: heuristic, initial: 3, transient: true}");
+  auto transient = MakeLengthPolicy("{type: heuristic, initial: 3, transient: true}");
   ASSERT_TRUE(transient.ok()) << transient.status();
   (*transient)->Observe({.drafted = 3, .accepted = 0});
   (*transient)->Reset();
@@ -53,11 +48,11 @@ TEST(HeuristicLengthPolicyTest, EqualsGreedyAndMovesItsLengthInTheEngine) {
 }
 
 TEST(HeuristicLengthPolicyTest, OptionErrorsNameTheKey) {
-  EXPECT_THAT(std::string(Policy("{type: heuristic, initial: 0}").status().message()), HasSubstr("initial"));
-  EXPECT_THAT(std::string(Policy("{type: heuristic, max: 65}").status().message()), HasSubstr("max"));
-  EXPECT_THAT(std::string(Policy("{type: heuristic, initial: 9, max: 8}").status().message()),
+  EXPECT_THAT(LengthPolicyError("{type: heuristic, initial: 0}"), HasSubstr("initial"));
+  EXPECT_THAT(LengthPolicyError("{type: heuristic, max: 65}"), HasSubstr("max"));
+  EXPECT_THAT(LengthPolicyError("{type: heuristic, initial: 9, max: 8}"),
               HasSubstr("expected an integer in [1, max]"));
-  EXPECT_THAT(std::string(Policy("{type: heuristic, speed: 2}").status().message()), HasSubstr("speed"));
+  EXPECT_THAT(LengthPolicyError("{type: heuristic, speed: 2}"), HasSubstr("speed"));
 }
 
 }  // namespace
