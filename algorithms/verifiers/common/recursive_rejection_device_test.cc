@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "algorithms/verifiers/testing/random_tree_rows.h"
 #include "tests/support/cuda_tests.h"
 
 namespace speclab {
@@ -40,39 +41,18 @@ TEST(RecursiveRejectionWalk, WorkedCaseOnTheHost) {
   }
 }
 
-// A random tree of n nodes (parents before children), rows and random numbers.
-struct WalkCase {
-  at::Tensor parents, tokens, p, q, uniforms, noise;
-};
-
-WalkCase MakeWalkCase(int64_t n, int64_t vocab, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  const auto f = at::TensorOptions().dtype(at::kFloat);
-  std::vector<int64_t> parents{-1};
-  for (int64_t i = 1; i < n; ++i) parents.push_back(at::randint(0, i / 2 + 1, {1}, gen).item<int64_t>());
-  WalkCase c{.parents = at::tensor(parents), .tokens = at::randint(0, std::min<int64_t>(vocab, 5), {n}, gen)};
-  c.p = at::rand({n, vocab}, gen, f).pow_(4);
-  c.p.div_(c.p.sum(1, true));
-  c.q = at::rand({n, vocab}, gen, f).pow_(4);
-  c.q.div_(c.q.sum(1, true));
-  c.uniforms = at::rand({n}, gen, f);
-  c.noise = at::empty({vocab}, f).exponential_(1.0, gen);
-  return c;
-}
-
 TEST(RecursiveRejectionWalk, CudaMatchesTheHost) {
   SPECLAB_SKIP_UNLESS_CUDA();
   c10::InferenceMode guard;
   int compared = 0, descended = 0;
   for (int64_t vocab : {7, 2049, 128256}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
-      const WalkCase c = MakeWalkCase(24, vocab, seed + static_cast<uint64_t>(vocab));
+      const enumeration::RandomTreeRows c = enumeration::MakeRandomTreeRows(24, vocab, seed + vocab), d = c.Cuda();
       for (SiblingRows rows : {SiblingRows::kOwn, SiblingRows::kShared, SiblingRows::kSharedWithoutReplacement}) {
         const at::Tensor host =
             verifiers::RecursiveRejectionWalk(c.parents, c.tokens, c.p, c.q, c.uniforms, c.noise, rows);
-        const at::Tensor cuda = verifiers::RecursiveRejectionWalk(c.parents.cuda(), c.tokens.cuda(), c.p.cuda(),
-                                                                  c.q.cuda(), c.uniforms.cuda(), c.noise.cuda(), rows)
-                                    .cpu();
+        const at::Tensor cuda =
+            verifiers::RecursiveRejectionWalk(d.parents, d.tokens, d.p, d.q, d.uniforms, d.noise, rows).cpu();
         EXPECT_TRUE(at::equal(host, cuda)) << "vocab " << vocab << " seed " << seed << "\n" << host << cuda;
         ++compared;
         descended += host[0].item<int64_t>() > 0;

@@ -5,7 +5,6 @@
 #include "algorithms/verifiers/traversal/traversal_device.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +12,7 @@
 
 #include "algorithms/verifiers/testing/device_rule_adapter.h"
 #include "algorithms/verifiers/testing/law_check.h"
+#include "algorithms/verifiers/testing/random_tree_rows.h"
 #include "tests/support/cuda_tests.h"
 #include "tests/support/exact_enumeration.h"
 
@@ -58,21 +58,11 @@ TEST(TraversalDeviceTest, CudaMatchesTheHost) {
   int compared = 0, descended = 0;
   for (int64_t vocab : {7, 2049, 128256}) {
     for (uint64_t seed = 1; seed <= 4; ++seed) {
-      at::Generator gen = at::detail::createCPUGenerator(seed + static_cast<uint64_t>(vocab));
-      const int64_t n = 24;
-      std::vector<int64_t> parents{-1};
-      for (int64_t i = 1; i < n; ++i) parents.push_back(at::randint(0, i / 2 + 1, {1}, gen).item<int64_t>());
-      const at::Tensor up = at::tensor(parents), tokens = at::randint(0, std::min<int64_t>(vocab, 5), {n}, gen);
-      const auto f = at::TensorOptions().dtype(at::kFloat);
-      at::Tensor p = at::rand({n, vocab}, gen, f).pow_(4), q = at::rand({n, vocab}, gen, f).pow_(4);
-      p.div_(p.sum(1, true));
-      q.div_(q.sum(1, true));
-      const at::Tensor uniforms = at::rand({n}, gen, f), noise = at::empty({vocab}, f).exponential_(1.0, gen);
+      const enumeration::RandomTreeRows c = enumeration::MakeRandomTreeRows(24, vocab, seed + vocab), d = c.Cuda();
       for (bool masked : {false, true}) {
-        const at::Tensor host = traversal::TraversalWalk(up, tokens, p, q, masked, uniforms, noise);
-        const at::Tensor cuda = traversal::TraversalWalk(up.cuda(), tokens.cuda(), p.cuda(), q.cuda(), masked,
-                                                         uniforms.cuda(), noise.cuda())
-                                    .cpu();
+        const at::Tensor host = traversal::TraversalWalk(c.parents, c.tokens, c.p, c.q, masked, c.uniforms, c.noise);
+        const at::Tensor cuda =
+            traversal::TraversalWalk(d.parents, d.tokens, d.p, d.q, masked, d.uniforms, d.noise).cpu();
         EXPECT_TRUE(at::equal(host, cuda)) << "vocab " << vocab << " seed " << seed << "\n" << host << cuda;
         ++compared;
         descended += host[0].item<int64_t>() > 0;
