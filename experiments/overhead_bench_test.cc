@@ -67,8 +67,8 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(ReportOf(flags), HasSubstr("| chain_g2_block, pipelined | 1 |"));
   flags.verifier = "specinfer";
   EXPECT_THAT(ReportOf(flags), HasSubstr("| chain_g2_specinfer, pipelined | 1 |"));
-  flags.verifier = "spectr";
-  EXPECT_THAT(ReportOf(flags), HasSubstr("--verifier spectr has no device form"));
+  flags.verifier = "host_only_rrs";  // tests/support/host_only_verifier.cc
+  EXPECT_THAT(ReportOf(flags), HasSubstr("--verifier host_only_rrs has no device form"));
   // A dynamic tree verified by point_mass, pipelined as chains are.
   flags.verifier = "point_mass";
   flags.tree_builder = "{type: dynamic_topk, top_k: 2, depth: 2, total_tokens: 5}";

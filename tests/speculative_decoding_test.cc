@@ -305,8 +305,9 @@ TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
   Method host_builder = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: best_first, budget: 4, max_beam_len: 2}",
                                            "{type: point_mass}", 2);
   EXPECT_THAT(form(host_builder, options), HasSubstr("step by step: the tree builder 'best_first' has no device form"));
-  Method host_rule = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: spectr}", 2);
-  EXPECT_THAT(form(host_rule, options), HasSubstr("step by step: the verifier 'spectr' has no device form"));
+  Method host_rule =
+      ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: host_only_rrs}", 2);
+  EXPECT_THAT(form(host_rule, options), HasSubstr("step by step: the verifier 'host_only_rrs' has no device form"));
   auto autoregressive = GenerateAutoregressive(*target, kPrompt, options);
   ASSERT_TRUE(autoregressive.ok());
   EXPECT_EQ(autoregressive->engine_form, "autoregressive");

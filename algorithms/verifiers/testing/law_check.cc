@@ -140,11 +140,13 @@ absl::StatusOr<SampledComparison> SampleAgainstTarget(const Verifier& verifier, 
   const int horizon = instance.depth() + 1;
   const std::vector<double> expected = TargetLaw(models.target, instance.root_token, horizon);
   std::vector<double> counts(expected.size(), 0.0);
+  double accepted = 0;
   SeededRandomSource random(seed);
   for (int i = 0; i < samples; ++i) {
     ASSIGN_OR_RETURN(DraftedTree drafted, DraftTree(instance, models.draft, random));
     const VerificationProblem problem = MakeProblem(instance, models.target, drafted);
     ASSIGN_OR_RETURN(Verdict verdict, verifier.Verify(problem, random));
+    accepted += static_cast<double>(verdict.accepted.size());
     ASSIGN_OR_RETURN(std::vector<int32_t> tokens, EmittedTokens(drafted.tree, verdict, instance.vocab()));
     std::vector<int32_t> context = {instance.root_token};
     context.insert(context.end(), tokens.begin(), tokens.end());
@@ -158,6 +160,7 @@ absl::StatusOr<SampledComparison> SampleAgainstTarget(const Verifier& verifier, 
   SampledComparison out;
   out.samples = samples;
   out.cells = static_cast<int>(expected.size());
+  out.mean_accepted = accepted / samples;
   for (size_t i = 0; i < expected.size(); ++i) out.tv += 0.5 * std::abs(counts[i] / samples - expected[i]);
   out.bound = SampledTvBound(expected, samples, delta);
   return out;

@@ -85,6 +85,7 @@ struct SampledComparison {
   double bound = 0;  // see SampledTvBound
   int samples = 0;
   int cells = 0;
+  double mean_accepted = 0;  // accepted drafts per step, averaged over the samples
 };
 
 // ½ Σ_s sqrt(P(s)(1-P(s))/N) + sqrt(ln(1/δ)/(2N)). The first term bounds
