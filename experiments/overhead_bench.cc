@@ -193,6 +193,7 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % (target->config().vocab_size - 3));
   }
   DecodeOptions options{.max_new_tokens = flags.new_tokens, .eos_token = -1, .seed = 1};
+  options.sampling.top_k = flags.top_k;
   // Before the graphs: they return the hidden states they keep.
   RETURN_IF_ERROR(target->KeepHiddenStates(method.drafter->target_features().hidden_layers));
   RETURN_IF_ERROR(target->PrepareForDecoding(2 * flags.gamma + 2));
@@ -371,6 +372,7 @@ absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std
       {"--target-shape", "CONFIG.json", text(flags.target_shape)},
       {"--drafter-shape", "CONFIG.json", text(flags.drafter_shape)},
       {"--gamma", "G", PositiveInto("--gamma", flags.gamma, 32)},
+      {"--top-k", "K", PositiveInto("--top-k", flags.top_k, 1 << 20)},
       {"--verifier", "NAME", text(flags.verifier)},
       {"--tree-builder", "YAML", text(flags.tree_builder)},
       {"--drafter", "YAML", text(flags.drafter)},

@@ -38,7 +38,8 @@ struct DraftTree {
     at::Tensor parents;  // [n] int64 on the device: -1 for the root, else an earlier node
     at::Tensor depths;   // [n] int64 on the device: 0 for the root
     at::Tensor mask;     // [n, n] bool on the device: row i sees node j iff j is i or an ancestor of i
-    int64_t depth_bound = -1;  // what the host knows of the deepest node's depth (-1: at most n - 1)
+    int64_t depth_bound = -1;      // what the host knows of the deepest node's depth (-1: at most n - 1)
+    int64_t branching_bound = -1;  // and of the most children a node has (-1: at most n - 1)
   };
   std::optional<DeviceShape> device_shape;
 };

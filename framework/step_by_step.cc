@@ -94,20 +94,28 @@ bool IsChain(const TokenTree& tree) { return tree.max_depth() == tree.size() - 1
 // Verifies a tree with the verifier's device form: one transfer brings back
 // the drafted tokens, the parents of a device-shaped draft, and the walk's
 // answer (the accepted path and the extra token).
+// `draft_top_k`: the warp the drafts were drawn with (0: none).
 absl::StatusOr<Verdict> VerifyTreeOnDevice(const DeviceVerifier& verifier, DraftTree& draft, const at::Tensor& probs,
-                                           bool greedy, at::Generator& generator) {
+                                           bool greedy, int64_t draft_top_k, at::Generator& generator) {
   const c10::Device device = probs.device();
   const int64_t n = DraftSize(draft);
   std::vector<int64_t> host_parents;
   at::Tensor parents;
+  int64_t branching = -1;
   if (draft.device_shape) {
     parents = draft.device_shape->parents.to(device);
+    branching = draft.device_shape->branching_bound;
   } else {
-    for (int i = 0; i < draft.tree.size(); ++i) host_parents.push_back(draft.tree.parent(i));
+    branching = 0;
+    for (int i = 0; i < draft.tree.size(); ++i) {
+      host_parents.push_back(draft.tree.parent(i));
+      branching = std::max<int64_t>(branching, static_cast<int64_t>(draft.tree.children(i).size()));
+    }
     parents = LongsToDevice(host_parents, device);
   }
   DeviceTreeProblem problem{.tokens = draft.tokens.to(device), .parents = parents, .target_probs = probs,
-                            .draft_probs = draft.draft_probs, .sampling = draft.sampling, .greedy = greedy};
+                            .draft_probs = draft.draft_probs, .sampling = draft.sampling, .greedy = greedy,
+                            .branching_bound = branching, .draft_support_bound = draft_top_k > 0 ? draft_top_k : -1};
   ASSIGN_OR_RETURN(at::Tensor answer, verifier.VerifyTree(problem, generator));
   const at::Tensor host = at::cat({problem.tokens, parents, answer}).to(at::kCPU);  // the step's one synchronisation
   const int64_t* data = host.data_ptr<int64_t>();
@@ -218,8 +226,9 @@ absl::Status StepByStep::Verify(Step& step) {
   } else if (device_verifier != nullptr && device_verifier->verifies_trees()) {
     // At temperature 0 a device form is greedy matching, the stand-in's rule.
     if (greedy_for_top_k_ && draft.sampling == DraftSampling::kDeterministic) NoteGreedyStandIn();
-    ASSIGN_OR_RETURN(step.verdict, VerifyTreeOnDevice(*device_verifier, draft, step.target_rows, greedy,
-                                                      random_.verify));
+    ASSIGN_OR_RETURN(step.verdict,
+                     VerifyTreeOnDevice(*device_verifier, draft, step.target_rows, greedy,
+                                        method_.drafter_sampling.For(options_.sampling).top_k, random_.verify));
   } else {
     HostView host = FetchForVerification(draft.tokens, step.target_rows, draft.draft_probs,
                                          draft.sampling != DraftSampling::kDeterministic,

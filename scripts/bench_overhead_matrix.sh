@@ -5,6 +5,7 @@
 # markdown table. Usage (after a build; SPECLAB defaults to build-gpu/speclab):
 #   scripts/bench_overhead_matrix.sh shipped [SET]   # the shipped pair's shapes, 4 prompts
 #   scripts/bench_overhead_matrix.sh 8b [SET]        # random Llama-3.1-8B / 3.2-1B shapes, 2 prompts
+# A pair is "verifier|tree builder[|more flags]".
 # SET: chains, trees, all (default) or key (one chain and the main trees, for
 # the slow 8B shapes). Prints the table; each run's own
 # report lands in $OUT_DIR/NAME (default /tmp/overhead_matrix).
@@ -28,10 +29,12 @@ TREES=("point_mass|{type: static, choices: $STATIC15}" "greedy|{type: static, ch
        "traversal|{type: static, sampling: true, choices: $STATIC15}" "rrs_wor|$SEQUOIA"
        "specinfer|{type: multi_sample, k: 4}" "rrs|{type: multi_sample, k: 4}"
        "rrs_wor|{type: multi_sample, k: 4, replacement: false}" "traversal|{type: multi_sample, k: 4, replacement: false}"
+       "spectr|{type: multi_sample, k: 4}|--top-k 20" "khisti|{type: multi_sample, k: 4}|--top-k 20"
        "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}")
 KEY=("rejection|" "point_mass|{type: static, choices: $STATIC15}" "rrs_wor|{type: static, sampling: true, choices: $STATIC15}"
      "traversal|{type: static, sampling: true, choices: $STATIC15}" "rrs_wor|$SEQUOIA" "specinfer|{type: multi_sample, k: 4}"
-     "rrs_wor|{type: multi_sample, k: 4, replacement: false}"
+     "rrs_wor|{type: multi_sample, k: 4, replacement: false}" "spectr|{type: multi_sample, k: 4}|--top-k 20"
+     "khisti|{type: multi_sample, k: 4}|--top-k 20"
      "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}")
 PAIRS=()
 case "$SET" in
@@ -47,9 +50,16 @@ echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
 for pair in "${PAIRS[@]}"; do
   verifier=${pair%%|*}
   builder=${pair#*|}
+  extra=""  # a third field: more bench-overhead flags (khisti needs a top_k)
+  if [[ "$builder" == *"|"* ]]; then
+    extra=${builder#*|}
+    builder=${builder%%|*}
+  fi
   name="${verifier}_$(echo "${builder:-chain}" | tr -c 'a-z0-9' '_' | cut -c1-40)"
   flags=(--verifier "$verifier")
   [ -n "$builder" ] && flags+=(--tree-builder "$builder")
+  # shellcheck disable=SC2206  # the extra flags split on spaces
+  [ -n "$extra" ] && flags+=($extra)
   if ! timeout 120 "$SPECLAB" bench-overhead "${ARGS[@]}" "${flags[@]}" --out "$OUT_DIR/$name" > /dev/null 2> "$OUT_DIR.$name.err"; then
     echo "| $verifier | ${builder:-chain} | - | FAILED: $(tail -n 1 "$OUT_DIR.$name.err" | cut -c1-120) | | | | | | |"
     continue

@@ -44,6 +44,12 @@ struct DeviceTreeProblem {
   at::Tensor draft_probs;
   DraftSampling sampling = DraftSampling::kDeterministic;  // how the drafts were drawn from those rows
   bool greedy = false;      // temperature 0, as DeviceChainProblem::greedy
+  // What the host knows without reading the device, for rules whose cost
+  // grows with it (khisti): the most children a node has (-1: up to n - 1),
+  // and the most nonzero entries of a draft row (the drafts' top_k; -1: the
+  // whole vocabulary).
+  int64_t branching_bound = -1;
+  int64_t draft_support_bound = -1;
 };
 
 class DeviceVerifier {

@@ -60,9 +60,11 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   ASSIGN_OR_RETURN(at::Tensor logits,
                    target_device().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
   const at::Tensor parents = shape.parents.to(device);
+  const int64_t draft_top_k = method().drafter_sampling.For(sampling()).top_k;
   DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = TargetRows(logits, sampling()),
                             .draft_probs = draft->draft_probs, .sampling = draft->sampling,
-                            .greedy = sampling().greedy()};
+                            .greedy = sampling().greedy(), .branching_bound = shape.branching_bound,
+                            .draft_support_bound = draft_top_k > 0 ? draft_top_k : -1};
   ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
   // The accepted path becomes context: its cache entries move into place,
   // and its tokens, then the extra token, follow the root in context_.

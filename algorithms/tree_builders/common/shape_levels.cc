@@ -161,7 +161,11 @@ absl::StatusOr<std::optional<DraftTree>> ShapeLevels::Draft(Drafter& drafter, co
     draft.sampling = DraftSampling::kWithoutReplacement;
   }
   draft.device_shape =
-      DraftTree::DeviceShape{.parents = on.parents, .depths = on.depths, .mask = on.mask, .depth_bound = depth_};
+      DraftTree::DeviceShape{.parents = on.parents,
+                             .depths = on.depths,
+                             .mask = on.mask,
+                             .depth_bound = depth_,
+                             .branching_bound = rank_span_};
   return draft;
 }
 

@@ -213,8 +213,12 @@ class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     draft.tokens = at::cat({root_token, drafted[0]});
     draft.draft_probs = drafted[4];
     draft.sampling = replacement_ ? DraftSampling::kIndependent : DraftSampling::kWithoutReplacement;
-    draft.device_shape =
-        DraftTree::DeviceShape{.parents = drafted[1], .depths = drafted[2], .mask = drafted[3], .depth_bound = length};
+    // A node's children are the draws that continue its prefix: at most one a sequence.
+    draft.device_shape = DraftTree::DeviceShape{.parents = drafted[1],
+                                                .depths = drafted[2],
+                                                .mask = drafted[3],
+                                                .depth_bound = length,
+                                                .branching_bound = k};
     return draft;
   }
 

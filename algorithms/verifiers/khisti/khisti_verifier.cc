@@ -18,6 +18,7 @@
 #include "algorithms/verifiers/common/problem_checks.h"
 #include "algorithms/verifiers/common/tree_walk.h"
 #include "algorithms/verifiers/khisti/canonical_selection.h"
+#include "algorithms/verifiers/khisti/khisti_options.h"
 #include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
 
@@ -25,7 +26,6 @@ namespace speclab {
 namespace {
 
 constexpr char kName[] = "khisti";
-constexpr double kDefaultMaxSelectionTuples = 1e7;
 
 class KhistiVerifier final : public Verifier {
  public:
@@ -85,8 +85,7 @@ const bool kRegistered = VerifierRegistry::Add(
      .description = "Khisti canonical two-step: p/q selection + SpS against the exact selection law (§1.8)",
      .lossless = "lossless",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-       ASSIGN_OR_RETURN(double limit, options.GetDouble("max_selection_tuples", kDefaultMaxSelectionTuples));
-       if (!(limit >= 1.0)) return options.Error("max_selection_tuples", "expected a number >= 1");
+       ASSIGN_OR_RETURN(double limit, khisti::ReadMaxSelectionTuples(options));
        return std::make_unique<KhistiVerifier>(limit);
      }});
 

@@ -1,0 +1,13 @@
+#include "algorithms/verifiers/khisti/khisti_options.h"
+
+#include "framework/core/status_macros.h"
+
+namespace speclab::khisti {
+
+absl::StatusOr<double> ReadMaxSelectionTuples(Options& options) {
+  ASSIGN_OR_RETURN(double limit, options.GetDouble("max_selection_tuples", 1e7));
+  if (!(limit >= 1.0)) return options.Error("max_selection_tuples", "expected a number >= 1");
+  return limit;
+}
+
+}  // namespace speclab::khisti

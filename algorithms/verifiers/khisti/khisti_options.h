@@ -1,0 +1,17 @@
+// Khisti's options, shared by its host rule and its device form (§1.8).
+#ifndef SPECLAB_ALGORITHMS_VERIFIERS_KHISTI_KHISTI_OPTIONS_H_
+#define SPECLAB_ALGORITHMS_VERIFIERS_KHISTI_KHISTI_OPTIONS_H_
+
+#include "absl/status/statusor.h"
+#include "framework/core/options.h"
+
+namespace speclab::khisti {
+
+// `max_selection_tuples` (default 1e7, at least 1): the most K-tuples
+// |supp q|^K the exact selection law may enumerate at a node; beyond it
+// the rule refuses. Errors name the key.
+absl::StatusOr<double> ReadMaxSelectionTuples(Options& options);
+
+}  // namespace speclab::khisti
+
+#endif  // SPECLAB_ALGORITHMS_VERIFIERS_KHISTI_KHISTI_OPTIONS_H_
