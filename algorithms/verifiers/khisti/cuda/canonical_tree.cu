@@ -57,7 +57,7 @@ __device__ void RaceTarget(const float* pu, const float* noise, int64_t vocab, i
   if (threadIdx.x == 0) *extra = TokenOfKey(key);
 }
 
-__global__ void DecideNodes(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens,
+__global__ void __launch_bounds__(kBlock) DecideNodes(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens,
                             const float* __restrict__ p, const float* __restrict__ q,
                             const float* __restrict__ uniforms, const float* __restrict__ noise,
                             double max_selection_tuples, int64_t* __restrict__ decision,

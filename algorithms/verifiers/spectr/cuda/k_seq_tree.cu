@@ -107,7 +107,7 @@ __device__ int64_t TokenOfKey(uint64_t key) {
 // One block a group: its candidates (the children of its nodes, in index
 // order) against the group's p row and the first candidate's q row; the
 // token it emits if the walk stops there.
-__global__ void DecideGroups(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens,
+__global__ void __launch_bounds__(kBlock) DecideGroups(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens,
                              const float* __restrict__ p, const float* __restrict__ q,
                              const float* __restrict__ uniforms, const float* __restrict__ noise,
                              int64_t* __restrict__ decision, int64_t* __restrict__ extra, int n, int64_t vocab) {
