@@ -36,6 +36,7 @@ constexpr char kUsage[] =
     "  speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] [--prompt-tokens P]\n"
     "                       [--repeats R] [--device auto|cpu|cuda|cuda:N] [--no-graphs] [--eager-too]\n"
     "  speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] [--gamma G] [--top-k K]\n"
+    "                         [--batch-invariant]\n"
     "                         [--verifier NAME] [--tree-builder YAML] [--drafter YAML]\n"
     "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n"
     "                         [--trace DIR]\n";

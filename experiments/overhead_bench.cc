@@ -173,6 +173,7 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     drafter = std::make_unique<ModelDrafter>(std::move(model));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> target, RandomModel(target_config, device, capacity, 1));
+  target->SetBatchInvariant(flags.batch_invariant);
   if (!flags.drafter.empty()) {
     ASSIGN_OR_RETURN(Options spec, Options::FromString(flags.drafter, "--drafter"));
     ASSIGN_OR_RETURN(drafter_name, spec.GetString("type"));
@@ -373,6 +374,11 @@ absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std
       {"--drafter-shape", "CONFIG.json", text(flags.drafter_shape)},
       {"--gamma", "G", PositiveInto("--gamma", flags.gamma, 32)},
       {"--top-k", "K", PositiveInto("--top-k", flags.top_k, 1 << 20)},
+      {"--batch-invariant", nullptr,
+       [&](const std::string&) {
+         flags.batch_invariant = true;
+         return absl::OkStatus();
+       }},
       {"--verifier", "NAME", text(flags.verifier)},
       {"--tree-builder", "YAML", text(flags.tree_builder)},
       {"--drafter", "YAML", text(flags.drafter)},

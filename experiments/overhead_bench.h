@@ -32,6 +32,7 @@ struct OverheadBenchFlags {
   std::string drafter_shape = "configs/shapes/llama-3.2-1b.json";
   int gamma = 4;
   int top_k = 0;  // 0: off; else drafts and samples from the top_k most probable tokens (khisti's support)
+  bool batch_invariant = false;  // the target's batch-invariant numerics (models.batch_invariant)
   std::string verifier = "rejection";  // a rule with a device form (rejection, block, point_mass, greedy)
   std::string tree_builder;            // a YAML mapping; "": chains of gamma drafts
   std::string drafter;                 // a model-free drafter's YAML mapping (prompt_lookup); "": a drafter LM

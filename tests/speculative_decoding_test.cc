@@ -131,8 +131,9 @@ TEST(SpeculativeDecodingTest, PipelinedPromptLookupMatchesTargetLawAtTemperature
 }
 
 // A batch-invariant bf16 target on CUDA (LlamaModel::SetBatchInvariant):
-// chains verified by rejection and by block verification, and pipelined
-// prompt lookup, reproduce greedy decoding token for token. Random weights
+// chains verified by rejection and by block verification, trees of every
+// device-grown builder, and pipelined prompt lookup, reproduce greedy
+// decoding token for token. Random weights
 // give near-flat logits, where bf16 near-ties are everywhere.
 TEST(SpeculativeDecodingTest, BatchInvariantBf16MethodsEqualGreedyOnCuda) {
   SPECLAB_SKIP_UNLESS_CUDA();
@@ -156,6 +157,24 @@ TEST(SpeculativeDecodingTest, BatchInvariantBf16MethodsEqualGreedyOnCuda) {
       int accepted = 0;
       for (const StepStats& step : out->steps) accepted += step.accepted;
       if (drafter_seed == 1) EXPECT_GT(accepted, 12) << verifier;  // multi-token forwards decided most tokens
+    }
+  }
+  // Trees too (pipelined on CUDA): their tokens' ancestors sit in tentative
+  // slots with siblings between them, and the ordered attention kernel still
+  // gives each token greedy decoding's logits.
+  const std::vector<std::pair<const char*, const char*>> trees = {
+      {"{type: static, choices: [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}", "{type: point_mass}"},
+      {"{type: static, sampling: true, choices: [[0], [1], [0, 0], [1, 0], [0, 0, 0]]}", "{type: rrs_wor}"},
+      {"{type: dynamic_topk, top_k: 3, depth: 3, total_tokens: 8}", "{type: greedy}"},
+      {"{type: multi_sample, k: 3}", "{type: specinfer}"}};
+  for (uint64_t drafter_seed : {1, 2}) {
+    for (const auto& [builder, verifier] : trees) {
+      std::unique_ptr<LlamaModel> drafter = make(drafter_seed);
+      drafter->SetBatchInvariant(drafter_seed == 1);
+      Method method = ModelDrafterMethod(std::move(drafter), builder, verifier, 4);
+      auto out = GenerateSpeculative(*target, method, prompt, options);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->tokens, greedy->tokens) << builder << " " << verifier << ", drafter " << drafter_seed;
     }
   }
   auto lookup = MethodFromYaml("{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 5}, "

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -282,6 +283,38 @@ at::Tensor DecodeAttentionKernelOrUndefined(const at::Tensor& q, const at::Tenso
   return out;
 }
 
+// The ordered attention kernel's output (batch-invariant mode), or an
+// undefined tensor where it does not cover the inputs.
+at::Tensor OrderedAttentionOrUndefined(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                       const at::Tensor& allowed, int64_t kv_length) {
+  dk::DType dtype;
+  if (!Covered({q, k, v}, &dtype)) return {};
+  if (allowed.device() != q.device() || allowed.scalar_type() != at::kBool ||
+      (allowed.size(1) > 1 && allowed.stride(1) != 1) || allowed.size(1) < kv_length)
+    return {};
+  dk::OrderedAttentionShape shape;
+  shape.kv_heads = q.size(0);
+  shape.tokens = allowed.size(0);
+  shape.group = q.size(1) / shape.tokens;
+  shape.head_dim = q.size(2);
+  shape.kv_length = kv_length;
+  shape.cache_slots = k.size(1);
+  shape.mask_stride = allowed.stride(0);
+  const auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  if (shape.group * shape.tokens != q.size(1) || !dk::OrderedAttentionSupported(dtype, shape) || !aligned(q) ||
+      !aligned(k) || !aligned(v))
+    return {};
+  const c10::cuda::CUDAGuard guard(q.device());
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  // Freed on return but stream-ordered, as DecodeAttention's workspace.
+  const at::Tensor workspace =
+      at::empty({dk::OrderedAttentionWorkspaceFloats(shape)}, q.options().dtype(at::kFloat));
+  CheckLaunch(dk::LaunchOrderedAttention(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), allowed.data_ptr(),
+                                         out.data_ptr(), workspace.data_ptr<float>(), shape, CurrentStream(q)),
+              "OrderedAttention");
+  return out;
+}
+
 #endif  // SPECLAB_WITH_CUDA
 
 }  // namespace
@@ -476,6 +509,11 @@ at::Tensor LinearBatchInvariant(const at::Tensor& x, const at::Tensor& weight, c
 at::Tensor DecodeAttentionBatchInvariant(const at::Tensor& q, const at::Tensor& k_cache_layer,
                                          const at::Tensor& v_cache_layer, const at::Tensor& allowed,
                                          int64_t kv_length) {
+  CheckAttentionShapes(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+#ifdef SPECLAB_WITH_CUDA
+  at::Tensor out = OrderedAttentionOrUndefined(q, k_cache_layer, v_cache_layer, allowed, kv_length);
+  if (out.defined()) return out;
+#endif
   return DecodeAttentionWithChunks(q, k_cache_layer, v_cache_layer, allowed, kv_length, kInvariantChunkTiles);
 }
 
@@ -570,6 +608,26 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   }
 #endif
   return (temperature == 1.0 ? x : x / temperature).softmax(-1);
+}
+
+at::Tensor TopKSoftmaxRows(const at::Tensor& x, double temperature, int64_t k) {
+  TORCH_CHECK(x.dim() == 2, "TopKSoftmaxRows: x must be [rows, cols], got ", x.sizes());
+  TORCH_CHECK(temperature > 0, "TopKSoftmaxRows: temperature must be positive, got ", temperature);
+  TORCH_CHECK(k >= 1 && k <= x.size(1), "TopKSoftmaxRows: k = ", k, " outside [1, ", x.size(1), "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (kernel_launch::FloatRows(x)) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor out = at::empty_like(x);
+    CheckLaunch(row_kernels::LaunchTopKSoftmaxRows(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1),
+                                                   k, static_cast<float>(temperature), CurrentStream(x)),
+                "TopKSoftmaxRows");
+    return out;
+  }
+#endif
+  // Keep every entry scoring at least the k-th best (ties kept, as in HF).
+  const at::Tensor y = x / temperature;
+  const at::Tensor kth = std::get<0>(y.topk(k, -1)).narrow(-1, k - 1, 1);
+  return SoftmaxRows(y.masked_fill(y < kth, -std::numeric_limits<float>::infinity()));
 }
 
 std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k) {

@@ -113,11 +113,14 @@ at::Tensor LinearWithKernel(const at::Tensor& x, const at::Tensor& weight, const
 // a model verifying n tokens in one forward computes exactly the logits of n
 // one-token forwards (greedy decoding reproduced token for token in bf16).
 // Linear pins the tensor-core GEMV with a fixed k split in slices of at most
-// 16 rows (the MMA's rows are independent); attention pins the tiled kernel
-// with 256-slot chunks (a partition fixed by the slots, never by the rows).
-// Slower than the tuned choices (no SIMT GEMV for one row, no cuBLAS for long
-// batches, no split attention). Inputs the kernels do not cover (float32, the
-// CPU) take the ATen path, whose invariance is cuBLAS's.
+// 16 rows (the MMA's rows are independent); attention runs the ordered
+// kernel (decode_kernels.h: a token's result depends on the sequence of keys
+// it sees alone, so a tree's tokens, their ancestors in tentative slots with
+// siblings between them, get what one-token forwards get), or where that does
+// not apply the tiled kernel with 256-slot chunks (a partition fixed by the
+// slots: chains only). Slower than the tuned choices (no SIMT GEMV for one
+// row, no cuBLAS for long batches, SIMT attention). Inputs the kernels do not
+// cover (float32, the CPU) take the ATen path, whose invariance is cuBLAS's.
 at::Tensor LinearBatchInvariant(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 at::Tensor DecodeAttentionBatchInvariant(const at::Tensor& q, const at::Tensor& k_cache_layer,
                                          const at::Tensor& v_cache_layer, const at::Tensor& allowed,
@@ -224,6 +227,14 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tenso
 // chunked kernel with the division fused, whose fp32 sum runs in another
 // order (results agree to a few ulps). temperature > 0.
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
+
+// The top-k warp's probabilities for x [rows, cols] float32 (sampling.h's
+// Probabilities with top_k = k and no top_p): y = x / temperature, the
+// softmax of the entries at least the row's k-th largest y (ties kept), 0
+// elsewhere. 1 <= k <= cols, temperature > 0. One launch on CUDA (a radix
+// select and the softmax in one block a row, instead of at::topk's select,
+// a comparison, a masked fill and the softmax); ATen: that sequence.
+at::Tensor TopKSoftmaxRows(const at::Tensor& x, double temperature, int64_t k);
 
 // The k largest entries of each row of x [rows, cols] float32, best first
 // (ties: the smaller index; NaN beats every number), and their log-softmax:

@@ -119,6 +119,41 @@ TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
   EXPECT_TRUE(fused::SoftmaxRows(all_masked.cuda()).isnan().all().item<bool>());
 }
 
+// The top-k warp's probabilities: on the CPU the ATen sequence bit for bit;
+// on CUDA the same kept set (every entry at least the k-th largest, ties
+// kept: rows of repeated values, -inf entries, k past the finite entries)
+// and, kept entries, float64's softmax over them within SoftmaxTolerance.
+TEST(FusedRowOps, TopKSoftmaxRowsKeepsTheTopKAndTies) {
+  const at::Tensor small = at::randn({3, 300});
+  const at::Tensor y = small / 0.7;
+  const at::Tensor kth = std::get<0>(y.topk(20, -1)).narrow(-1, 19, 1);
+  EXPECT_TRUE(at::equal(fused::TopKSoftmaxRows(small, 0.7, 20), fused::SoftmaxRows(y.masked_fill(y < kth, -kInf))));
+  EXPECT_THROW(fused::TopKSoftmaxRows(small, 0.7, 301), c10::Error);
+  SPECLAB_SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  for (int64_t cols : {7, 2049, 8000, 128256}) {
+    at::Tensor x = at::randn({6, cols}).mul_(3);
+    x[1].fill_(0.5f);  // all tied: every entry kept
+    x[2].narrow(0, 0, cols / 2).fill_(-kInf);
+    x[3].narrow(0, 1, cols - 1).fill_(-kInf);  // fewer finite entries than k
+    if (cols > 40) x[4].narrow(0, 10, 30).fill_(5.0f);  // ties across the k-th
+    for (int64_t k : {1, 5, 20}) {
+      if (k > cols) continue;
+      for (double temperature : {1.0, 0.6}) {
+        const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k) + " T " +
+                                  std::to_string(temperature);
+        const at::Tensor got = fused::TopKSoftmaxRows(x.cuda(), temperature, k).cpu();
+        const at::Tensor yx = x / temperature;
+        const at::Tensor kept = yx >= std::get<0>(yx.topk(k, -1)).narrow(-1, k - 1, 1);
+        EXPECT_TRUE(at::equal(got > 0, kept & yx.isfinite())) << where;
+        const at::Tensor want = yx.masked_fill(~kept, -kInf).to(at::kDouble).softmax(-1);
+        const at::Tensor rel = (got.to(at::kDouble) - want).abs() / want.clamp_min(DBL_MIN);
+        EXPECT_LE(rel.masked_select(want > 0).max().item<double>(), SoftmaxTolerance(x, temperature)) << where;
+      }
+    }
+  }
+}
+
 // Chain rejection's stopping race at every row, as racing all rows' residuals
 // (p itself where the residual has no mass) and keeping that row: rows 0..2
 // random laws, row 1's successor equal to row 1 (no residual mass), the last

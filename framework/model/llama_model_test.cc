@@ -504,6 +504,46 @@ TEST(LlamaModelTest, BatchInvariantChainLogitsEqualOneTokenForwards) {
   }
 }
 
+// The same for a tree: every node's logits in one forward over the tree, its
+// ancestors in tentative slots with siblings between them, equal bit for bit
+// those of one-token forwards along its path (the ordered attention kernel).
+// The context ends past slot 250, so that the tree straddles the tiled
+// kernel's 256-slot chunk boundary too.
+TEST(LlamaModelTest, BatchInvariantTreeLogitsEqualOneTokenForwardsAlongThePath) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  const std::vector<int64_t> context = RandomTokens(250, 512, 21);
+  const TokenTree tree = RandomTree(7, 24, 512, 22);
+  auto make = [&](bool graphs) -> std::unique_ptr<LlamaModel> {
+    std::unique_ptr<LlamaModel> model = testing::KernelSizedModel(c10::Device(c10::kCUDA), at::kBFloat16, 3);
+    if (model == nullptr) return nullptr;
+    model->EnableCudaGraphs(graphs);
+    model->SetBatchInvariant(true);
+    FeedChain(*model, context);
+    EXPECT_TRUE(model->Commit(Iota(context.size())).ok());
+    return model;
+  };
+  for (bool graphs : {false, true}) {
+    auto together = make(graphs);
+    ASSERT_NE(together, nullptr);
+    const int64_t base = together->committed_length();
+    auto logits = together->Forward(Longs(ToInt64(tree.tokens())), Longs(tree.Positions(base)), TreeMask(tree));
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const at::Tensor tree_logits = logits->cpu();
+    int compared = 0;
+    for (int leaf : tree.Leaves()) {
+      auto one_at_a_time = make(graphs);
+      ASSERT_NE(one_at_a_time, nullptr);
+      for (int node : tree.PathTo(leaf)) {
+        const at::Tensor expected = FeedChain(*one_at_a_time, {tree.token(node)})[0].cpu();
+        ASSERT_TRUE(one_at_a_time->Commit({0}).ok());
+        EXPECT_TRUE(at::equal(tree_logits[node], expected)) << "graphs " << graphs << ", node " << node;
+        ++compared;
+      }
+    }
+    EXPECT_GT(compared, tree.size());
+  }
+}
+
 // Off CUDA the batch-invariant forms are the ATen path: same logits as the
 // default forward (to the usual tolerance), and switching drops no state.
 TEST(LlamaModelTest, BatchInvariantModeGivesTheSameLogits) {

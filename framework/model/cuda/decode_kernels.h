@@ -220,6 +220,42 @@ int LaunchDecodeAttention(DType dtype, const void* q, const void* k_cache, const
                           void* out, float* workspace, const DecodeAttentionShape& shape,
                           const DecodeAttentionPlan& plan, void* stream);
 
+// --- Ordered attention (batch-invariant mode) ----------------------------------
+//
+// Attention whose result for a query token is a function of the sequence of
+// K/V rows it sees, in slot order, and of nothing else: not of the slots they
+// sit in, the slots it does not see, kv_length, or the other tokens of the
+// call. A token of a draft tree, whose ancestors sit in tentative slots with
+// siblings between them, thus gets bit for bit what a one-token forward over
+// the same keys gives (ordered_attention.cu says how). Same layouts and
+// masking guarantees as LaunchDecodeAttention (q [kv_heads][group * tokens]
+// [head_dim], row j * tokens + t; unseen K/V rows never read; a token that
+// sees nothing gets zeros); fp32 scores and softmax, P @ V in fp32 without
+// rounding P. SIMT, a warp per (query row, 128 visible slots), then a merge
+// kernel: slower than the tiled kernel.
+struct OrderedAttentionShape {
+  int64_t kv_heads = 0;
+  int64_t group = 0;   // query heads a KV head
+  int64_t tokens = 0;  // query tokens (rows of allowed)
+  int64_t head_dim = 0;
+  int64_t kv_length = 0;
+  int64_t cache_slots = 0;
+  int64_t mask_stride = 0;  // in elements (bytes) of `allowed`
+};
+
+// bfloat16 or float16; head_dim 64, 80, 96 or 128; 1 <= kv_length <=
+// cache_slots < 2^31; mask_stride >= kv_length when tokens > 1; q, k_cache
+// and v_cache 16-byte aligned.
+bool OrderedAttentionSupported(DType dtype, const OrderedAttentionShape& shape);
+
+// The fp32 workspace a launch needs: (2 + head_dim) floats a query row and
+// 128 slots of kv_length.
+int64_t OrderedAttentionWorkspaceFloats(const OrderedAttentionShape& shape);
+
+// Returns cudaErrorInvalidValue for unsupported arguments.
+int LaunchOrderedAttention(DType dtype, const void* q, const void* k_cache, const void* v_cache, const void* allowed,
+                           void* out, float* workspace, const OrderedAttentionShape& shape, void* stream);
+
 }  // namespace decode_kernels
 }  // namespace speclab
 

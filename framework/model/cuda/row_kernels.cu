@@ -228,7 +228,83 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
 }
 
+// The order of float32 values as unsigned keys (NaN above every number, -0
+// as +0), for the radix select below.
+__device__ __forceinline__ uint32_t OrderKey(float v) {
+  const uint32_t bits = __float_as_uint(v + 0.0f);
+  return isnan(v) ? 0xFFFFFFFFu : (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// One block per row: y = x / t; the k-th largest key of y by a radix select
+// (4 passes of 8 bits over a 256-bin shared histogram, each warp adding its
+// lanes of one bin with one atomic); then the softmax of the entries at or
+// above it (ties kept) and zeros elsewhere.
+__global__ void __launch_bounds__(kSmallThreads)
+    TopKSoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ out, int64_t cols, int64_t k, float t) {
+  __shared__ unsigned hist[257];  // bin 256: lanes with nothing to count
+  __shared__ uint32_t chosen_prefix;
+  __shared__ int64_t chosen_remaining;
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  float* outr = out + row * cols;
+  const int lane = threadIdx.x % kWarpSize;
+  uint32_t prefix = 0, mask = 0;
+  int64_t remaining = k;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 257; b += kSmallThreads) hist[b] = 0;
+    __syncthreads();
+    for (int64_t base = 0; base < cols; base += kSmallThreads) {
+      const int64_t i = base + threadIdx.x;
+      unsigned bin = 256;
+      if (i < cols) {
+        const uint32_t key = OrderKey(xr[i] / t);
+        if ((key & mask) == prefix) bin = (key >> shift) & 0xFFu;
+      }
+      const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
+      if (lane == __ffs(peers) - 1 && bin < 256) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t above = 0;
+      int d = 255;
+      for (; d > 0 && above + hist[d] < remaining; --d) above += hist[d];
+      chosen_prefix = prefix | (static_cast<uint32_t>(d) << shift);
+      chosen_remaining = remaining - above;
+    }
+    __syncthreads();
+    prefix = chosen_prefix;
+    remaining = chosen_remaining;
+    mask |= 0xFFu << shift;
+  }
+  // prefix is now the k-th largest key: keep y >= it.
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
+    const float y = xr[i] / t;
+    if (OrderKey(y) < prefix) continue;
+    if (y > m) {
+      s = s * expf(m - y) + 1.0f;
+      m = y;
+    } else if (y != -INFINITY) {
+      s += expf(y - m);
+    }
+  }
+  const float2 total = BlockMaxSum<kSmallThreads>(m, s);
+  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
+    const float y = xr[i] / t;
+    outr[i] = OrderKey(y) < prefix ? 0.0f : expf(y - total.x) / total.y;
+  }
+}
+
 }  // namespace
+
+int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
+                          void* stream) {
+  if (rows < 1 || rows > 65535 || k < 1 || k > cols || cols >= (int64_t{1} << 32) || !(temperature > 0))
+    return cudaErrorInvalidValue;
+  TopKSoftmaxRowsKernel<<<static_cast<unsigned>(rows), kSmallThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, out, cols, k, temperature);
+  return cudaGetLastError();
+}
 
 int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
                      int64_t cols, void* stream) {

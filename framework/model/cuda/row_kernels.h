@@ -47,6 +47,16 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
+// The top-k warp's probabilities: with y = x / temperature (the division as
+// at::div), out[r][i] = exp(y - M_r) / S_r where y[r][i] is at least the
+// row's k-th largest y (ties kept), else 0; M_r the row's maximum, S_r the
+// kept entries' sum of exp(y - M_r). NaN counts above every number. x, out
+// [rows, cols] float32 (out may not be x); 1 <= k <= cols < 2^32;
+// temperature > 0. One block per row (a radix select, then the softmax), one
+// launch.
+int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
+                          void* stream);
+
 // The k largest x[r][i] of each row, best first (among equal values the
 // smaller index; NaN above every number, as ArgmaxRows), and their
 // log-softmax x[r][i] - M_r - log S_r (M_r the row's maximum, S_r its sum of
