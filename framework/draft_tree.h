@@ -28,6 +28,11 @@ struct DraftTree {
   // does so).
   at::Tensor draft_probs;
   DraftSampling sampling = DraftSampling::kDeterministic;
+  // [n - 1, 3] float32 on the drafter's device, for chains drafted for a
+  // length policy's device-side stop (BuildRequest::keep_draft_facts): each
+  // drafted token's DraftProgress, in DeviceDraftFacts' column order (q of the
+  // token, the drafter's own entropy and top probability). Else undefined.
+  at::Tensor draft_facts;
 
   // Set by builders that choose the tree's shape on the device, so that the
   // engine queues the target's forward without reading the draft back

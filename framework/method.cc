@@ -87,6 +87,7 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   ASSIGN_OR_RETURN(method.drafter_sampling, ReadDrafterSampling(spec));
   RETURN_IF_ERROR(spec.CheckAllUsed());
   const Options device_verifier_spec = verifier;  // before the host rule reads (and marks) its keys
+  const Options device_stop_spec = policy;
   ASSIGN_OR_RETURN(method.drafter, DrafterRegistry::Create(drafter, "drafter", environment));
   ASSIGN_OR_RETURN(method.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
   ASSIGN_OR_RETURN(method.verifier, VerifierRegistry::Create(verifier, "verifier"));
@@ -99,6 +100,7 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
   if (auto status = method.CheckCompatible(); !status.ok())
     return absl::InvalidArgumentError(absl::StrCat(spec.file(), ":", spec.node().Mark().line + 1, ": ", status.message()));
   RETURN_IF_ERROR(AttachDeviceVerifier(method, device_verifier_spec));
+  RETURN_IF_ERROR(AttachDeviceStop(method, device_stop_spec));
   return method;
 }
 
@@ -116,6 +118,14 @@ absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec) {
   if (entry == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceVerifier> device, entry->create(verifier_spec));
   if (!method.tree_builder->traits().may_branch || device->verifies_trees()) method.device_verifier = std::move(device);
+  return absl::OkStatus();
+}
+
+absl::Status AttachDeviceStop(Method& method, Options policy_spec) {
+  method.device_stop.reset();
+  const auto* entry = DeviceLengthStopRegistry::Find(method.policy_name);
+  if (entry == nullptr || !method.policy->wants_progress()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(method.device_stop, entry->create(policy_spec));
   return absl::OkStatus();
 }
 

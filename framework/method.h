@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/verifier.h"
+#include "framework/device/device_length_stop.h"
 #include "framework/device/device_verifier.h"
 #include "framework/drafter.h"
 #include "framework/sampling.h"
@@ -45,6 +46,9 @@ struct Method {
   // The verifier's device form, when it has one and the builder draws chains
   // or the form verifies trees (framework/device/device_verifier.h); null otherwise.
   std::unique_ptr<DeviceVerifier> device_verifier;
+  // The length policy's device-side stop, when it stops token by token and
+  // has one (framework/device/device_length_stop.h); null otherwise.
+  std::unique_ptr<DeviceLengthStop> device_stop;
 
   // Refuses combinations that would be wrong, not merely slow: a verifier that
   // needs q with a builder or drafter that cannot give a sampling law, a
@@ -71,6 +75,11 @@ absl::StatusOr<Method> CreateMethod(Options& spec, const DrafterEnvironment& env
 // mapping) when the verifier has a registered device form and the method's
 // tree builder only draws chains, or the form verifies trees too.
 absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec);
+
+// Sets method.device_stop from `policy_spec` (the length policy's config
+// mapping) when the policy stops token by token and has a registered device
+// form.
+absl::Status AttachDeviceStop(Method& method, Options policy_spec);
 
 }  // namespace speclab
 

@@ -26,6 +26,11 @@ struct BuildRequest {
   DraftLengthPolicy* policy = nullptr;
   at::Generator* generator = nullptr;  // drafting randomness (never the verifier's)
   c10::Device device = c10::Device(c10::kCPU);  // where the drafter's tensors live
+  // Chains drafted from a device root for a policy that stops token by token
+  // (framework/device/device_length_stop.h): draft the policy's maximum and
+  // keep each token's facts (DraftTree::draft_facts) instead of asking the
+  // policy after each token.
+  bool keep_draft_facts = false;
 };
 
 // What a builder needs from the rest of the method; checked at config load.

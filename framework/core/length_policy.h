@@ -14,10 +14,11 @@ namespace speclab {
 struct DraftProgress {
   int depth = 0;                  // drafted tokens on the path so far (>= 1)
   double draft_probability = 1;   // q(token) of the drafted token (1 for token-only drafts)
-  double draft_entropy = 0;       // entropy of the q row it came from (0 if unknown)
-  // The largest probability of the drafter's own distribution at that
-  // position (softmax of its logits, before the sampling warp: at
-  // temperature 0 q is one-hot, this is not); 1 for token-only drafts.
+  // The entropy (nats) and the largest probability of the drafter's own
+  // distribution at that position (softmax of its logits, before the
+  // sampling warp: at temperature 0 q is one-hot, this is not); 0 and 1 for
+  // token-only drafts.
+  double draft_entropy = 0;
   double top_probability = 1;
 };
 

@@ -58,6 +58,13 @@ class DeviceVerifier {
   // int64 [2] on the problem's device: the number of accepted drafts, then the
   // extra token. Never waits for the host.
   virtual absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const = 0;
+  // True where the rule decides a chain's drafts from the root down, each on
+  // the drafts before it alone (rejection sampling and its kin; not block
+  // verification or traversal, which weigh the whole chain): its verdict on a
+  // chain's first L drafts is then its verdict on those L drafts alone, up to
+  // where it stops, and a chain drafted past a length policy's device-side
+  // stop may be verified whole and cut after (device_length_stop.h).
+  virtual bool verifies_prefixes_alone() const { return false; }
   // Trees, for rules that verify them on the device (verifies_trees()):
   // int64 [n + 1] on the problem's device, verifiers::TreeWalk's answer (algorithms/verifiers/common/tree_on_device.h): the
   // number a of accepted drafts, the accepted nodes root-down in slots 1..a,

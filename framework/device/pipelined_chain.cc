@@ -6,11 +6,29 @@
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_tree_builder.h"
+#include "framework/device/device_length_stop.h"
 #include "framework/device/device_verifier.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
+namespace {
+
+// A chain's verdict cut after its first `kept` drafts (device_length_stop.h):
+// (min(a, kept), the extra token where a < kept, else a token drawn from the
+// target's row after draft `kept`: its argmax at temperature 0, where the
+// rows are logits, else its exponential race). answer int64 [2], kept
+// int64 [1], target_rows [gamma + 1, vocab]; all on one device, no host read.
+at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& target_rows,
+                          bool greedy, at::Generator& generator) {
+  const at::Tensor row = target_rows.index_select(0, kept).to(at::kFloat);
+  const at::Tensor drawn = greedy ? GreedyTokens(row) : RaceRows(row, at::empty_like(row).exponential_(1.0, generator));
+  const at::Tensor accepted = answer.narrow(0, 0, 1);
+  const at::Tensor cut = at::minimum(accepted, kept);
+  return at::cat({cut, at::where(accepted < kept, answer.narrow(0, 1, 1), drawn)});
+}
+
+}  // namespace
 
 absl::Status PipelinedChain::Check(const LanguageModel& target, const Method& method,
                                    absl::Span<const int32_t> prompt, int max_new_tokens) {
@@ -43,20 +61,31 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
+  at::Tensor kept = at::full({1}, gamma_, answer.options());
+  if (method().device_stop != nullptr) {
+    if (!draft->draft_facts.defined())
+      return absl::InternalError("pipelined chain: the builder kept no facts for the length policy's stop");
+    kept = method().device_stop->KeptLength(FactsOfColumns(draft->draft_facts.to(device)));
+    answer = CutChainAnswer(answer, kept, problem.target_probs, sampling().greedy(), verify_generator());
+  }
   // The next step's root is the extra token, after the last accepted token.
   const at::Tensor accepted = answer.narrow(0, 0, 1);
   RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
   AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
-  return at::cat({tokens, answer});
+  return at::cat({tokens, answer, kept});
 }
 
 absl::StatusOr<PipelinedRead> PipelinedChain::Read(const at::Tensor& host_record) const {
   const int64_t* data = host_record.data_ptr<int64_t>();
-  const int64_t accepted = data[gamma_ + 1];
-  if (accepted < 0 || accepted > gamma_)
-    return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", gamma_, " drafts"));
-  PipelinedRead read{.emitted = std::vector<int32_t>(data + 1, data + 1 + accepted), .tree_nodes = gamma_,
-                     .longest_path = gamma_};
+  const int64_t accepted = data[gamma_ + 1], kept = data[gamma_ + 3];
+  if (kept < 1 || kept > gamma_)
+    return absl::InternalError(absl::StrCat("the length policy's device stop kept ", kept, " of ", gamma_, " drafts"));
+  if (accepted < 0 || accepted > kept)
+    return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", kept, " drafts"));
+  // The drafts past the stop were drafted (in the drafter's graph) but are not part of the step.
+  PipelinedRead read{.emitted = std::vector<int32_t>(data + 1, data + 1 + accepted),
+                     .tree_nodes = static_cast<int>(kept),
+                     .longest_path = static_cast<int>(kept)};
   read.emitted.push_back(static_cast<int32_t>(data[gamma_ + 2]));
   return read;
 }

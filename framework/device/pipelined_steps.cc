@@ -45,7 +45,8 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
                                                                  const at::Tensor& context) {
   BuildRequest request{.root_token = -1, .sampling = method_.drafter_sampling.For(sampling_),
                        .policy = method_.policy.get(),
-                       .generator = &draft_generator_, .device = target().device()};
+                       .generator = &draft_generator_, .device = target().device(),
+                       .keep_draft_facts = method_.device_stop != nullptr};
   const DeviceRoot root{.last_two = last_two_,
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
                                      .min_start = min_root - 1},
@@ -84,10 +85,16 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
     parts.push_back(absl::StrCat("the drafter '", method.drafter_name,
                                  "' reads the target's hidden states (framework/target_features.h), which the "
                                  "pipelined trees do not deliver"));
-  if (method.policy->wants_progress())
+  if (method.policy->wants_progress() && method.device_stop == nullptr)
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
-                                 "' reads each drafted token on the host to decide whether to go on"));
-  else if (!method.policy->length_is_fixed())
+                                 "' reads each drafted token on the host to decide whether to go on (it has no "
+                                 "device form: framework/device/device_length_stop.h)"));
+  else if (method.policy->wants_progress() && method.device_verifier != nullptr &&
+           !method.device_verifier->verifies_prefixes_alone())
+    parts.push_back(absl::StrCat("the verifier '", method.verifier_name,
+                                 "' weighs a chain's drafts together, so a chain drafted past the length policy '",
+                                 method.policy_name, "''s device-side stop cannot be cut after verification"));
+  else if (!method.policy->wants_progress() && !method.policy->length_is_fixed())
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
                                  "' decides each step on the host after reading the last"));
   return parts;

@@ -3,12 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <set>
 #include <vector>
 
 #include "framework/core/length_policy.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_length_stop.h"
+#include "framework/method.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
@@ -26,18 +31,33 @@ std::string LengthPolicyError(const std::string& yaml) {
 
 namespace {
 
-// The policy of `policy_yaml` in `method`.
-void Install(Method& method, const std::string& policy_yaml, const std::string& policy_name) {
+// The policy of `policy_yaml` in `method`, with its device form for kDevice.
+void Install(Method& method, const std::string& policy_yaml, const std::string& policy_name, PolicyForm form) {
   auto policy = MakeLengthPolicy(policy_yaml);
   ASSERT_TRUE(policy.ok()) << policy.status();
   method.policy = *std::move(policy);
   method.policy_name = policy_name;
+  method.device_stop.reset();
+  if (form == PolicyForm::kHost) return;
+  auto options = Options::FromString(policy_yaml, "policy.yaml");
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_TRUE(AttachDeviceStop(method, *options).ok());
+  ASSERT_NE(method.device_stop, nullptr) << policy_name << " has no device form";
+}
+
+// The engine form a run of `form` reports.
+void ExpectForm(const std::string& engine_form, const std::string& policy_name, PolicyForm form) {
+  if (form == PolicyForm::kDevice) {
+    EXPECT_EQ(engine_form, "pipelined chain") << policy_name;
+  } else {
+    EXPECT_THAT(engine_form, ::testing::HasSubstr("the length policy '" + policy_name + "'"));
+  }
 }
 
 }  // namespace
 
 void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::string& policy_name,
-                                   uint64_t drafter_seed, double drafter_logit_scale) {
+                                   uint64_t drafter_seed, double drafter_logit_scale, PolicyForm form) {
   const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
   auto target = TinyModel(1);
   const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
@@ -45,23 +65,23 @@ void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::st
   ASSERT_TRUE(greedy.ok()) << greedy.status();
   Method method =
       ModelDrafterMethod(TinyModel(drafter_seed, 16, 2, drafter_logit_scale), "{type: chain}", "{type: greedy}", 1);
-  Install(method, policy_yaml, policy_name);
+  Install(method, policy_yaml, policy_name, form);
   auto out = GenerateSpeculative(*target, method, prompt, options);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->tokens, greedy->tokens) << policy_yaml;
   std::set<int> lengths;
   for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
   EXPECT_GT(lengths.size(), 1u) << policy_yaml << ": the draft length never moved";
-  EXPECT_THAT(out->engine_form, ::testing::HasSubstr("the length policy '" + policy_name + "'"));
+  ExpectForm(out->engine_form, policy_name, form);
 }
 
-void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string& policy_name) {
+void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string& policy_name, PolicyForm form) {
   const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
   const TwoTokenLaw law = ExactTwoTokenLaw(*target, prompt, 1.0);
   // The target's network at a lower logit scale drafts: close enough to accept often.
   Method method = ModelDrafterMethod(TinyModel(7, 8, 1, 15), "{type: chain}", "{type: rejection}", 1);
-  Install(method, policy_yaml, policy_name);
+  Install(method, policy_yaml, policy_name, form);
   constexpr int kRuns = 2000;
   TwoTokenCounts counts;
   std::set<int> lengths;
@@ -72,10 +92,50 @@ void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string&
     ASSERT_TRUE(out.ok()) << out.status();
     ++counts[{out->tokens[0], out->tokens[1]}];
     for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
+    if (i == 0) ExpectForm(out->engine_form, policy_name, form);
   }
   const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
   EXPECT_LT(result.statistic, result.critical) << policy_yaml;
-  EXPECT_GT(lengths.size(), 1u) << policy_yaml << ": the policy never changed its length";
+  if (form == PolicyForm::kDevice) {  // what matters there: chains cut short of the maximum
+    EXPECT_LT(*lengths.begin(), method.policy->MaxDraftLength()) << policy_yaml << ": no chain was cut";
+  } else {
+    EXPECT_GT(lengths.size(), 1u) << policy_yaml << ": the policy never changed its length";
+  }
+}
+
+void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
+  auto host = MakeLengthPolicy(policy_yaml);
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto options = Options::FromString(policy_yaml, "policy.yaml");
+  ASSERT_TRUE(options.ok()) << options.status();
+  auto type = options->GetString("type");
+  ASSERT_TRUE(type.ok());
+  const auto* entry = DeviceLengthStopRegistry::Find(*type);
+  ASSERT_NE(entry, nullptr) << *type << " has no device form";
+  auto device = entry->create(*options);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const int gamma = (*host)->MaxDraftLength();
+  at::Generator generator = at::detail::createCPUGenerator(7);
+  std::set<int64_t> kept_lengths;
+  for (int chain = 0; chain < 200; ++chain) {
+    const at::Tensor facts = at::rand({gamma, 3}, generator, at::kFloat) * at::tensor({1.0f, 5.0f, 1.0f});
+    const at::Tensor host_facts = facts.to(at::kDouble);
+    int expected = gamma;
+    for (int d = 1; d <= gamma; ++d) {
+      const DraftProgress progress{.depth = d,
+                                   .draft_probability = host_facts[d - 1][0].item<double>(),
+                                   .draft_entropy = host_facts[d - 1][1].item<double>(),
+                                   .top_probability = host_facts[d - 1][2].item<double>()};
+      if (!(*host)->ContinueDrafting(progress)) {
+        expected = d;
+        break;
+      }
+    }
+    const int64_t kept = (*device)->KeptLength(FactsOfColumns(facts)).item<int64_t>();
+    EXPECT_EQ(kept, expected) << policy_yaml << ", chain " << chain << ":\n" << facts;
+    kept_lengths.insert(kept);
+  }
+  EXPECT_GT(kept_lengths.size(), 1u) << policy_yaml << ": the random facts never moved the length";
 }
 
 }  // namespace speclab::testing

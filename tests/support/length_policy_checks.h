@@ -17,18 +17,32 @@ absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> MakeLengthPolicy(const std::s
 // MakeLengthPolicy's error message ("" where it succeeds), for option tests.
 std::string LengthPolicyError(const std::string& yaml);
 
+// How a policy's checks run: its host rule, the engine stepping on the host
+// (and naming the policy as why), or its device form (device_length_stop.h),
+// the engine pipelining chains cut on the device.
+enum class PolicyForm { kHost, kDevice };
+
 // A chain method with the policy `policy_yaml` (registered as `policy_name`)
 // and a tiny model drafter (`drafter_seed`, 1 being the target's own
 // weights; `drafter_logit_scale` as TinyModel's) decodes 40 tokens at T = 0:
 // expects greedy decoding's tokens, more than one drafted length, and the
-// engine naming the policy as why it stepped on the host.
+// engine form `form` implies.
 void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::string& policy_name,
-                                   uint64_t drafter_seed, double drafter_logit_scale = 30);
+                                   uint64_t drafter_seed, double drafter_logit_scale = 30,
+                                   PolicyForm form = PolicyForm::kHost);
 
 // The same chain with rejection sampling, 2000 two-token generations at T =
 // 1 against the target's exact law (chi-square at a 1e-4 false-alarm
-// level); expects more than one drafted length among them.
-void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string& policy_name);
+// level); expects more than one drafted length among them (kHost), or chains
+// cut short of the maximum (kDevice).
+void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string& policy_name,
+                              PolicyForm form = PolicyForm::kHost);
+
+// The policy's device form keeps, on 200 random chains of facts (top and
+// drawn probabilities in [0, 1], entropies in [0, 5] nats, float32 as
+// drafting keeps them), exactly the drafts its host rule keeps: the first
+// depth where ContinueDrafting is false, else MaxDraftLength().
+void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml);
 
 }  // namespace speclab::testing
 

@@ -8,11 +8,13 @@
 //   length_policy: {type: confidence, threshold: 0.4, max: 8}
 //
 // The decision reads only the drafter's side of the step, never the
-// verifier's: lossless. It is taken after every drafted token, on the host
-// (one read a token), with the chain builder only; methods with it run step
-// by step and say so.
+// verifier's: lossless. With the chain builder only. Step by step it is taken
+// after every drafted token, on the host (one read a token); pipelined, its
+// device form (confidence_device.cc) cuts a chain drafted to `max` where it
+// would have stopped.
 #include <memory>
 
+#include "algorithms/length_policies/confidence/confidence_options.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
@@ -38,12 +40,8 @@ const bool kRegistered = LengthPolicyRegistry::Add({
     .description = "stop drafting once the drafter's top probability falls below a threshold (BiLD, transformers)",
     .lossless = "lossless",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> {
-      ASSIGN_OR_RETURN(double threshold, options.GetDouble("threshold", 0.4));
-      ASSIGN_OR_RETURN(int64_t max, options.GetInt("max", 8));
-      if (!(threshold >= 0 && threshold <= 1)) return options.Error("threshold", "expected a probability in [0, 1]");
-      if (max < 1 || max > 64) return options.Error("max", "expected an integer in [1, 64]");
-      return std::unique_ptr<DraftLengthPolicy>(
-          std::make_unique<ConfidenceLengthPolicy>(threshold, static_cast<int>(max)));
+      ASSIGN_OR_RETURN(confidence::ConfidenceOptions o, confidence::ReadConfidenceOptions(options));
+      return std::unique_ptr<DraftLengthPolicy>(std::make_unique<ConfidenceLengthPolicy>(o.threshold, o.max));
     },
 });
 

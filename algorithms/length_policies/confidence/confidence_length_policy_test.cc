@@ -8,7 +8,11 @@
 #include <string>
 
 #include "framework/core/length_policy.h"
+#include "framework/core/options.h"
+#include "framework/method.h"
+#include "framework/speculative_decoder.h"
 #include "tests/support/length_policy_checks.h"
+#include "tests/support/tiny_models.h"
 
 namespace speclab {
 namespace {
@@ -38,6 +42,43 @@ TEST(ConfidenceLengthPolicyTest, EqualsGreedyWithLengthsFollowingTheDrafter) {
 
 TEST(ConfidenceLengthPolicyTest, KeepsTheTargetLaw) {
   testing::ExpectChainLawWithPolicy("{type: confidence, threshold: 0.5, max: 3}", "confidence");
+}
+
+// The device form: the host rule's lengths, and in pipelined chains cut on
+// the device, greedy's tokens and the target's law.
+TEST(ConfidenceLengthPolicyTest, DeviceFormKeepsTheHostRulesDrafts) {
+  testing::ExpectDeviceStopKeepsTheHostRulesDrafts("{type: confidence, threshold: 0.4, max: 6}");
+}
+
+TEST(ConfidenceLengthPolicyTest, PipelinedWithItsDeviceFormEqualsGreedy) {
+  testing::ExpectGreedyWithAMovingLength("{type: confidence, threshold: 0.2, max: 6}", "confidence",
+                                         /*drafter_seed=*/2, /*drafter_logit_scale=*/10, testing::PolicyForm::kDevice);
+}
+
+TEST(ConfidenceLengthPolicyTest, PipelinedWithItsDeviceFormKeepsTheTargetLaw) {
+  // A threshold this drafter's first token misses: every chain cut after 1 of
+  // 3 drafts, so that the verdict is cut wherever it accepted that draft.
+  testing::ExpectChainLawWithPolicy("{type: confidence, threshold: 0.55, max: 3}", "confidence",
+                                    testing::PolicyForm::kDevice);
+}
+
+// Block verification weighs a chain's drafts together: a chain drafted past
+// the stop cannot be cut after it, so the method steps on the host, saying why.
+TEST(ConfidenceLengthPolicyTest, WithBlockVerificationItStepsOnTheHost) {
+  auto target = testing::TinyModel(1);
+  Method method = testing::ModelDrafterMethod(testing::TinyModel(2), "{type: chain}", "{type: block}", 1);
+  const std::string yaml = "{type: confidence, threshold: 0.4, max: 4}";
+  auto policy = MakeLengthPolicy(yaml);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  method.policy = *std::move(policy);
+  method.policy_name = "confidence";
+  auto options = Options::FromString(yaml, "policy.yaml");
+  ASSERT_TRUE(options.ok());
+  ASSERT_TRUE(AttachDeviceStop(method, *options).ok());
+  ASSERT_NE(method.device_stop, nullptr);
+  auto out = GenerateSpeculative(*target, method, {1, 5, 3, 7, 2}, {.sampling = {.temperature = 1}, .max_new_tokens = 8});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->engine_form, HasSubstr("the verifier 'block' weighs a chain's drafts together"));
 }
 
 TEST(ConfidenceLengthPolicyTest, OptionErrorsNameTheKey) {

@@ -3,12 +3,15 @@
 // With a distribution drafter every token is drawn from the drafter's
 // processed distribution q (argmax at temperature 0) on the device, and the
 // next drafter forward consumes it there: drafting never waits for the host
-// unless the length policy reads each token's probability. Drafters with a
-// device chain (DeviceDrafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
+// unless the length policy reads each token's facts. Drafters with a device
+// chain (DeviceDrafter::DraftChain; a LlamaModel drafter on CUDA: one CUDA
 // graph) draft the whole chain in one call when the policy fixes the length
 // up front, and can draft it from a root only the device knows
 // (BuildAt: the engine's pipelined chains), as can token-only drafters
-// with device-rooted continuations (DeviceDrafter::ContinuationAt).
+// with device-rooted continuations (DeviceDrafter::ContinuationAt). For a
+// policy that stops token by token and has a device form, BuildAt drafts its
+// maximum and keeps each token's facts (DraftTree::draft_facts), for the
+// engine to cut the chain on the device.
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -37,20 +40,33 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
 
   absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request,
                                          const DeviceRoot& root) override {
-    if (request.policy->wants_progress())
+    if (request.policy->wants_progress() && !request.keep_draft_facts)
       return absl::UnimplementedError("the length policy reads each drafted token on the host");
     const int length = request.policy->MaxDraftLength();
     DeviceDrafter* device = DeviceFormOf(drafter);
     if (device == nullptr) return absl::UnimplementedError("the drafter has no device form");
     if (drafter.kind() == DrafterKind::kTokensOnly) {
+      if (request.keep_draft_facts) return absl::UnimplementedError("the drafter gives tokens only, without facts");
       ASSIGN_OR_RETURN(at::Tensor tokens, device->ContinuationAt(root, length));
       return ChainTree(request.root_token, length, {.tokens = tokens}, DraftSampling::kDeterministic);
     }
     ASSIGN_OR_RETURN(ChainResult chain, device->DraftChainAt(root, length, Pick(request)));
-    return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent);
+    return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent, request.keep_draft_facts);
   }
 
  private:
+  // A drafted token's DraftProgress as a [1, 3] row (DeviceDraftFacts'
+  // columns): q(token), then the entropy and the top probability of the
+  // drafter's own distribution (its logits' softmax, before the warp). q
+  // undefined: an argmax draft, whose q is the token's one-hot.
+  static at::Tensor FactsRow(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& token) {
+    const at::Tensor own = logits.reshape({1, -1}).to(at::kFloat).softmax(-1);
+    const at::Tensor top = own.amax(-1, /*keepdim=*/true);
+    const at::Tensor entropy = -(own * own.clamp_min(1e-30).log()).sum(-1, /*keepdim=*/true);
+    const at::Tensor picked = q.defined() ? q.reshape({1, -1}).gather(1, token.reshape({1, 1})) : at::ones_like(top);
+    return at::cat({picked, entropy, top}, 1);
+  }
+
   static absl::StatusOr<DraftTree> BuildFromContinuation(Drafter& drafter, const BuildRequest& request) {
     DraftTree out;
     out.tree = TokenTree(request.root_token);
@@ -73,8 +89,11 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
 
   // q and the draw for one chain step: q = the processed distribution, the
   // token its argmax (temperature 0) or its exponential race with the noise.
+  // With keep_draft_facts, each step keeps its FactsRow after q's columns
+  // (ChainTree splits them).
   static ChainPick Pick(const BuildRequest& request) {
     const SamplingParams sampling = request.sampling;
+    if (request.keep_draft_facts) return PickWithFacts(sampling, request.generator);
     if (sampling.greedy()) {
       // q is the one-hot of the argmax, exactly the law of an argmax draft;
       // no rows are kept (DraftTree::draft_probs).
@@ -92,6 +111,24 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
         Params{sampling.temperature, sampling.top_k, sampling.top_p}, request.generator);
   }
 
+  static ChainPick PickWithFacts(const SamplingParams& sampling, at::Generator* generator) {
+    if (sampling.greedy()) {
+      return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+        const at::Tensor token = GreedyTokens(logits);
+        return std::make_pair(token, FactsRow(logits, at::Tensor(), token));
+      });
+    }
+    using Params = std::tuple<double, int64_t, double>;  // temperature, top_k, top_p
+    return ChainPick::Of(
+        [](const Params& p, const at::Tensor& logits, const at::Tensor& noise) {
+          const auto& [temperature, top_k, top_p] = p;
+          at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
+          const at::Tensor token = RaceRows(q, noise);
+          return std::make_pair(token, at::cat({q, FactsRow(logits, q, token)}, 1));
+        },
+        Params{sampling.temperature, sampling.top_k, sampling.top_p}, generator);
+  }
+
   // The chain from DeviceDrafter::DraftChain, or nullopt where the drafter has none.
   static absl::StatusOr<std::optional<DraftTree>> BuildOnDevice(Drafter& drafter, const BuildRequest& request,
                                                                 int length) {
@@ -104,13 +141,21 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   }
 
   // The draft tree of a chain the device drew: host tokens are placeholders.
-  static DraftTree ChainTree(int32_t root_token, int length, const ChainResult& chain, DraftSampling sampling) {
+  // `with_facts`: the rows end with the facts' 3 columns (PickWithFacts).
+  static DraftTree ChainTree(int32_t root_token, int length, const ChainResult& chain, DraftSampling sampling,
+                             bool with_facts = false) {
     DraftTree out;
     out.tree = TokenTree(root_token);
     for (int node = 0; node < length; ++node) out.tree.AddNode(node, /*token=*/-1);
     out.tokens = chain.tokens;
+    at::Tensor rows = chain.rows;
+    if (with_facts) {
+      const int64_t width = rows.size(1) - 3;
+      out.draft_facts = rows.narrow(1, width, 3);
+      rows = width > 0 ? rows.narrow(1, 0, width) : at::Tensor();  // argmax drafts keep facts only
+    }
     // The root was not drafted: its row is 0.
-    if (chain.rows.defined()) out.draft_probs = at::cat({at::zeros_like(chain.rows.narrow(0, 0, 1)), chain.rows});
+    if (rows.defined()) out.draft_probs = at::cat({at::zeros_like(rows.narrow(0, 0, 1)), rows});
     out.sampling = sampling;
     return out;
   }
@@ -135,13 +180,8 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
       tokens.push_back(token);
       rows.push_back(q);
       if (request.policy->wants_progress()) {
-        // The token's q, q's entropy and the drafter's own top probability, in one read.
-        const at::Tensor row = q[0];
-        const at::Tensor facts = at::stack({row.index_select(0, token.reshape({1})).squeeze(0),
-                                            -(row * row.clamp_min(1e-30).log()).sum(),
-                                            logits.reshape({-1}).to(at::kFloat).softmax(0).max()})
-                                     .to(at::kDouble)
-                                     .to(at::kCPU);
+        // The token's facts in one read (those a device-side stop reads too).
+        const at::Tensor facts = FactsRow(logits, q, token).reshape({3}).to(at::kDouble).to(at::kCPU);
         const double* f = facts.data_ptr<double>();
         if (!request.policy->ContinueDrafting(
                 {.depth = depth, .draft_probability = f[0], .draft_entropy = f[1], .top_probability = f[2]}))

@@ -41,6 +41,7 @@ at::Tensor RecursiveRejectionWalk(const at::Tensor& parents, const at::Tensor& t
 class RecursiveRejectionOnDevice final : public DeviceVerifier {
  public:
   RecursiveRejectionOnDevice(std::string rule, SiblingRows rows) : rule_(std::move(rule)), rows_(rows) {}
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override;
   bool verifies_trees() const override { return true; }
   absl::StatusOr<at::Tensor> VerifyTree(const DeviceTreeProblem& problem, at::Generator& generator) const override;

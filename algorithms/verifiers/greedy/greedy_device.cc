@@ -22,6 +22,7 @@ namespace {
 
 class GreedyOnDevice final : public DeviceVerifier {
  public:
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator&) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "greedy", /*needs_draft=*/false));
     return verifiers::GreedyChainAnswer(problem);

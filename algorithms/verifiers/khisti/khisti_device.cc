@@ -187,6 +187,7 @@ at::Tensor WalkOnHost(const at::Tensor& parents_in, const at::Tensor& tokens_in,
 class KhistiOnDevice final : public DeviceVerifier {
  public:
   explicit KhistiOnDevice(double max_selection_tuples) : max_selection_tuples_(max_selection_tuples) {}
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
 
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     ASSIGN_OR_RETURN(at::Tensor walk,

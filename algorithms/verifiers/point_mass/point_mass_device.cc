@@ -20,6 +20,7 @@ namespace {
 
 class PointMassOnDevice final : public DeviceVerifier {
  public:
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "point_mass", /*needs_draft=*/false));
     if (problem.greedy) return verifiers::GreedyChainAnswer(problem);  // y ~ one-hot p is its argmax

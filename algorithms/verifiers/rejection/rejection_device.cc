@@ -21,6 +21,7 @@ namespace {
 
 class RejectionOnDevice final : public DeviceVerifier {
  public:
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     RETURN_IF_ERROR(verifiers::CheckDeviceChain(problem, "rejection", /*needs_draft=*/!problem.greedy));
     // p one-hot: min(1, p/q) is 1 on the argmax and 0 elsewhere, and (p - q)+ is the argmax.

@@ -140,6 +140,7 @@ at::Tensor WalkOnHost(const at::Tensor& parents_in, const at::Tensor& tokens_in,
 // matching (the one-hot p accepts its argmax only).
 class SpecTrOnDevice final : public DeviceVerifier {
  public:
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
     ASSIGN_OR_RETURN(at::Tensor walk,
                      VerifyTree(verifiers::ChainAsTree(problem, DraftSampling::kIndependent), generator));

@@ -28,6 +28,7 @@ using typical::kEntropyEpsilon;
 class TypicalOnDevice final : public DeviceVerifier {
  public:
   TypicalOnDevice(double threshold, double alpha) : threshold_(threshold), alpha_(alpha) {}
+  bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
 
   // A chain is a tree.
   absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {

@@ -1,0 +1,20 @@
+// `confidence`'s options, shared by its host rule and its device form.
+#ifndef SPECLAB_ALGORITHMS_LENGTH_POLICIES_CONFIDENCE_CONFIDENCE_OPTIONS_H_
+#define SPECLAB_ALGORITHMS_LENGTH_POLICIES_CONFIDENCE_CONFIDENCE_OPTIONS_H_
+
+#include "absl/status/statusor.h"
+#include "framework/core/options.h"
+
+namespace speclab::confidence {
+
+struct ConfidenceOptions {
+  double threshold = 0.4;  // stop once the drafter's top probability is below it
+  int max = 8;             // never more drafts a step
+};
+
+// `threshold` in [0, 1] and `max` in [1, 64]; errors name the key.
+absl::StatusOr<ConfidenceOptions> ReadConfidenceOptions(Options& options);
+
+}  // namespace speclab::confidence
+
+#endif  // SPECLAB_ALGORITHMS_LENGTH_POLICIES_CONFIDENCE_CONFIDENCE_OPTIONS_H_

@@ -1,0 +1,18 @@
+#include "framework/device/device_length_stop.h"
+
+#include <ATen/ATen.h>
+
+namespace speclab {
+
+DeviceDraftFacts FactsOfColumns(const at::Tensor& facts) {
+  return {.draft_probability = facts.select(1, 0), .draft_entropy = facts.select(1, 1),
+          .top_probability = facts.select(1, 2)};
+}
+
+at::Tensor FirstStopLength(const at::Tensor& stop) {
+  // argmax of the mask gives the first true index (0 where none is true).
+  const at::Tensor first = stop.to(at::kInt).argmax(0, /*keepdim=*/true).to(at::kLong) + 1;
+  return at::where(stop.any().reshape({1}), first, at::full({1}, stop.size(0), first.options()));
+}
+
+}  // namespace speclab
