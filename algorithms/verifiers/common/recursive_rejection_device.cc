@@ -120,17 +120,7 @@ DraftSampling ExactFor(SiblingRows rows) {
 at::Tensor RecursiveRejectionWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& p,
                                   const at::Tensor& q, const at::Tensor& uniforms, const at::Tensor& noise,
                                   SiblingRows rows) {
-  const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
-  TORCH_CHECK(n >= 1 && tokens.sizes() == parents.sizes() && parents.scalar_type() == at::kLong &&
-                  tokens.scalar_type() == at::kLong,
-              "RecursiveRejectionWalk: parents and tokens must be int64 [n >= 1]");
-  TORCH_CHECK(p.dim() == 2 && p.size(0) == n && q.sizes() == p.sizes() && p.scalar_type() == at::kFloat &&
-                  q.scalar_type() == at::kFloat,
-              "RecursiveRejectionWalk: p and q must be float32 [", n, ", vocab], got ", p.sizes(), " and ", q.sizes());
-  TORCH_CHECK(uniforms.dim() == 1 && uniforms.size(0) == n && noise.dim() == 1 && noise.size(0) == p.size(1),
-              "RecursiveRejectionWalk: uniforms must be [", n, "] and noise [", p.size(1), "]");
-  for (const at::Tensor* t : {&tokens, &p, &q, &uniforms, &noise})
-    TORCH_CHECK(t->device() == parents.device(), "RecursiveRejectionWalk: every input on one device");
+  const int64_t n = CheckWalkInputs("RecursiveRejectionWalk", parents, tokens, p, q, uniforms, 1, noise);
 #ifdef SPECLAB_WITH_CUDA
   namespace kernels = recursive_rejection_kernels;
   if (kernel_launch::FloatRows(p) && kernel_launch::FloatRows(q) && kernel_launch::FloatVector(uniforms) &&
@@ -155,35 +145,16 @@ at::Tensor RecursiveRejectionWalk(const at::Tensor& parents, const at::Tensor& t
   return WalkOnHost(parents, tokens, p, q, uniforms, noise, rows);
 }
 
-absl::StatusOr<at::Tensor> RecursiveRejectionOnDevice::Verify(const DeviceChainProblem& problem,
-                                                              at::Generator& generator) const {
-  RETURN_IF_ERROR(CheckDeviceChain(problem, rule_, /*needs_draft=*/!problem.greedy));
-  if (problem.greedy) return GreedyChainAnswer(problem);
-  // One child a node: every rule is chain rejection sampling there.
-  ASSIGN_OR_RETURN(at::Tensor walk, VerifyTree(ChainAsTree(problem, ExactFor(rows_)), generator));
-  return ChainAnswerOfWalk(walk);
-}
+RecursiveRejectionOnDevice::RecursiveRejectionOnDevice(std::string rule, SiblingRows rows)
+    : SampledTreeRule(std::move(rule), {ExactFor(rows)}, /*uniforms_per_node=*/1), rows_(rows) {}
 
-absl::StatusOr<at::Tensor> RecursiveRejectionOnDevice::VerifyTree(const DeviceTreeProblem& problem,
-                                                                  at::Generator& generator) const {
-  RETURN_IF_ERROR(CheckDeviceTree(problem, rule_, /*needs_draft=*/!problem.greedy));
-  const DraftSampling exact_for = ExactFor(rows_);
-  if (!problem.greedy && problem.sampling != exact_for)
-    return absl::InvalidArgumentError(absl::StrCat(rule_, " (device): exact only for drafts sampled as ",
-                                                   DraftSamplingName(exact_for), ", got ",
-                                                   DraftSamplingName(problem.sampling)));
-  const at::Tensor& p = problem.target_probs;
-  // p one-hot: min(1, p~/q) is 1 on the argmax and 0 elsewhere, and every
-  // residual keeps the argmax: greedy matching.
-  if (problem.greedy) return MatchWalk(problem, GreedyTokens(p));
-  try {
-    const at::Tensor uniforms = at::rand({p.size(0)}, generator, p.options());
-    const at::Tensor noise = at::empty({p.size(1)}, p.options()).exponential_(1.0, generator);
-    return RecursiveRejectionWalk(problem.parents.to(p.device()), problem.tokens.to(p.device()), p,
-                                  problem.draft_probs.to(p.device()), uniforms, noise, rows_);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(rule_, " (device): ", e.what()));
-  }
+// p one-hot at temperature 0: min(1, p~/q) is 1 on the argmax and 0
+// elsewhere, and every residual keeps the argmax: greedy matching
+// (SampledTreeRule's).
+at::Tensor RecursiveRejectionOnDevice::Walk(const DeviceTreeProblem& problem, const at::Tensor& parents,
+                                            const at::Tensor& tokens, const at::Tensor& q, const at::Tensor& uniforms,
+                                            const at::Tensor& noise) const {
+  return RecursiveRejectionWalk(parents, tokens, problem.target_probs, q, uniforms, noise, rows_);
 }
 
 }  // namespace speclab::verifiers

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "absl/status/statusor.h"
+#include "algorithms/verifiers/common/sampled_tree_rule.h"
 #include "framework/device/device_verifier.h"
 
 namespace speclab::verifiers {
@@ -38,16 +38,15 @@ at::Tensor RecursiveRejectionWalk(const at::Tensor& parents, const at::Tensor& t
 
 // The device form of a recursive rejection rule, on trees and chains (a
 // chain is a tree). At temperature 0 every such rule is greedy matching.
-class RecursiveRejectionOnDevice final : public DeviceVerifier {
+class RecursiveRejectionOnDevice final : public SampledTreeRule {
  public:
-  RecursiveRejectionOnDevice(std::string rule, SiblingRows rows) : rule_(std::move(rule)), rows_(rows) {}
+  RecursiveRejectionOnDevice(std::string rule, SiblingRows rows);
   bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
-  absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override;
-  bool verifies_trees() const override { return true; }
-  absl::StatusOr<at::Tensor> VerifyTree(const DeviceTreeProblem& problem, at::Generator& generator) const override;
 
  private:
-  std::string rule_;
+  at::Tensor Walk(const DeviceTreeProblem& problem, const at::Tensor& parents, const at::Tensor& tokens,
+                  const at::Tensor& q, const at::Tensor& uniforms, const at::Tensor& noise) const override;
+
   SiblingRows rows_;
 };
 

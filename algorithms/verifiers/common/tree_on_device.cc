@@ -98,4 +98,23 @@ at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const a
   return out.to(parents.device());
 }
 
+int64_t CheckWalkInputs(const char* walk, const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& p,
+                        const at::Tensor& q, const at::Tensor& uniforms, int64_t uniforms_per_node,
+                        const at::Tensor& noise) {
+  const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
+  TORCH_CHECK(n >= 1 && tokens.sizes() == parents.sizes() && parents.scalar_type() == at::kLong &&
+                  tokens.scalar_type() == at::kLong,
+              walk, ": parents and tokens must be int64 [n >= 1]");
+  TORCH_CHECK(p.dim() == 2 && p.size(0) == n && q.sizes() == p.sizes() && p.scalar_type() == at::kFloat &&
+                  q.scalar_type() == at::kFloat,
+              walk, ": p and q must be float32 [", n, ", vocab], got ", p.sizes(), " and ", q.sizes());
+  TORCH_CHECK(uniforms.dim() == 1 && uniforms.size(0) == uniforms_per_node * n && noise.dim() == 1 &&
+                  noise.size(0) == p.size(1) && uniforms.scalar_type() == at::kFloat &&
+                  noise.scalar_type() == at::kFloat,
+              walk, ": uniforms must be float32 [", uniforms_per_node * n, "] and noise [", p.size(1), "]");
+  for (const at::Tensor* t : {&tokens, &p, &q, &uniforms, &noise})
+    TORCH_CHECK(t->device() == parents.device(), walk, ": every input on one device");
+  return n;
+}
+
 }  // namespace speclab::verifiers

@@ -46,6 +46,14 @@ at::Tensor PathAnswer(const at::Tensor& mask, const at::Tensor& best, const at::
 // node where the walk stopped. Elsewhere than CUDA, a walk on the host.
 at::Tensor TreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& y);
 
+// Throws (TORCH_CHECK, naming `walk`) unless a sampled tree walk's inputs
+// fit: parents, tokens int64 [n >= 1]; p, q float32 [n, vocab]; uniforms
+// float32 [uniforms_per_node * n]; noise float32 [vocab]; all on one device.
+// Returns n.
+int64_t CheckWalkInputs(const char* walk, const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& p,
+                        const at::Tensor& q, const at::Tensor& uniforms, int64_t uniforms_per_node,
+                        const at::Tensor& noise);
+
 }  // namespace speclab::verifiers
 
 #endif  // SPECLAB_ALGORITHMS_VERIFIERS_COMMON_TREE_ON_DEVICE_H_

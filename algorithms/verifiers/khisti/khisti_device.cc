@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "algorithms/verifiers/common/problem_checks.h"
+#include "algorithms/verifiers/common/sampled_tree_rule.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
 #include "algorithms/verifiers/khisti/khisti_options.h"
 #include "framework/core/status_macros.h"
@@ -182,42 +182,23 @@ at::Tensor WalkOnHost(const at::Tensor& parents_in, const at::Tensor& tokens_in,
 }
 
 // The device form: a chain is a tree (K = 1 a node: r = q, chain rejection
-// sampling); at temperature 0 the rule is greedy matching (the one-hot p
-// selects and accepts only its argmax).
-class KhistiOnDevice final : public DeviceVerifier {
+// sampling).
+class KhistiOnDevice final : public verifiers::SampledTreeRule {
  public:
-  explicit KhistiOnDevice(double max_selection_tuples) : max_selection_tuples_(max_selection_tuples) {}
+  explicit KhistiOnDevice(double max_selection_tuples)
+      : SampledTreeRule(kName, {DraftSampling::kIndependent}, /*uniforms_per_node=*/2),
+        max_selection_tuples_(max_selection_tuples) {}
   bool verifies_prefixes_alone() const override { return true; }  // a chain from the root down
 
-  absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
-    ASSIGN_OR_RETURN(at::Tensor walk,
-                     VerifyTree(verifiers::ChainAsTree(problem, DraftSampling::kIndependent), generator));
-    return verifiers::ChainAnswerOfWalk(walk);
-  }
-
-  bool verifies_trees() const override { return true; }
-  absl::StatusOr<at::Tensor> VerifyTree(const DeviceTreeProblem& problem, at::Generator& generator) const override {
-    RETURN_IF_ERROR(verifiers::CheckDeviceTree(problem, kName, /*needs_draft=*/!problem.greedy));
-    const at::Tensor& p = problem.target_probs;
-    if (problem.greedy) return verifiers::MatchWalk(problem, GreedyTokens(p));
-    if (problem.sampling != DraftSampling::kIndependent)
-      return absl::InvalidArgumentError(absl::StrCat(kName, " (device): exact only for i.i.d. drafts, got ",
-                                                     verifiers::DraftSamplingName(problem.sampling)));
-    RETURN_IF_ERROR(CheckBounds(problem));
-    try {
-      const at::Tensor uniforms = at::rand({2 * p.size(0)}, generator, p.options());
-      const at::Tensor noise = at::empty({p.size(1)}, p.options()).exponential_(1.0, generator);
-      return CanonicalTreeWalk(problem.parents.to(p.device()), problem.tokens.to(p.device()), p,
-                               problem.draft_probs.to(p.device()), uniforms, noise, max_selection_tuples_);
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(kName, " (device): ", e.what()));
-    }
-  }
-
  private:
+  at::Tensor Walk(const DeviceTreeProblem& problem, const at::Tensor& parents, const at::Tensor& tokens,
+                  const at::Tensor& q, const at::Tensor& uniforms, const at::Tensor& noise) const override {
+    return CanonicalTreeWalk(parents, tokens, problem.target_probs, q, uniforms, noise, max_selection_tuples_);
+  }
+
   // Refuses trees whose widest node may need more than the exact selection
   // law can take, from what the host knows (no read of the device).
-  absl::Status CheckBounds(const DeviceTreeProblem& problem) const {
+  absl::Status CheckDrafts(const DeviceTreeProblem& problem) const override {
     const int64_t n = problem.tokens.size(0), vocab = problem.target_probs.size(1);
     const int64_t k = problem.branching_bound >= 0 ? std::min(problem.branching_bound, n - 1) : n - 1;
     const int64_t s = problem.draft_support_bound >= 1 ? std::min(problem.draft_support_bound, vocab) : vocab;
@@ -250,18 +231,7 @@ const bool kRegistered = DeviceVerifierRegistry::Add(
 at::Tensor CanonicalTreeWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& p,
                              const at::Tensor& q, const at::Tensor& uniforms, const at::Tensor& noise,
                              double max_selection_tuples) {
-  const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
-  TORCH_CHECK(n >= 1 && tokens.sizes() == parents.sizes() && parents.scalar_type() == at::kLong &&
-                  tokens.scalar_type() == at::kLong,
-              "CanonicalTreeWalk: parents and tokens must be int64 [n >= 1]");
-  TORCH_CHECK(p.dim() == 2 && p.size(0) == n && q.sizes() == p.sizes() && p.scalar_type() == at::kFloat &&
-                  q.scalar_type() == at::kFloat,
-              "CanonicalTreeWalk: p and q must be float32 [", n, ", vocab], got ", p.sizes(), " and ", q.sizes());
-  TORCH_CHECK(uniforms.dim() == 1 && uniforms.size(0) == 2 * n && noise.dim() == 1 && noise.size(0) == p.size(1) &&
-                  uniforms.scalar_type() == at::kFloat && noise.scalar_type() == at::kFloat,
-              "CanonicalTreeWalk: uniforms must be float32 [", 2 * n, "] and noise [", p.size(1), "]");
-  for (const at::Tensor* t : {&tokens, &p, &q, &uniforms, &noise})
-    TORCH_CHECK(t->device() == parents.device(), "CanonicalTreeWalk: every input on one device");
+  const int64_t n = verifiers::CheckWalkInputs("CanonicalTreeWalk", parents, tokens, p, q, uniforms, 2, noise);
 #ifdef SPECLAB_WITH_CUDA
   namespace kernels = canonical_kernels;
   if (kernel_launch::FloatRows(p) && kernel_launch::FloatRows(q) && kernel_launch::FloatVector(uniforms) &&

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "algorithms/verifiers/common/problem_checks.h"
+#include "algorithms/verifiers/common/sampled_tree_rule.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_verifier.h"
@@ -169,31 +169,17 @@ class HostWalk {
 
 // The device form: a chain is a tree; at temperature 0 traversal is greedy
 // matching (α is 1 along the argmax path and 0 off it).
-class TraversalOnDevice final : public DeviceVerifier {
+class TraversalOnDevice final : public verifiers::SampledTreeRule {
  public:
-  absl::StatusOr<at::Tensor> Verify(const DeviceChainProblem& problem, at::Generator& generator) const override {
-    ASSIGN_OR_RETURN(at::Tensor walk,
-                     VerifyTree(verifiers::ChainAsTree(problem, DraftSampling::kIndependent), generator));
-    return verifiers::ChainAnswerOfWalk(walk);
-  }
+  TraversalOnDevice()
+      : SampledTreeRule(kName, {DraftSampling::kIndependent, DraftSampling::kWithoutReplacement},
+                        /*uniforms_per_node=*/1) {}
 
-  bool verifies_trees() const override { return true; }
-  absl::StatusOr<at::Tensor> VerifyTree(const DeviceTreeProblem& problem, at::Generator& generator) const override {
-    RETURN_IF_ERROR(verifiers::CheckDeviceTree(problem, kName, /*needs_draft=*/!problem.greedy));
-    const at::Tensor& p = problem.target_probs;
-    if (problem.greedy) return verifiers::MatchWalk(problem, GreedyTokens(p));
-    if (problem.sampling != DraftSampling::kIndependent && problem.sampling != DraftSampling::kWithoutReplacement)
-      return absl::InvalidArgumentError(absl::StrCat(kName, " (device): exact only for sampled drafts, got ",
-                                                     verifiers::DraftSamplingName(problem.sampling)));
-    try {
-      const at::Tensor uniforms = at::rand({p.size(0)}, generator, p.options());
-      const at::Tensor noise = at::empty({p.size(1)}, p.options()).exponential_(1.0, generator);
-      return TraversalWalk(problem.parents.to(p.device()), problem.tokens.to(p.device()), p,
-                           problem.draft_probs.to(p.device()),
-                           problem.sampling == DraftSampling::kWithoutReplacement, uniforms, noise);
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(kName, " (device): ", e.what()));
-    }
+ private:
+  at::Tensor Walk(const DeviceTreeProblem& problem, const at::Tensor& parents, const at::Tensor& tokens,
+                  const at::Tensor& q, const at::Tensor& uniforms, const at::Tensor& noise) const override {
+    return TraversalWalk(parents, tokens, problem.target_probs, q,
+                         problem.sampling == DraftSampling::kWithoutReplacement, uniforms, noise);
   }
 };
 
@@ -209,18 +195,7 @@ const bool kRegistered = DeviceVerifierRegistry::Add(
 
 at::Tensor TraversalWalk(const at::Tensor& parents, const at::Tensor& tokens, const at::Tensor& p,
                          const at::Tensor& q, bool masked, const at::Tensor& uniforms, const at::Tensor& noise) {
-  const int64_t n = parents.dim() == 1 ? parents.size(0) : 0;
-  TORCH_CHECK(n >= 1 && tokens.sizes() == parents.sizes() && parents.scalar_type() == at::kLong &&
-                  tokens.scalar_type() == at::kLong,
-              "TraversalWalk: parents and tokens must be int64 [n >= 1]");
-  TORCH_CHECK(p.dim() == 2 && p.size(0) == n && q.sizes() == p.sizes() && p.scalar_type() == at::kFloat &&
-                  q.scalar_type() == at::kFloat,
-              "TraversalWalk: p and q must be float32 [", n, ", vocab], got ", p.sizes(), " and ", q.sizes());
-  TORCH_CHECK(uniforms.dim() == 1 && uniforms.size(0) == n && noise.dim() == 1 && noise.size(0) == p.size(1) &&
-                  uniforms.scalar_type() == at::kFloat && noise.scalar_type() == at::kFloat,
-              "TraversalWalk: uniforms must be float32 [", n, "] and noise [", p.size(1), "]");
-  for (const at::Tensor* t : {&tokens, &p, &q, &uniforms, &noise})
-    TORCH_CHECK(t->device() == parents.device(), "TraversalWalk: every input on one device");
+  const int64_t n = verifiers::CheckWalkInputs("TraversalWalk", parents, tokens, p, q, uniforms, 1, noise);
 #ifdef SPECLAB_WITH_CUDA
   if (kernel_launch::FloatRows(p) && kernel_launch::FloatRows(q) && kernel_launch::FloatVector(uniforms) &&
       kernel_launch::FloatVector(noise) && n <= traversal_kernels::kMaxNodes) {
