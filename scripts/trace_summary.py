@@ -6,7 +6,7 @@ Prints, for the span from the first to the last device activity:
     the idle time with a histogram of the idle gaps;
   - the host operators and CUDA runtime calls that overlap the idle gaps
     (what the device waited for), by total overlap;
-  - the non-graph device kernels by total time;
+  - the non-graph device kernels by total time, and the kernels inside graphs;
   - the host's synchronising calls.
 Usage: scripts/trace_summary.py TRACE.json [TRACE.json ...] [--steps N ...] [--top K]
 """
@@ -127,6 +127,15 @@ def summarise(path, steps, top):
             kcount[e["name"][:90]] += 1
     for name, us in ktime.most_common(top):
         print(f"| {name} | {us / 1e3:.3f} | {kcount[name]} | {us / kcount[name]:.1f} |")
+    print(f"\nDevice work inside graphs (top {top}):\n")
+    print("| kernel | total ms | count | mean us |")
+    print("|---|---:|---:|---:|")
+    gtime, gcount = collections.Counter(), collections.Counter()
+    for e in in_graph:
+        gtime[e["name"][:90]] += e["dur"]
+        gcount[e["name"][:90]] += 1
+    for name, us in gtime.most_common(top):
+        print(f"| {name} | {us / 1e3:.3f} | {gcount[name]} | {us / gcount[name]:.1f} |")
     syncs = [e for e in runtime if any(k in e["name"] for k in SYNC_CALLS)]
     sync_names = collections.Counter(e["name"] for e in syncs)
     print("\nSynchronising calls: " + ", ".join(f"{n} x{c}" for n, c in sync_names.most_common()) + "\n")

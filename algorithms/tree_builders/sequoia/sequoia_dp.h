@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "framework/core/latency_profile.h"
+
 #include "absl/status/statusor.h"
 
 namespace speclab {
@@ -55,13 +57,10 @@ class SequoiaTable {
 // F(T) of a tree given as choices, straight from the definition.
 double TreeValue(const std::vector<std::vector<int64_t>>& choices, const std::vector<double>& acceptance);
 
-// Measured latencies: the target's forward over n tree tokens, and one
-// drafter forward (one tree level).
-struct LatencyProfile {
-  std::vector<int> budgets;       // tree sizes n (root included), increasing
-  std::vector<double> target_ms;  // t_target(n) for each budget
-  double draft_ms = 0;            // t_draft
-};
+// Measured latencies (framework/core/latency_profile.h): the target's
+// forward over n tree tokens (n counts the root), one drafter forward (one
+// tree level).
+using ::speclab::LatencyProfile;
 
 struct SequoiaChoice {
   int budget = 0;       // n, root included

@@ -25,13 +25,13 @@
 #include "algorithms/tree_builders/common/shape_tree_builder.h"
 #include "algorithms/tree_builders/common/tree_shape.h"
 #include "algorithms/tree_builders/sequoia/sequoia_dp.h"
+#include "framework/core/latency_profile.h"
 #include "framework/core/status_macros.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
 namespace {
 
-using tree_builders::LatencyProfile;
 using tree_builders::SequoiaTable;
 using tree_builders::TreeShape;
 
@@ -39,26 +39,8 @@ constexpr char kName[] = "sequoia";
 constexpr int64_t kDefaultMaxDepth = 10;
 constexpr int64_t kMaxBudget = 4096;
 
-// `key` inline, or `file_key` naming a YAML file whose `key` holds the value.
-// Returns the Options holding `key` (the builder's own, or the file's).
-absl::StatusOr<Options> Source(Options& options, const std::string& key, const std::string& file_key,
-                               bool required) {
-  const bool inline_value = options.Has(key), from_file = options.Has(file_key);
-  if (inline_value && from_file)
-    return options.Error(file_key, absl::StrCat("give either '", key, "' or '", file_key, "', not both"));
-  if (!from_file) {
-    if (required && !inline_value) return options.Error(key, absl::StrCat("missing (or give '", file_key, "')"));
-    return options;
-  }
-  ASSIGN_OR_RETURN(std::string file, options.GetString(file_key));
-  auto loaded = Options::FromFile(options.ResolvePath(file));
-  if (!loaded.ok()) return options.Error(file_key, std::string(loaded.status().message()));
-  if (!loaded->Has(key)) return options.Error(file_key, absl::StrCat(file, " has no '", key, "' key"));
-  return *loaded;
-}
-
 absl::StatusOr<std::vector<double>> ReadAcceptance(Options& options) {
-  ASSIGN_OR_RETURN(Options source, Source(options, "acceptance", "acceptance_file", /*required=*/true));
+  ASSIGN_OR_RETURN(Options source, InlineOrFile(options, "acceptance", "acceptance_file", /*required=*/true));
   ASSIGN_OR_RETURN(std::vector<double> p, source.GetDoubleList("acceptance"));
   if (p.empty()) return source.Error("acceptance", "expected at least one value");
   double sum = 0;
@@ -69,27 +51,6 @@ absl::StatusOr<std::vector<double>> ReadAcceptance(Options& options) {
   // p_k are probabilities of disjoint events (which rank was accepted).
   if (sum > 1 + 1e-6) return source.Error("acceptance", absl::StrCat("values sum to ", sum, " > 1"));
   return p;
-}
-
-absl::StatusOr<LatencyProfile> ReadProfile(Options& source) {
-  ASSIGN_OR_RETURN(Options map, source.GetMap("latency_profile"));
-  LatencyProfile profile;
-  ASSIGN_OR_RETURN(std::vector<int64_t> budgets, map.GetIntList("budgets"));
-  ASSIGN_OR_RETURN(profile.target_ms, map.GetDoubleList("target_ms"));
-  ASSIGN_OR_RETURN(profile.draft_ms, map.GetDouble("draft_ms"));
-  RETURN_IF_ERROR(map.CheckAllUsed());
-  if (budgets.empty() || budgets.size() != profile.target_ms.size())
-    return map.Error("target_ms", absl::StrCat("expected one time per budget (", budgets.size(), " budgets, ",
-                                               profile.target_ms.size(), " times)"));
-  for (size_t i = 0; i < budgets.size(); ++i) {
-    if (budgets[i] < 1 || budgets[i] > kMaxBudget || (i > 0 && budgets[i] <= budgets[i - 1]))
-      return map.Error("budgets", absl::StrCat("expected increasing tree sizes in [1, ", kMaxBudget, "]"));
-    if (!(profile.target_ms[i] > 0)) return map.Error("target_ms", "expected positive times");
-    profile.budgets.push_back(static_cast<int>(budgets[i]));
-  }
-  if (!(profile.draft_ms >= 0)) return map.Error("draft_ms", "expected a time >= 0");
-  if (profile.budgets.back() < 2) return map.Error("budgets", "expected a budget >= 2 (the root plus one draft)");
-  return profile;
 }
 
 absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
@@ -105,8 +66,9 @@ absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
                                    "('latency_profile' or 'latency_profile_file')");
   std::vector<std::vector<int64_t>> choices;
   if (has_profile) {
-    ASSIGN_OR_RETURN(Options source, Source(options, "latency_profile", "latency_profile_file", true));
-    ASSIGN_OR_RETURN(LatencyProfile profile, ReadProfile(source));
+    ASSIGN_OR_RETURN(LatencyProfile profile, ReadLatencyProfile(options));
+    if (profile.budgets.back() < 2)
+      return options.Error("latency_profile", "expected a budget >= 2 (the root plus one draft)");
     ASSIGN_OR_RETURN(SequoiaTable table, SequoiaTable::Compute(acceptance, profile.budgets.back(), levels));
     auto choice = tree_builders::ChooseHardwareAware(table, profile);
     if (!choice.ok()) return options.Error("latency_profile", std::string(choice.status().message()));
