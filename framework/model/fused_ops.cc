@@ -610,6 +610,29 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   return (temperature == 1.0 ? x : x / temperature).softmax(-1);
 }
 
+std::pair<at::Tensor, at::Tensor> TopKRows(const at::Tensor& x, const at::Tensor& divisor, int64_t k) {
+  TORCH_CHECK(x.dim() == 2, "TopKRows: x must be [rows, cols], got ", x.sizes());
+  TORCH_CHECK(!divisor.defined() || divisor.sizes() == x.sizes(), "TopKRows: divisor ", divisor.sizes(),
+              " is not x's ", x.sizes());
+  TORCH_CHECK(k >= 1 && k <= x.size(1), "TopKRows: k = ", k, " outside [1, ", x.size(1), "]");
+#ifdef SPECLAB_WITH_CUDA
+  if (kernel_launch::FloatRows(x) && (!divisor.defined() || kernel_launch::FloatRows(divisor)) && k <= 32) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    const int64_t rows = x.size(0);
+    at::Tensor values = at::empty({rows, k}, x.options());
+    at::Tensor indices = at::empty({rows, k}, x.options().dtype(at::kLong));
+    CheckLaunch(row_kernels::LaunchTopKRows(x.data_ptr<float>(), divisor.defined() ? divisor.data_ptr<float>() : nullptr,
+                                            values.data_ptr<float>(), indices.data_ptr<int64_t>(), rows, x.size(1),
+                                            static_cast<int>(k), CurrentStream(x)),
+                "TopKRows");
+    return {values, indices};
+  }
+#endif
+  const at::Tensor keys = divisor.defined() ? x / divisor.clamp_min(FLT_MIN) : x;
+  auto [sorted, order] = keys.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true);
+  return {sorted.narrow(-1, 0, k), order.narrow(-1, 0, k)};
+}
+
 at::Tensor TopKSoftmaxRows(const at::Tensor& x, double temperature, int64_t k) {
   TORCH_CHECK(x.dim() == 2, "TopKSoftmaxRows: x must be [rows, cols], got ", x.sizes());
   TORCH_CHECK(temperature > 0, "TopKSoftmaxRows: temperature must be positive, got ", temperature);

@@ -228,6 +228,14 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tenso
 // order (results agree to a few ulps). temperature > 0.
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
 
+// The k largest x / max(divisor, FLT_MIN) of each row of x [rows, cols]
+// float32 (x alone for an undefined divisor), best first, among equal values
+// the smaller index, NaN above every number: (values [rows, k] float32,
+// indices [rows, k] int64). 1 <= k <= cols. With Exp(1) noise as the
+// divisor, the exponential race's first k ranks: k draws without
+// replacement. One launch on CUDA for k <= 32; ATen: a stable descending sort.
+std::pair<at::Tensor, at::Tensor> TopKRows(const at::Tensor& x, const at::Tensor& divisor, int64_t k);
+
 // The top-k warp's probabilities for x [rows, cols] float32 (sampling.h's
 // Probabilities with top_k = k and no top_p): y = x / temperature, the
 // softmax of the entries at least the row's k-th largest y (ties kept), 0

@@ -154,6 +154,38 @@ TEST(FusedRowOps, TopKSoftmaxRowsKeepsTheTopKAndTies) {
   }
 }
 
+// The k best quotients of each row, best first, ties to the smaller index,
+// NaN first: on the CPU a stable descending sort; on CUDA the same indices
+// and values, bit for bit (HardRows' ties, NaN and -inf rows; a divisor with
+// a zero, clamped to FLT_MIN).
+TEST(FusedRowOps, TopKRowsRanksByValueThenIndex) {
+  const at::Tensor x = at::tensor({1.0f, 3.0f, 3.0f, 2.0f}).reshape({1, 4});
+  auto [values, indices] = fused::TopKRows(x, at::Tensor(), 3);
+  EXPECT_TRUE(at::equal(indices, at::tensor(std::vector<int64_t>{1, 2, 3}).reshape({1, 3})));
+  EXPECT_TRUE(at::equal(values, at::tensor({3.0f, 3.0f, 2.0f}).reshape({1, 3})));
+  const at::Tensor d = at::tensor({1.0f, 6.0f, 1.0f, 4.0f}).reshape({1, 4});
+  EXPECT_TRUE(at::equal(fused::TopKRows(x, d, 2).second, at::tensor(std::vector<int64_t>{2, 0}).reshape({1, 2})));
+  EXPECT_THROW(fused::TopKRows(x, at::Tensor(), 5), c10::Error);
+  SPECLAB_SKIP_UNLESS_CUDA();
+  c10::InferenceMode guard;
+  for (int64_t cols : {7, 2049, 8000, 128256}) {
+    const at::Tensor rows = HardRows(5, cols, static_cast<uint64_t>(cols + 3));
+    const at::Tensor noise = at::empty({5, cols}).exponential_(1.0);
+    noise[0][0] = 0.0f;
+    for (int64_t k : {1, 3, 7}) {
+      if (k > cols) continue;
+      for (bool divided : {false, true}) {
+        const at::Tensor div = divided ? noise : at::Tensor();
+        auto [cpu_values, cpu_indices] = fused::TopKRows(rows, div, k);
+        auto [cuda_values, cuda_indices] = fused::TopKRows(rows.cuda(), divided ? noise.cuda() : at::Tensor(), k);
+        const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k) + (divided ? " /noise" : "");
+        EXPECT_TRUE(at::equal(cuda_indices.cpu(), cpu_indices)) << where;
+        EXPECT_TRUE(at::allclose(cuda_values.cpu(), cpu_values, 0, 0, /*equal_nan=*/true)) << where;
+      }
+    }
+  }
+}
+
 // Chain rejection's stopping race at every row, as racing all rows' residuals
 // (p itself where the residual has no mass) and keeping that row: rows 0..2
 // random laws, row 1's successor equal to row 1 (no residual mass), the last

@@ -118,8 +118,9 @@ const LevelPick& ShapeLevels::PickFor(const OnDevice& on, const BuildRequest& re
                          const at::Tensor q = Probabilities(
                              logits, {.temperature = std::get<7>(p), .top_k = std::get<8>(p), .top_p = std::get<9>(p)});
                          // The exponential race: the ranks in order are draws without replacement from q.
-                         const at::Tensor keys = q / noise.narrow(0, 0, q.size(0)).clamp_min(FLT_MIN);
-                         return ChildrenOf(p, level, std::get<1>(keys.topk(std::get<0>(p))), q, carry);
+                         const at::Tensor ranks =
+                             fused::TopKRows(q, noise.narrow(0, 0, q.size(0)), std::get<0>(p)).second;
+                         return ChildrenOf(p, level, ranks, q, carry);
                        },
                        plan, request.generator)
                  : LevelPick::Of(

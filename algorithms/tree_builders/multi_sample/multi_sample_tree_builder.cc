@@ -59,9 +59,8 @@ constexpr char kName[] = "multi_sample";
 // is its own draw, or with `joint` the root's k draws are made together
 // without replacement (Gumbel-top-k).
 at::Tensor DrawLevel(const at::Tensor& q, const at::Tensor& noise, bool joint) {
-  const at::Tensor noise_rows = noise.clamp_min(FLT_MIN);
-  if (joint) return std::get<1>((q.narrow(0, 0, 1) / noise_rows.narrow(0, 0, 1)).topk(noise.size(0))).reshape({-1});
-  return (q / noise_rows).argmax(-1);
+  if (joint) return fused::TopKRows(q.narrow(0, 0, 1), noise.narrow(0, 0, 1), noise.size(0)).second.reshape({-1});
+  return RaceRows(q, noise);
 }
 
 // Where each draw of a level sits in the trie: the first draw (in sequence

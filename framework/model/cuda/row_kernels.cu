@@ -228,6 +228,50 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
 }
 
+// One block per row: the k largest x / max(divisor, FLT_MIN) (x alone
+// without a divisor), best first, among equal values the smaller index, NaN
+// above every number: each thread keeps its K best keys (sorted, in
+// registers), then k rounds of a block-wide max over the threads' heads.
+template <int K>
+__global__ void __launch_bounds__(kSmallThreads)
+    TopKRowsKernel(const float* __restrict__ x, const float* __restrict__ divisor, float* __restrict__ values,
+                   int64_t* __restrict__ indices, int64_t cols, int k) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  const float* dr = divisor == nullptr ? nullptr : divisor + row * cols;
+  uint64_t best[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) best[j] = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
+    const float v = dr == nullptr ? xr[i] : xr[i] / fmaxf(dr[i], FLT_MIN);
+    const uint64_t key = ArgmaxKey(v, static_cast<uint32_t>(i));
+    if (key > best[K - 1]) {
+      best[K - 1] = key;
+#pragma unroll
+      for (int b = K - 1; b > 0; --b) {
+        if (best[b] > best[b - 1]) {
+          const uint64_t t = best[b];
+          best[b] = best[b - 1];
+          best[b - 1] = t;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < k; ++r) {
+    const uint64_t top = BlockMaxKey<kSmallThreads>(best[0]);
+    if (best[0] == top) {
+#pragma unroll
+      for (int b = 0; b < K - 1; ++b) best[b] = best[b + 1];
+      best[K - 1] = 0;
+    }
+    if (threadIdx.x == 0) {
+      const uint32_t index = 0xFFFFFFFFu - static_cast<uint32_t>(top & 0xFFFFFFFFu);
+      indices[row * k + r] = index;
+      values[row * k + r] = dr == nullptr ? xr[index] : xr[index] / fmaxf(dr[index], FLT_MIN);
+    }
+  }
+}
+
 // The order of float32 values as unsigned keys (NaN above every number, -0
 // as +0), for the radix select below.
 __device__ __forceinline__ uint32_t OrderKey(float v) {
@@ -264,12 +308,25 @@ __global__ void __launch_bounds__(kSmallThreads)
       if (lane == __ffs(peers) - 1 && bin < 256) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int64_t above = 0;
-      int d = 255;
-      for (; d > 0 && above + hist[d] < remaining; --d) above += hist[d];
-      chosen_prefix = prefix | (static_cast<uint32_t>(d) << shift);
-      chosen_remaining = remaining - above;
+    // The digit holding the remaining-th largest key: warp 0, lane l over
+    // bins 255 - 8l down to 248 - 8l (lane 0 the highest), a scan of the
+    // lanes' counts, then the one lane whose bins cross it walks them.
+    if (threadIdx.x < kWarpSize) {
+      const int top = 255 - 8 * lane;
+      int64_t mine = 0;
+      for (int b = 0; b < 8; ++b) mine += hist[top - b];
+      int64_t above = mine;  // inclusive scan from lane 0
+      for (int offset = 1; offset < kWarpSize; offset *= 2) {
+        const int64_t before = __shfl_up_sync(0xFFFFFFFFu, above, offset);
+        if (lane >= offset) above += before;
+      }
+      above -= mine;  // keys in the higher lanes' bins
+      if (above < remaining && remaining <= above + mine) {
+        int d = top;
+        for (; d > top - 7 && above + hist[d] < remaining; --d) above += hist[d];
+        chosen_prefix = prefix | (static_cast<uint32_t>(d) << shift);
+        chosen_remaining = remaining - above;
+      }
     }
     __syncthreads();
     prefix = chosen_prefix;
@@ -296,6 +353,23 @@ __global__ void __launch_bounds__(kSmallThreads)
 }
 
 }  // namespace
+
+int LaunchTopKRows(const float* x, const float* divisor, float* values, int64_t* indices, int64_t rows, int64_t cols,
+                   int k, void* stream) {
+  if (rows < 1 || rows > 65535 || k < 1 || k > 32 || cols < k || cols >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
+  auto s = static_cast<cudaStream_t>(stream);
+  const auto grid = static_cast<unsigned>(rows);
+  if (k <= 4) {
+    TopKRowsKernel<4><<<grid, kSmallThreads, 0, s>>>(x, divisor, values, indices, cols, k);
+  } else if (k <= 8) {
+    TopKRowsKernel<8><<<grid, kSmallThreads, 0, s>>>(x, divisor, values, indices, cols, k);
+  } else if (k <= 16) {
+    TopKRowsKernel<16><<<grid, kSmallThreads, 0, s>>>(x, divisor, values, indices, cols, k);
+  } else {
+    TopKRowsKernel<32><<<grid, kSmallThreads, 0, s>>>(x, divisor, values, indices, cols, k);
+  }
+  return cudaGetLastError();
+}
 
 int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
                           void* stream) {

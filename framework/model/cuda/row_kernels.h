@@ -47,6 +47,15 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
+// The k largest x[r][i] / max(divisor[r][i], FLT_MIN) of each row (of x
+// alone where divisor is null), best first; among equal values the smaller
+// index, NaN above every number (ArgmaxRows' order). values [rows, k]
+// float32 (those quotients), indices [rows, k] int64. 1 <= k <= 32, k <=
+// cols < 2^32. One block per row, one launch: the exponential race's first k
+// ranks (draws without replacement) where divisor holds Exp(1) noise.
+int LaunchTopKRows(const float* x, const float* divisor, float* values, int64_t* indices, int64_t rows, int64_t cols,
+                   int k, void* stream);
+
 // The top-k warp's probabilities: with y = x / temperature (the division as
 // at::div), out[r][i] = exp(y - M_r) / S_r where y[r][i] is at least the
 // row's k-th largest y (ties kept), else 0; M_r the row's maximum, S_r the
