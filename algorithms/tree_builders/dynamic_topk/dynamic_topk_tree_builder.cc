@@ -3,6 +3,10 @@
 //
 //   tree_builder: {type: dynamic_topk, top_k: 10, depth: 5, total_tokens: 60}
 //
+// Without `depth`, each step grows the length policy's MaxDraftLength()
+// levels (an adaptive tree size), raised where needed so that the pool holds
+// total_tokens - 1 drafts.
+//
 // The root proposes its top-K tokens by log q: they form the first frontier
 // and enter the pool with score log q. Then `depth` times: one drafter
 // forward over the K frontier nodes; each proposes its top-K children,
@@ -43,11 +47,12 @@ constexpr char kName[] = "dynamic_topk";
 
 class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
-  DynamicTopKTreeBuilder(int top_k, int depth, int total_tokens)
+  DynamicTopKTreeBuilder(int top_k, std::optional<int> depth, int total_tokens)
       : top_k_(top_k), depth_(depth), total_tokens_(total_tokens) {}
 
   TreeBuilderTraits traits() const override {
-    return {.needs_distributions = true, .may_branch = true, .samples_tokens = false};
+    return {.needs_distributions = true, .may_branch = true, .samples_tokens = false,
+            .length_control = depth_ ? LengthControl::kNone : LengthControl::kMaxLength};
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
@@ -78,7 +83,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
   // engine's step, its root token on the device).
   absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
                                                         const DeviceRoot* root = nullptr) {
-    const int64_t k = top_k_, depth = depth_, kept = total_tokens_ - 1;
+    const int64_t k = top_k_, depth = Depth(request), kept = total_tokens_ - 1;
     // Carry: the frontier (scores, pool indices) and the pool (tokens,
     // parents' pool indices, scores), allocated at level 0 and filled level by
     // level in place (dynamic_topk::ExpandFrontier); the root's top K are level 1.
@@ -115,7 +120,8 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     DeviceDrafter* device = DeviceFormOf(drafter);
     if (device == nullptr) return std::nullopt;
     absl::StatusOr<LevelsKept> levels =
-        root != nullptr ? device->DraftLevelsAt(*root, depth_, pick) : device->DraftLevels(depth_, pick);
+        root != nullptr ? device->DraftLevelsAt(*root, static_cast<int>(depth), pick)
+                        : device->DraftLevels(static_cast<int>(depth), pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
     const std::vector<at::Tensor>& tree = levels->back();
@@ -126,7 +132,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     draft.tokens = at::cat({root_token, tree[0]});
     draft.sampling = DraftSampling::kDeterministic;
     draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3],
-                                                .depth_bound = depth_ + 1};
+                                                .depth_bound = depth + 1};
     return draft;
   }
 
@@ -151,11 +157,11 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
   // the next forward's mask, which the drafter builds from the host tree.
   absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request, TokenTree& scratch,
                                        const tree_builders::TopK& root_top) {
-    const int k = top_k_;
+    const int k = top_k_, depth = Depth(request);
     std::vector<Candidate> pool;
     std::vector<int> frontier;  // pool indices
     std::vector<int> fed{0};    // scratch nodes of the next forward (the root first)
-    for (int level = 0; level <= depth_; ++level) {
+    for (int level = 0; level <= depth; ++level) {
       tree_builders::TopK top = root_top;
       if (level > 0) {
         ASSIGN_OR_RETURN(at::Tensor logits, drafter.NextTokenLogits(scratch, fed));
@@ -174,7 +180,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
                           .score = base + host[scores_at + at]});
         }
       }
-      if (level == depth_) break;  // EAGLE-2 picks one more frontier but never feeds it
+      if (level == depth) break;  // EAGLE-2 picks one more frontier but never feeds it
       // Next frontier: the K best of this level's new nodes (all K at level 1).
       std::vector<Candidate> level_nodes;
       for (int c : children) level_nodes.push_back(pool[c]);
@@ -193,7 +199,18 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
                                              request.device);
   }
 
-  int top_k_, depth_, total_tokens_;
+  // The levels this step grows: `depth`, else the policy's length, at least
+  // the least depth whose pool (top_k + depth top_k^2) holds total_tokens - 1.
+  int Depth(const BuildRequest& request) const {
+    if (depth_) return *depth_;
+    const int64_t k = top_k_, kept = total_tokens_ - 1;
+    const int needed = static_cast<int>(std::max<int64_t>(1, (kept - k + k * k - 1) / (k * k)));
+    return std::max(request.policy->MaxDraftLength(), needed);
+  }
+
+  int top_k_;
+  std::optional<int> depth_;  // unset: the length policy's
+  int total_tokens_;
 };
 
 const bool kRegistered = TreeBuilderRegistry::Add({
@@ -203,18 +220,23 @@ const bool kRegistered = TreeBuilderRegistry::Add({
     .lossless = "-",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<TreeBuilder>> {
       ASSIGN_OR_RETURN(int64_t top_k, options.GetInt("top_k", 10));
-      ASSIGN_OR_RETURN(int64_t depth, options.GetInt("depth", 5));
       ASSIGN_OR_RETURN(int64_t total_tokens, options.GetInt("total_tokens", 60));
       if (top_k < 1 || top_k > 256) return options.Error("top_k", "expected an integer in [1, 256]");
-      if (depth < 1 || depth > 64) return options.Error("depth", "expected an integer in [1, 64]");
-      const int64_t pool = top_k + depth * top_k * top_k;
+      std::optional<int> depth;
+      if (options.Has("depth")) {
+        ASSIGN_OR_RETURN(int64_t levels, options.GetInt("depth"));
+        if (levels < 1 || levels > 64) return options.Error("depth", "expected an integer in [1, 64]");
+        depth = static_cast<int>(levels);
+      }
+      // Without depth the pool grows with the policy's length: bound the tree by 64 levels' pool.
+      const int64_t pool = top_k + (depth ? *depth : 64) * top_k * top_k;
       if (total_tokens < 2 || total_tokens - 1 > pool)
         return options.Error("total_tokens",
                              absl::StrCat("expected a tree size in [2, ", pool + 1,
                                           "] (root included; the pool holds top_k + depth * top_k^2 = ", pool,
                                           " drafts)"));
-      return std::unique_ptr<TreeBuilder>(std::make_unique<DynamicTopKTreeBuilder>(
-          static_cast<int>(top_k), static_cast<int>(depth), static_cast<int>(total_tokens)));
+      return std::unique_ptr<TreeBuilder>(
+          std::make_unique<DynamicTopKTreeBuilder>(static_cast<int>(top_k), depth, static_cast<int>(total_tokens)));
     },
 });
 

@@ -111,6 +111,28 @@ TEST(DynamicTopKTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
   }
 }
 
+// Without `depth` the tree grows the length policy's levels each step (an
+// adaptive tree size): EAGLE-2's tree of that depth, or of the least depth
+// whose pool holds total_tokens - 1 where the policy's is smaller.
+TEST(DynamicTopKTreeBuilderTest, WithoutADepthGrowsThePolicysLevels) {
+  auto builder = BuilderFromYaml("{type: dynamic_topk, top_k: 2, total_tokens: 9}");
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  EXPECT_EQ((*builder)->traits().length_control, LengthControl::kMaxLength);
+  for (auto [gamma, depth] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{5, 5}}) {  // the pool needs 2 levels
+    TableDrafter drafter(16, 11, /*scale=*/2.0);
+    auto draft = BuildOnce(**builder, drafter, {.gamma = gamma});
+    ASSERT_TRUE(draft.ok()) << draft.status();
+    ASSERT_EQ(draft->tree.size(), 9);
+    std::set<Path> paths;
+    for (int i = 1; i < draft->tree.size(); ++i) paths.insert(draft->tree.PathTokens(i));
+    EXPECT_EQ(paths, ReferenceTree(drafter, 1, 2, depth, 8)) << "gamma " << gamma;
+    EXPECT_EQ(static_cast<int>(drafter.calls().size()), depth + 1) << "gamma " << gamma;
+  }
+  auto fixed = BuilderFromYaml("{type: dynamic_topk, top_k: 2, depth: 3, total_tokens: 9}");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ((*fixed)->traits().length_control, LengthControl::kNone);
+}
+
 TEST(DynamicTopKTreeBuilderTest, NeverFeedsAnIndexOfTheReturnedTree) {
   auto builder = BuilderFromYaml("{type: dynamic_topk, top_k: 3, depth: 3, total_tokens: 10}");
   ASSERT_TRUE(builder.ok());
