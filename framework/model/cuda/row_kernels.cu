@@ -281,8 +281,11 @@ __device__ __forceinline__ uint32_t OrderKey(float v) {
 
 // One block per row: y = x / t; the k-th largest key of y by a radix select
 // (4 passes of 8 bits over a 256-bin shared histogram, each warp adding its
-// lanes of one bin with one atomic); then the softmax of the entries at or
-// above it (ties kept) and zeros elsewhere.
+// lanes of one bin with one atomic, one warp finding the digit); then the
+// softmax of the entries at or above it (ties kept) and zeros elsewhere.
+// kCached: rows of at most kSmallRow entries, held in registers across the
+// six passes (loaded once) rather than read again each pass.
+template <bool kCached>
 __global__ void __launch_bounds__(kSmallThreads)
     TopKSoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ out, int64_t cols, int64_t k, float t) {
   __shared__ unsigned hist[257];  // bin 256: lanes with nothing to count
@@ -292,21 +295,44 @@ __global__ void __launch_bounds__(kSmallThreads)
   const float* xr = x + row * cols;
   float* outr = out + row * cols;
   const int lane = threadIdx.x % kWarpSize;
+  float cache[kCached ? kPerThread : 1];
+  if constexpr (kCached) {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int64_t i = threadIdx.x + j * kSmallThreads;
+      cache[j] = i < cols ? xr[i] / t : 0.0f;
+    }
+  }
+  // body(i, y, valid) for every entry this thread owns, the same number of
+  // calls in every thread of the block (warp-wide operations inside).
+  const auto for_each = [&](auto&& body) {
+    if constexpr (kCached) {
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const int64_t i = threadIdx.x + j * kSmallThreads;
+        body(i, cache[j], i < cols);
+      }
+    } else {
+      for (int64_t base = 0; base < cols; base += kSmallThreads) {
+        const int64_t i = base + threadIdx.x;
+        body(i, i < cols ? xr[i] / t : 0.0f, i < cols);
+      }
+    }
+  };
   uint32_t prefix = 0, mask = 0;
   int64_t remaining = k;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 257; b += kSmallThreads) hist[b] = 0;
     __syncthreads();
-    for (int64_t base = 0; base < cols; base += kSmallThreads) {
-      const int64_t i = base + threadIdx.x;
+    for_each([&](int64_t, float y, bool valid) {
       unsigned bin = 256;
-      if (i < cols) {
-        const uint32_t key = OrderKey(xr[i] / t);
+      if (valid) {
+        const uint32_t key = OrderKey(y);
         if ((key & mask) == prefix) bin = (key >> shift) & 0xFFu;
       }
       const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
       if (lane == __ffs(peers) - 1 && bin < 256) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
-    }
+    });
     __syncthreads();
     // The digit holding the remaining-th largest key: warp 0, lane l over
     // bins 255 - 8l down to 248 - 8l (lane 0 the highest), a scan of the
@@ -335,21 +361,19 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
   // prefix is now the k-th largest key: keep y >= it.
   float m = -INFINITY, s = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
-    const float y = xr[i] / t;
-    if (OrderKey(y) < prefix) continue;
+  for_each([&](int64_t, float y, bool valid) {
+    if (!valid || OrderKey(y) < prefix) return;
     if (y > m) {
       s = s * expf(m - y) + 1.0f;
       m = y;
     } else if (y != -INFINITY) {
       s += expf(y - m);
     }
-  }
+  });
   const float2 total = BlockMaxSum<kSmallThreads>(m, s);
-  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
-    const float y = xr[i] / t;
-    outr[i] = OrderKey(y) < prefix ? 0.0f : expf(y - total.x) / total.y;
-  }
+  for_each([&](int64_t i, float y, bool valid) {
+    if (valid) outr[i] = OrderKey(y) < prefix ? 0.0f : expf(y - total.x) / total.y;
+  });
 }
 
 }  // namespace
@@ -375,8 +399,12 @@ int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols
                           void* stream) {
   if (rows < 1 || rows > 65535 || k < 1 || k > cols || cols >= (int64_t{1} << 32) || !(temperature > 0))
     return cudaErrorInvalidValue;
-  TopKSoftmaxRowsKernel<<<static_cast<unsigned>(rows), kSmallThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, out, cols, k, temperature);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (cols <= kSmallRow) {
+    TopKSoftmaxRowsKernel<true><<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, out, cols, k, temperature);
+  } else {
+    TopKSoftmaxRowsKernel<false><<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, out, cols, k, temperature);
+  }
   return cudaGetLastError();
 }
 

@@ -46,27 +46,34 @@ __device__ void GroupNodes(const int64_t* parents, const int64_t* tokens, int n,
   }
 }
 
-// Sums each of v[0..kCount) over the block; every thread gets the sums.
-template <int kCount>
-__device__ void BlockSumMany(float (&v)[kCount]) {
-  __shared__ float partial[kBlock / kWarpSize][kCount];
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  for (int j = 0; j < kCount; ++j)
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v[j] += __shfl_xor_sync(0xFFFFFFFFu, v[j], offset);
-  if (lane == 0)
-    for (int j = 0; j < kCount; ++j) partial[warp][j] = v[j];
-  __syncthreads();
-  for (int j = 0; j < kCount; ++j) {
-    float s = 0.0f;
-    for (int w = 0; w < kBlock / kWarpSize; ++w) s += partial[w][j];
-    v[j] = s;
-  }
-  __syncthreads();
-}
-
 // Positive where ρ is too small: 1 - (1 - β)^k - ρ β.
 __device__ double Violation(float beta, int k, double rho) {
   return 1.0 - pow(1.0 - static_cast<double>(beta), k) - rho * static_cast<double>(beta);
+}
+
+// The first of the kGrid points lo + (hi - lo) j / kGrid where ρ is valid
+// (-1 if none), from every thread's partial sums of β there: each warp
+// reduces its lanes', then warp j sums point j's over the warps and tests it
+// (one pow a point, not one a thread). The same answer in every thread.
+__device__ int FirstValidPoint(float (&beta)[kGrid], int k, double lo, double hi) {
+  __shared__ float partial[kBlock / kWarpSize][kGrid];
+  __shared__ int valid_at[kGrid];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  for (int j = 0; j < kGrid; ++j)
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) beta[j] += __shfl_xor_sync(0xFFFFFFFFu, beta[j], offset);
+  if (lane == 0)
+    for (int j = 0; j < kGrid; ++j) partial[warp][j] = beta[j];
+  __syncthreads();
+  static_assert(kGrid <= kBlock / kWarpSize && kBlock / kWarpSize == kWarpSize, "a warp a point, a lane a warp");
+  if (warp < kGrid) {
+    float sum = partial[lane][warp];
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, offset);
+    if (lane == 0) valid_at[warp] = Violation(sum, k, lo + (hi - lo) * warp / kGrid) <= 0.0;
+  }
+  __syncthreads();
+  for (int j = 0; j < kGrid; ++j)
+    if (valid_at[j]) return j;
+  return -1;
 }
 
 // The smallest valid ρ in [1, k], to the bracket's width, on its valid side.
@@ -84,10 +91,7 @@ __device__ float KSeqRho(const float* p, const float* q, int k, int64_t vocab) {
       if (qx > 0.0f)
         for (int j = 0; j < kGrid; ++j) beta[j] += fminf(qx, __fmul_rn(px, inv[j]));
     }
-    BlockSumMany(beta);  // the same sums, hence the same bracket, in every thread
-    int valid = -1;
-    for (int j = 0; j < kGrid && valid < 0; ++j)
-      if (Violation(beta[j], k, lo + (hi - lo) * j / kGrid) <= 0.0) valid = j;
+    const int valid = FirstValidPoint(beta, k, lo, hi);  // the same in every thread
     if (valid < 0) {
       lo = lo + (hi - lo) * (kGrid - 1) / kGrid;
       continue;
