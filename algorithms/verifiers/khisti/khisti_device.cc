@@ -104,7 +104,8 @@ int64_t Decide(int64_t u, const std::vector<int64_t>& kids, const int64_t* token
     for (int64_t x = 0; x < vocab; ++x)
       if (qs[x] > 0.0f) support.push_back(x);
     const int64_t s = static_cast<int64_t>(support.size());
-    if (k > kDeviceMaxDrafts || s > kDeviceMaxSupport || std::pow(static_cast<double>(s), k) > max_selection_tuples) {
+    if (k > kDeviceMaxDrafts || s > kDeviceMaxSupport || std::pow(static_cast<double>(s), k) > max_selection_tuples ||
+        std::pow(static_cast<double>(s), k - 1) >= 2147483648.0) {  // the kernel's 32-bit tail count
       *extra = Race(pu, noise, vocab);
       return -1;
     }
@@ -204,7 +205,9 @@ class KhistiOnDevice final : public verifiers::SampledTreeRule {
     const int64_t s = problem.draft_support_bound >= 1 ? std::min(problem.draft_support_bound, vocab) : vocab;
     if (k < 2) return absl::OkStatus();
     const double tuples = std::pow(static_cast<double>(s), static_cast<double>(k));
-    if (k <= kDeviceMaxDrafts && s <= kDeviceMaxSupport && tuples <= max_selection_tuples_) return absl::OkStatus();
+    if (k <= kDeviceMaxDrafts && s <= kDeviceMaxSupport && tuples <= max_selection_tuples_ &&
+        tuples / static_cast<double>(s) < 2147483648.0)
+      return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
         kName, " (device): up to K = ", k, " drafts of a node share a q row of up to ", s,
         problem.draft_support_bound >= 1 ? " tokens (the drafts' top_k)" : " tokens (the vocabulary: no top_k)",

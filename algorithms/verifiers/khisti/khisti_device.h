@@ -24,7 +24,8 @@ inline constexpr int64_t kDeviceMaxDrafts = 32;
 // s^K tuples). A node that stops draws its extra token by the exponential
 // race (argmax law / noise) over (p - r)+, or p at a leaf. A node whose
 // K >= 2 drafts exceed kDeviceMaxDrafts, kDeviceMaxSupport tokens of
-// support or s^K > max_selection_tuples stops without trying them, drawing
+// support, s^K > max_selection_tuples or s^(K-1) >= 2^31 (the kernel counts
+// tail tuples in 32 bits) stops without trying them, drawing
 // from p: exact, and refused beforehand by the device form wherever the host
 // knows the bounds (KhistiOnDevice). parents, tokens [n] int64 (children
 // follow their parent); p, q [n, vocab] float32; uniforms [2 n], noise

@@ -89,7 +89,9 @@ __global__ void __launch_bounds__(kBlock) DecideNodes(const int64_t* __restrict_
     for (int64_t x = begin; x < end; ++x) mine += qs[x] > 0.0f;
     int at = BlockExclusiveScan(mine, &size);
     const int s = size;
-    if (k > kMaxDrafts || s > kMaxSupport || pow(static_cast<double>(s), k) > max_selection_tuples) {
+    // (The tail tuples are counted in 32-bit integers: s^(k-1) < 2^31.)
+    if (k > kMaxDrafts || s > kMaxSupport || pow(static_cast<double>(s), k) > max_selection_tuples ||
+        pow(static_cast<double>(s), k - 1) >= 2147483648.0) {
       // Beyond what this block can hold exactly: stop here, emitting a token
       // drawn from p (exact; the host refuses such trees where it can see them).
       RaceTarget(pu, noise, vocab, &extra[u]);
@@ -107,20 +109,21 @@ __global__ void __launch_bounds__(kBlock) DecideNodes(const int64_t* __restrict_
     __syncthreads();
     // r(y) = K q(y) Σ_tails Π q(tail) α(y | y, tail) / c_y (exchangeability:
     // the K-tuples holding y, counted through their first draw). A warp a y.
-    int64_t tails = 1;
+    // A lane takes tails lane, lane + 32, ...: their base-s digits (least
+    // significant first) kept as an odometer advanced by 32, in 32-bit
+    // arithmetic (tails <= max_selection_tuples / s, checked above).
+    int tails = 1;
     for (int i = 1; i < k; ++i) tails *= s;
     const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
     for (int j = warp; j < s; j += kWarps) {
       float acc = 0.0f;
-      for (int64_t t = lane; t < tails; t += kWarpSize) {
-        int digits[kMaxDrafts];
+      int digits[kMaxDrafts];
+      for (int i = 0, rest = lane; i + 1 < k; ++i, rest /= s) digits[i] = rest % s;
+      for (int t = lane; t < tails; t += kWarpSize) {
         float probability = 1.0f, weights = support_w[j];
         int distinct = 1, copies = 1;
-        int64_t rest = t;
         for (int i = 0; i + 1 < k; ++i) {
-          const int d = static_cast<int>(rest % s);
-          rest /= s;
-          digits[i] = d;
+          const int d = digits[i];
           probability *= support_q[d];
           if (d == j) {
             ++copies;
@@ -135,6 +138,11 @@ __global__ void __launch_bounds__(kBlock) DecideNodes(const int64_t* __restrict_
         }
         const float alpha = weights > 0.0f ? support_w[j] / weights : 1.0f / static_cast<float>(distinct);
         acc += probability * alpha / static_cast<float>(copies);
+        for (int i = 0, carry = kWarpSize; i + 1 < k && carry > 0; ++i) {
+          const int v = digits[i] + carry;
+          digits[i] = v % s;
+          carry = v / s;
+        }
       }
       for (int offset = kWarpSize / 2; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, offset);
       if (lane == 0) law[j] = __fmul_rn(__fmul_rn(static_cast<float>(k), support_q[j]), acc);
