@@ -11,7 +11,7 @@
 
 namespace speclab {
 
-absl::StatusOr<Experiment> LoadExperiment(Options& root) {
+absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> first_methods) {
   Experiment e;
   // Plugin libraries first (paths relative to the experiment's file): the
   // methods below may name what they register.
@@ -86,6 +86,7 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root) {
                                  .kv_capacity = kv_capacity, .seed = e.seed};
   ASSIGN_OR_RETURN(std::vector<Options> methods, root.GetMapList("methods"));
   for (Options& spec : methods) {
+    if (first_methods && static_cast<int>(e.methods.size()) >= *first_methods) break;
     ASSIGN_OR_RETURN(Method method, CreateMethod(spec, environment));
     if (method.name == kBaseline) return spec.Error("name", "'baseline' is reserved for autoregressive decoding");
     // Before the target captures its graphs (Run's PrepareForDecoding).

@@ -43,8 +43,10 @@ struct Experiment {
   std::optional<Options> measure_acceptance;
 };
 
-// Reads every section of `root` and refuses unknown keys.
-absl::StatusOr<Experiment> LoadExperiment(Options& root);
+// Reads every section of `root` and refuses unknown keys. With
+// `first_methods`, builds only that many of the methods (the rest unread:
+// measure-acceptance needs the first, and later ones may read what it writes).
+absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> first_methods = std::nullopt);
 
 // The prompts as token ids, with BOS prepended when the config asks for it.
 absl::StatusOr<std::vector<std::vector<int32_t>>> EncodePrompts(const Experiment& experiment);

@@ -189,7 +189,7 @@ absl::Status Measure(const std::string& experiment_config, const std::vector<std
                      const std::string& out_yaml) {
   c10::InferenceMode inference;
   ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(experiment_config, overrides));
-  ASSIGN_OR_RETURN(Experiment e, LoadExperiment(root));
+  ASSIGN_OR_RETURN(Experiment e, LoadExperiment(root, /*first_methods=*/1));
   ASSIGN_OR_RETURN(MeasureSettings settings, ReadSettings(e));
   if (e.methods.empty()) return root.Error("methods", "measure-acceptance uses the first method's drafter; none given");
   Method& source = e.methods.front();

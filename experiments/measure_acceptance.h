@@ -13,8 +13,9 @@
 //
 // The YAML written holds `acceptance` (for sequoia's acceptance_file) and
 // `latency_profile` (for its latency_profile_file), plus the counts behind
-// them. Settings come from an optional `measure_acceptance:` mapping of the
-// experiment config:
+// them. Only the first method is built, so a config may hold later methods
+// that read the file this writes (cost_aware, sequoia). Settings come from an
+// optional `measure_acceptance:` mapping of the experiment config:
 //   width (8), temperature (the largest of decoding.temperatures; must be > 0),
 //   budgets ([1, 2, 4, ..., 128]), repeats (20 timed forwards per size).
 #ifndef SPECLAB_EXPERIMENTS_MEASURE_ACCEPTANCE_H_

@@ -9,6 +9,7 @@
 
 #include "framework/core/file_util.h"
 #include "framework/core/float_bounds.h"
+#include "framework/core/length_policy.h"
 #include "framework/core/options.h"
 #include "framework/tokenizers/tokenizer.h"
 #include "framework/model/llama_model.h"
@@ -56,7 +57,8 @@ class MeasureAcceptanceTest : public ::testing::Test {
     if (!dir_.empty()) RemoveTree((dir_).string());
   }
 
-  std::string WriteConfig(const std::string& measure) {
+  // `more_methods`: method lines after the first (YAML list items).
+  std::string WriteConfig(const std::string& measure, const std::string& more_methods = "") {
     const std::string path = (dir_ / "experiment.yaml").string();
     std::ofstream(path) << "name: probe\n"
                         << "models: {target: " << (dir_ / "target").string() << ", tokenizer: " << kTokenizer
@@ -66,7 +68,7 @@ class MeasureAcceptanceTest : public ::testing::Test {
                         << "methods:\n"
                         << "  - {name: tree, drafter: {type: model, path: " << (dir_ / "drafter").string()
                         << "}, tree_builder: {type: chain}, verifier: {type: rejection}}\n"
-                        << measure;
+                        << more_methods << measure;
     return path;
   }
 
@@ -105,6 +107,24 @@ TEST_F(MeasureAcceptanceTest, WritesAnAcceptanceVectorAndLatencyProfileSequoiaCa
   // The same config still runs as an experiment config (the section is known).
   Options root = *Options::FromFile(config);
   EXPECT_TRUE(root.Has("measure_acceptance"));
+}
+
+// measure-acceptance builds the first method only, so one config can hold a
+// method that reads the profile it writes (cost_aware): measured first, then
+// run.
+TEST_F(MeasureAcceptanceTest, MeasuresForAConfigWhoseLaterMethodsReadTheProfile) {
+  const std::string out = (dir_ / "acceptance.yaml").string();
+  const std::string config =
+      WriteConfig("measure_acceptance: {width: 1, budgets: [1, 2, 4], repeats: 2}\n",
+                  "  - {name: adaptive, drafter: {type: model, path: " + (dir_ / "drafter").string() +
+                      "}, verifier: {type: rejection}, length_policy: {type: cost_aware, latency_profile_file: " +
+                      out + "}}\n");
+  ASSERT_FALSE(fs::exists(out));
+  const absl::Status measured = RunMeasureAcceptance(config, {}, out);
+  ASSERT_TRUE(measured.ok()) << measured;
+  auto profile = Options::FromString("{type: cost_aware, latency_profile_file: " + out + "}", "policy.yaml");
+  ASSERT_TRUE(profile.ok());
+  EXPECT_TRUE(LengthPolicyRegistry::Create(*profile, "length policy").ok());
 }
 
 TEST_F(MeasureAcceptanceTest, RefusesTemperatureZeroAndUnknownSettings) {
