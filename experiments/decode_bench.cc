@@ -23,6 +23,7 @@
 #include "experiments/command_flags.h"
 #include "experiments/model_loading.h"
 #include "framework/core/status_macros.h"
+#include "framework/error_text.h"
 #include "framework/generation.h"
 #include "framework/model/llama_model.h"
 #include "framework/speculative_decoder.h"
@@ -126,7 +127,7 @@ absl::StatusOr<Bandwidth> MeasureCopyBandwidth(c10::Device device) {
     }
     out.gb_per_s = Median(rates);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("bandwidth measurement on ", device.str(), " failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("bandwidth measurement on ", device.str(), " failed: ", ErrorText(e)));
   }
   return out;
 }
@@ -430,7 +431,7 @@ absl::Status RunDecodeBench(const DecodeBenchFlags& flags) {
   try {
     return RunDecodeBenchImpl(flags);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("bench-decode failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("bench-decode failed: ", ErrorText(e)));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "framework/error_text.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -25,14 +26,14 @@ absl::Status TraceToFile(const std::string& path, bool cuda, const std::function
     profiler::prepareProfiler(config, activities);
     profiler::enableProfiler(config, activities);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("trace ", path, ": cannot start the profiler: ", e.what()));
+    return absl::InternalError(absl::StrCat("trace ", path, ": cannot start the profiler: ", ErrorText(e)));
   }
   absl::Status status = work();
   try {
     std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
     if (status.ok()) result->save(path);
   } catch (const std::exception& e) {
-    if (status.ok()) return absl::InternalError(absl::StrCat("trace ", path, ": ", e.what()));
+    if (status.ok()) return absl::InternalError(absl::StrCat("trace ", path, ": ", ErrorText(e)));
   }
   return status;
 #else

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
+#include "framework/error_text.h"
 
 namespace speclab {
 namespace {
@@ -86,7 +87,7 @@ absl::StatusOr<std::map<int64_t, double>> MeasureForwardCosts(LanguageModel& mod
   try {
     return Measure(model, token_counts, context, std::max(repeats, 1), synchronize_each);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("measuring forward costs: ", e.what()));
+    return absl::InternalError(absl::StrCat("measuring forward costs: ", ErrorText(e)));
   }
 }
 

@@ -26,6 +26,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
 #include "framework/device_transfer.h"
+#include "framework/error_text.h"
 #include "framework/method.h"
 #include "framework/device/pipelined_steps.h"
 #include "framework/device/pipelined_tree.h"
@@ -397,7 +398,7 @@ absl::Status RunOverheadBench(const OverheadBenchFlags& flags) {
   try {
     return Run(flags);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("bench-overhead: ", e.what()));
+    return absl::InternalError(absl::StrCat("bench-overhead: ", ErrorText(e)));
   }
 }
 

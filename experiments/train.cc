@@ -33,6 +33,7 @@
 #include "experiments/model_loading.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
+#include "framework/error_text.h"
 #include "framework/tokenizers/tokenizer.h"
 #include "framework/model/llama_model.h"
 #include "framework/model/model_config.h"
@@ -890,7 +891,7 @@ class Trainer {
         if (row.step <= done_) rows_.push_back(row);
       }
     } catch (const YAML::Exception& e) {
-      return absl::DataLossError(absl::StrCat(state_path, ": ", e.what()));
+      return absl::DataLossError(absl::StrCat(state_path, ": ", ErrorText(e)));
     }
     const std::string opt_path = (dir / kOptimizerFile).string();
     ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(opt_path));
@@ -1175,7 +1176,7 @@ absl::Status RunTraining(const std::string& config_path, const std::vector<std::
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("training failed in LibTorch: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("training failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("training failed: ", ErrorText(e)));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "framework/error_text.h"
 
 namespace speclab {
 
@@ -39,7 +40,7 @@ absl::Status ReadShape(DraftTree& draft) {
     const std::vector<int32_t> tokens(data + n, data + 2 * n);
     return AdoptShape(draft, absl::MakeConstSpan(data, n), tokens);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ReadShape: ", e.what()));
+    return absl::InternalError(absl::StrCat("ReadShape: ", ErrorText(e)));
   }
 }
 

@@ -14,6 +14,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device/pipelined_steps.h"
+#include "framework/error_text.h"
 #include "framework/step_by_step.h"
 
 namespace speclab {
@@ -242,7 +243,7 @@ absl::StatusOr<Generation> GenerateAutoregressive(LanguageModel& target, absl::S
   try {
     return AutoregressiveImpl(target, prompt, options);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("autoregressive decoding failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("autoregressive decoding failed: ", ErrorText(e)));
   }
 }
 
@@ -251,7 +252,7 @@ absl::StatusOr<Generation> GenerateSpeculative(LanguageModel& target, Method& me
   try {
     return SpeculativeImpl(target, method, prompt, options);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("method '", method.name, "' failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("method '", method.name, "' failed: ", ErrorText(e)));
   }
 }
 

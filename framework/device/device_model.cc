@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/error_text.h"
 
 namespace speclab {
 
@@ -103,7 +104,7 @@ absl::StatusOr<at::Tensor> DeviceModel::ForwardAt(const at::Tensor& tokens, cons
     RETURN_IF_ERROR(CommitAll(model()));
     return logits;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ForwardAt: ", e.what()));
+    return absl::InternalError(absl::StrCat("ForwardAt: ", ErrorText(e)));
   }
 }
 
@@ -119,7 +120,7 @@ absl::StatusOr<ChainResult> DeviceModel::ForwardChainAt(const at::Tensor& prefix
     chain.tokens = at::cat({prefix.narrow(0, 0, fed_first).to(at::kLong), chain.tokens});
     return chain;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ForwardChainAt: ", e.what()));
+    return absl::InternalError(absl::StrCat("ForwardChainAt: ", ErrorText(e)));
   }
 }
 
@@ -134,7 +135,7 @@ absl::StatusOr<at::Tensor> DeviceModel::ForwardTreeAt(const at::Tensor& tokens, 
                                                      "] for ", n, " tokens"));
     return model().Forward(tokens, depths.to(at::kLong) + start, mask);  // the nodes stay tentative until CompactPathAt
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ForwardTreeAt: ", e.what()));
+    return absl::InternalError(absl::StrCat("ForwardTreeAt: ", ErrorText(e)));
   }
 }
 
@@ -155,7 +156,7 @@ absl::Status DeviceModel::CompactPathAt(const at::Tensor& nodes, const DevicePos
           absl::StrCat("CompactPathAt: node ", kept.back(), " is not in the tree of ", model().tentative_length()));
     return model().Commit(kept);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("CompactPathAt: ", e.what()));
+    return absl::InternalError(absl::StrCat("CompactPathAt: ", ErrorText(e)));
   }
 }
 
@@ -165,7 +166,7 @@ absl::StatusOr<LevelsKept> DeviceModel::ForwardLevelsAt(const at::Tensor& prefix
     ASSIGN_OR_RETURN(const int64_t start, SettleAt(model(), at, prefix, "ForwardLevelsAt"));
     return ForwardLevels(prefix, start, levels, pick);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ForwardLevelsAt: ", e.what()));
+    return absl::InternalError(absl::StrCat("ForwardLevelsAt: ", ErrorText(e)));
   }
 }
 
@@ -175,7 +176,7 @@ absl::StatusOr<ChainResult> DeviceModel::ForwardChain(const at::Tensor& first, i
   try {
     return ForwardEach(model(), first, position, steps, pick);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ForwardChain: ", e.what()));
+    return absl::InternalError(absl::StrCat("ForwardChain: ", ErrorText(e)));
   }
 }
 
@@ -207,7 +208,7 @@ absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, 
     }
     return kept;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ForwardLevels: ", e.what()));
+    return absl::InternalError(absl::StrCat("ForwardLevels: ", ErrorText(e)));
   }
 }
 

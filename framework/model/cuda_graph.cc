@@ -1,6 +1,7 @@
 #include "framework/model/cuda_graph.h"
 
 #include "absl/strings/str_cat.h"
+#include "framework/error_text.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -60,7 +61,7 @@ absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device
     done.block(caller);
     return std::unique_ptr<CudaGraph>(std::move(graph));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("CUDA graph capture failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("CUDA graph capture failed: ", ErrorText(e)));
   }
 }
 

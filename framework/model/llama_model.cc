@@ -1,4 +1,5 @@
 #include "framework/model/llama_model.h"
+#include "framework/error_text.h"
 #include "framework/model/llama_model_impl.h"
 
 #include <ATen/ATen.h>
@@ -578,7 +579,7 @@ at::Tensor LlamaModel::ForwardTraining(const at::Tensor& tokens) {
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", e.what_without_backtrace());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", e.what());
+    std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", ErrorText(e));
   }
   return at::Tensor();
 }

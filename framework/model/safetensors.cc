@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/error_text.h"
 #include "yaml-cpp/yaml.h"
 
 namespace speclab {
@@ -169,7 +170,7 @@ absl::StatusOr<std::vector<Entry>> ParseHeader(const std::string& text, uint64_t
       entries.push_back(std::move(e));
     }
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: ", ErrorText(e)));
   }
   return entries;
 }
@@ -290,7 +291,7 @@ absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::str
     c10::InferenceMode normal_tensors(false);
     return ReadImpl(path);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(path, ": ", e.what()));
+    return absl::InternalError(absl::StrCat(path, ": ", ErrorText(e)));
   }
 }
 
@@ -298,7 +299,7 @@ absl::Status WriteSafetensors(const std::string& path, const std::map<std::strin
   try {
     return WriteImpl(path, tensors);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(path, ": ", e.what()));
+    return absl::InternalError(absl::StrCat(path, ": ", ErrorText(e)));
   }
 }
 

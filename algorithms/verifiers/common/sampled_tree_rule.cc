@@ -12,6 +12,7 @@
 #include "algorithms/verifiers/common/problem_checks.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
 #include "framework/core/status_macros.h"
+#include "framework/error_text.h"
 #include "framework/sampling.h"
 
 namespace speclab::verifiers {
@@ -46,7 +47,7 @@ absl::StatusOr<at::Tensor> SampledTreeRule::VerifyTree(const DeviceTreeProblem& 
     return Walk(problem, problem.parents.to(p.device()), problem.tokens.to(p.device()),
                 problem.draft_probs.to(p.device()), uniforms, noise);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(rule_, " (device): ", e.what()));
+    return absl::InternalError(absl::StrCat(rule_, " (device): ", ErrorText(e)));
   }
 }
 

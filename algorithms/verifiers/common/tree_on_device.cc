@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/device/kernel_launch.h"
+#include "framework/error_text.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -38,7 +39,7 @@ absl::StatusOr<at::Tensor> MatchWalk(const DeviceTreeProblem& problem, const at:
   try {
     return TreeWalk(problem.parents.to(y.device()), problem.tokens.to(y.device()), y);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("tree walk on the device: ", e.what()));
+    return absl::InternalError(absl::StrCat("tree walk on the device: ", ErrorText(e)));
   }
 }
 

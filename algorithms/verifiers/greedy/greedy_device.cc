@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "framework/error_text.h"
 #include "algorithms/verifiers/common/chain_on_device.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
 #include "framework/core/status_macros.h"
@@ -34,7 +35,7 @@ class GreedyOnDevice final : public DeviceVerifier {
     try {
       return Walk(problem);
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("greedy (device): ", e.what()));
+      return absl::InternalError(absl::StrCat("greedy (device): ", ErrorText(e)));
     }
   }
 

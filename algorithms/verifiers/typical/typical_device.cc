@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "framework/error_text.h"
 #include "algorithms/verifiers/common/tree_on_device.h"
 #include "algorithms/verifiers/typical/typical_options.h"
 #include "framework/core/status_macros.h"
@@ -43,7 +44,7 @@ class TypicalOnDevice final : public DeviceVerifier {
     try {
       return Walk(problem);
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(kName, " (device): ", e.what()));
+      return absl::InternalError(absl::StrCat(kName, " (device): ", ErrorText(e)));
     }
   }
 
