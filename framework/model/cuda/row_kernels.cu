@@ -165,6 +165,35 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x
   }
 }
 
+// A thread's K best keys, sorted (in registers: every index a compile-time
+// constant): `key` takes its place among them.
+template <int K>
+__device__ __forceinline__ void InsertKey(uint64_t (&best)[K], uint64_t key) {
+  if (key <= best[K - 1]) return;
+  best[K - 1] = key;
+#pragma unroll
+  for (int b = K - 1; b > 0; --b) {
+    if (best[b] > best[b - 1]) {
+      const uint64_t t = best[b];
+      best[b] = best[b - 1];
+      best[b - 1] = t;
+    }
+  }
+}
+
+// The block's best key among the threads' heads, popped from the thread
+// that held it (one round of the block-wide top-k; valid in every thread).
+template <int K>
+__device__ __forceinline__ uint64_t PopBlockBest(uint64_t (&best)[K]) {
+  const uint64_t top = BlockMaxKey<kSmallThreads>(best[0]);
+  if (best[0] == top) {
+#pragma unroll
+    for (int b = 0; b < K - 1; ++b) best[b] = best[b + 1];
+    best[K - 1] = 0;
+  }
+  return top;
+}
+
 // One block per row: each thread keeps its K best keys (sorted, in
 // registers: every index is a compile-time constant) and its online
 // (max, sum of exp) over tiles of kSmallRow values, loaded at once; then k
@@ -198,28 +227,13 @@ __global__ void __launch_bounds__(kSmallThreads)
         s += expf(v[j] - m);  // NaN makes the sum NaN, as log_softmax's
       }
       const uint64_t key = ArgmaxKey(v[j], static_cast<uint32_t>(i));
-      if (key > best[K - 1]) {
-        best[K - 1] = key;
-#pragma unroll
-        for (int b = K - 1; b > 0; --b) {
-          if (best[b] > best[b - 1]) {
-            const uint64_t t = best[b];
-            best[b] = best[b - 1];
-            best[b - 1] = t;
-          }
-        }
-      }
+      InsertKey(best, key);
     }
   }
   const float2 total = BlockMaxSum<kSmallThreads>(m, s);
   const float log_sum = logf(total.y);
   for (int r = 0; r < k; ++r) {
-    const uint64_t top = BlockMaxKey<kSmallThreads>(best[0]);
-    if (best[0] == top) {
-#pragma unroll
-      for (int b = 0; b < K - 1; ++b) best[b] = best[b + 1];
-      best[K - 1] = 0;
-    }
+    const uint64_t top = PopBlockBest(best);
     if (threadIdx.x == 0) {
       const uint32_t index = 0xFFFFFFFFu - static_cast<uint32_t>(top & 0xFFFFFFFFu);
       indices[row * k + r] = index;
@@ -245,25 +259,10 @@ __global__ void __launch_bounds__(kSmallThreads)
   for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
     const float v = dr == nullptr ? xr[i] : xr[i] / fmaxf(dr[i], FLT_MIN);
     const uint64_t key = ArgmaxKey(v, static_cast<uint32_t>(i));
-    if (key > best[K - 1]) {
-      best[K - 1] = key;
-#pragma unroll
-      for (int b = K - 1; b > 0; --b) {
-        if (best[b] > best[b - 1]) {
-          const uint64_t t = best[b];
-          best[b] = best[b - 1];
-          best[b - 1] = t;
-        }
-      }
-    }
+    InsertKey(best, key);
   }
   for (int r = 0; r < k; ++r) {
-    const uint64_t top = BlockMaxKey<kSmallThreads>(best[0]);
-    if (best[0] == top) {
-#pragma unroll
-      for (int b = 0; b < K - 1; ++b) best[b] = best[b + 1];
-      best[K - 1] = 0;
-    }
+    const uint64_t top = PopBlockBest(best);
     if (threadIdx.x == 0) {
       const uint32_t index = 0xFFFFFFFFu - static_cast<uint32_t>(top & 0xFFFFFFFFu);
       indices[row * k + r] = index;
