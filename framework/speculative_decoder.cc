@@ -199,6 +199,9 @@ absl::StatusOr<Generation> SpeculativeImpl(LanguageModel& target, Method& method
     if (steps.ok()) {
       ASSIGN_OR_RETURN(done, DecodePipelined(**steps, method, prompt, options, out));
       if (done) out.engine_form = (*steps)->form();
+      if (done && !method.policy->length_is_fixed() && method.policy->may_observe_late())
+        absl::StrAppend(&out.engine_form, "; the length policy '", method.policy_name,
+                        "' observes each step one step late");
       // At temperature 0 a sampling tree builder drafts top-k, and the rule's
       // device form matches greedily (as StepByStep notes).
       if (done && options.sampling.greedy() && method.lossless() &&

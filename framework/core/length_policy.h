@@ -42,6 +42,14 @@ class DraftLengthPolicy {
   // continues: the engine may then queue a step before it has observed the
   // one before (pipelined chains); Observe() still sees every step, in order.
   virtual bool length_is_fixed() const { return false; }
+  // True if the policy may be asked MaxDraftLength() for a step before it has
+  // observed the step before: its choices then lag one step (still lossless:
+  // they read past outcomes only), and the engine may pipeline chains with it,
+  // saying so. Observe() still sees every step, in order.
+  virtual bool may_observe_late() const { return false; }
+  // The most MaxDraftLength() will ever return: the room a pipelined step
+  // needs. MaxDraftLength() itself where the length never moves.
+  virtual int MaxDraftLengthBound() { return MaxDraftLength(); }
   // Called after each drafted token of a chain; false stops drafting.
   virtual bool ContinueDrafting(const DraftProgress& progress) { return true; }
   // Called once per step after verification.

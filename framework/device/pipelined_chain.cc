@@ -33,7 +33,7 @@ at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, cons
 absl::Status PipelinedChain::Check(const LanguageModel& target, const Method& method,
                                    absl::Span<const int32_t> prompt, int max_new_tokens) {
   if (prompt.size() < 2) return absl::FailedPreconditionError("the prompt has fewer than two tokens");
-  const int64_t step = method.policy->MaxDraftLength() + 1;
+  const int64_t step = method.policy->MaxDraftLengthBound() + 1;
   const int64_t needed = static_cast<int64_t>(prompt.size()) + max_new_tokens + 2 * step;
   if (needed > target.capacity())
     return absl::FailedPreconditionError(absl::StrCat("a queued step needs ", needed, " KV slots, past the capacity ",
@@ -45,15 +45,16 @@ PipelinedChain::PipelinedChain(DeviceModel& target, Method& method, const Sampli
                                absl::Span<const int32_t> prompt, at::Generator& draft_generator,
                                at::Generator& verify_generator)
     : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
-      gamma_(method.policy->MaxDraftLength()) {}
+      gamma_(method.policy->MaxDraftLengthBound()) {}
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target().device();
   ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root));
   if (!draft) return std::nullopt;  // DraftAt said why
-  if (draft->tokens.size(0) != gamma_ + 1)
-    return absl::InternalError(
-        absl::StrCat("pipelined chain: drafted ", draft->tokens.size(0) - 1, " tokens, not ", gamma_));
+  // This step's length: the policy's (it may move, observed one step late), at most gamma_.
+  const int64_t gamma = draft->tokens.size(0) - 1;
+  if (gamma < 1 || gamma > gamma_)
+    return absl::InternalError(absl::StrCat("pipelined chain: drafted ", gamma, " tokens, not 1 to ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
   ASSIGN_OR_RETURN(at::Tensor logits, target_device().ForwardAt(tokens, RootAt(min_root, max_root)));
 
@@ -61,7 +62,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
-  at::Tensor kept = at::full({1}, gamma_, answer.options());
+  at::Tensor kept = at::full({1}, gamma, answer.options());
   if (method().device_stop != nullptr) {
     if (!draft->draft_facts.defined())
       return absl::InternalError("pipelined chain: the builder kept no facts for the length policy's stop");
@@ -72,21 +73,25 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   const at::Tensor accepted = answer.narrow(0, 0, 1);
   RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
   AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
-  return at::cat({tokens, answer, kept});
+  return at::cat({at::full({1}, gamma, answer.options()), tokens, answer, kept});
 }
 
 absl::StatusOr<PipelinedRead> PipelinedChain::Read(const at::Tensor& host_record) const {
-  const int64_t* data = host_record.data_ptr<int64_t>();
-  const int64_t accepted = data[gamma_ + 1], kept = data[gamma_ + 3];
-  if (kept < 1 || kept > gamma_)
-    return absl::InternalError(absl::StrCat("the length policy's device stop kept ", kept, " of ", gamma_, " drafts"));
+  const int64_t gamma = host_record.data_ptr<int64_t>()[0];
+  if (gamma < 1 || gamma > gamma_ || host_record.numel() != gamma + 5)
+    return absl::InternalError(absl::StrCat("pipelined chain: a record of ", host_record.numel(), " for ", gamma,
+                                            " drafts"));
+  const int64_t* data = host_record.data_ptr<int64_t>() + 1;
+  const int64_t accepted = data[gamma + 1], kept = data[gamma + 3];
+  if (kept < 1 || kept > gamma)
+    return absl::InternalError(absl::StrCat("the length policy's device stop kept ", kept, " of ", gamma, " drafts"));
   if (accepted < 0 || accepted > kept)
     return absl::InternalError(absl::StrCat("device verifier accepted ", accepted, " of ", kept, " drafts"));
   // The drafts past the stop were drafted (in the drafter's graph) but are not part of the step.
   PipelinedRead read{.emitted = std::vector<int32_t>(data + 1, data + 1 + accepted),
                      .tree_nodes = static_cast<int>(kept),
                      .longest_path = static_cast<int>(kept)};
-  read.emitted.push_back(static_cast<int32_t>(data[gamma_ + 2]));
+  read.emitted.push_back(static_cast<int32_t>(data[gamma + 2]));
   return read;
 }
 

@@ -38,13 +38,14 @@ class PipelinedChain final : public PipelinedSteps {
   PipelinedChain(DeviceModel& target, Method& method, const SamplingParams& sampling,
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
-  int gamma() const { return gamma_; }
+  int gamma() const { return gamma_; }  // the most drafts a step (the policy's bound)
   const char* form() const override { return "pipelined chain"; }
 
-  // The record, int64 [gamma + 4]: the root, the gamma drafts, the number
-  // accepted, the extra token, and the drafts kept (gamma, or where the
-  // length policy's device stop cut the chain: the verdict is then cut
-  // there). nullopt, with nothing changed, where the
+  // The record, int64 [gamma + 5]: gamma (this step's drafts: the policy's
+  // length, which may move, observed one step late), the root, the gamma
+  // drafts, the number accepted, the extra token, and the drafts kept (gamma,
+  // or where the length policy's device stop cut the chain: the verdict is
+  // then cut there). nullopt, with nothing changed, where the
   // builder or drafter has no device-rooted chains.
   absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
   int64_t max_advance() const override { return gamma_ + 1; }

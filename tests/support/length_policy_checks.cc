@@ -45,7 +45,10 @@ void Install(Method& method, const std::string& policy_yaml, const std::string& 
   ASSERT_NE(method.device_stop, nullptr) << policy_name << " has no device form";
 }
 
-// The engine form a run of `form` reports.
+// The engine form a pipelined run of `form` reports: chains cut on the
+// device, or (kHost) the policy named, either as why the steps ran on the
+// host or as observing each step one step late (DraftLengthPolicy::
+// may_observe_late).
 void ExpectForm(const std::string& engine_form, const std::string& policy_name, PolicyForm form) {
   if (form == PolicyForm::kDevice) {
     EXPECT_EQ(engine_form, "pipelined chain") << policy_name;
@@ -65,14 +68,24 @@ void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::st
   ASSERT_TRUE(greedy.ok()) << greedy.status();
   Method method =
       ModelDrafterMethod(TinyModel(drafter_seed, 16, 2, drafter_logit_scale), "{type: chain}", "{type: greedy}", 1);
-  Install(method, policy_yaml, policy_name, form);
-  auto out = GenerateSpeculative(*target, method, prompt, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->tokens, greedy->tokens) << policy_yaml;
-  std::set<int> lengths;
-  for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
-  EXPECT_GT(lengths.size(), 1u) << policy_yaml << ": the draft length never moved";
-  ExpectForm(out->engine_form, policy_name, form);
+  // Pipelined where the engine can (a moving length observed one step late,
+  // or a device stop), and step by step; a fresh policy each time.
+  for (bool pipeline : {true, false}) {
+    Install(method, policy_yaml, policy_name, form);
+    DecodeOptions run = options;
+    run.pipeline = pipeline;
+    auto out = GenerateSpeculative(*target, method, prompt, run);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tokens, greedy->tokens) << policy_yaml << (pipeline ? ", pipelined" : ", step by step");
+    std::set<int> lengths;
+    for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
+    EXPECT_GT(lengths.size(), 1u) << policy_yaml << ": the draft length never moved";
+    if (pipeline) {
+      ExpectForm(out->engine_form, policy_name, form);
+    } else {
+      EXPECT_EQ(out->engine_form, "step by step: decoding.pipeline is off (its default off CUDA)");
+    }
+  }
 }
 
 void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string& policy_name, PolicyForm form) {

@@ -24,9 +24,9 @@ enum class PolicyForm { kHost, kDevice };
 
 // A chain method with the policy `policy_yaml` (registered as `policy_name`)
 // and a tiny model drafter (`drafter_seed`, 1 being the target's own
-// weights; `drafter_logit_scale` as TinyModel's) decodes 40 tokens at T = 0:
-// expects greedy decoding's tokens, more than one drafted length, and the
-// engine form `form` implies.
+// weights; `drafter_logit_scale` as TinyModel's) decodes 40 tokens at T = 0,
+// pipelined where the engine can and step by step: expects greedy decoding's
+// tokens, more than one drafted length, and the engine form `form` implies.
 void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::string& policy_name,
                                    uint64_t drafter_seed, double drafter_logit_scale = 30,
                                    PolicyForm form = PolicyForm::kHost);

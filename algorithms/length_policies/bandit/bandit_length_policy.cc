@@ -13,8 +13,9 @@
 // per arm, from the policy's own generator (`seed`). Either way a decision
 // reads only earlier steps' outcomes and the policy's own randomness, never
 // the verifier's: lossless (§1.3.5). What it learned carries over to the
-// next prompt unless `transient: true`. Its length moves from step to step,
-// so methods with it run step by step, as with `heuristic`.
+// next prompt unless `transient: true`. Its length moves from step to step:
+// step by step it observes each step before the next; pipelined (chains) one
+// step late, as `heuristic`.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -51,9 +52,15 @@ class BanditLengthPolicy final : public DraftLengthPolicy {
     if (!chosen_) chosen_ = Choose();
     return arms_[*chosen_];
   }
+  int MaxDraftLengthBound() override { return *std::max_element(arms_.begin(), arms_.end()); }
+  bool may_observe_late() const override { return true; }
 
+  // The step is credited to the arm of the length it drafted (the arms are
+  // distinct): observed one step late (pipelined), the arm chosen last may be
+  // the next step's.
   void Observe(const StepOutcome& outcome) override {
-    const int arm = chosen_ ? *chosen_ : Choose();
+    const auto drafted = std::find(arms_.begin(), arms_.end(), outcome.drafted);
+    const int arm = drafted != arms_.end() ? static_cast<int>(drafted - arms_.begin()) : chosen_ ? *chosen_ : Choose();
     chosen_.reset();
     const double tokens = outcome.accepted + 1.0;
     const double reward = per_second_ && outcome.step_seconds > 0 ? tokens / outcome.step_seconds : tokens;

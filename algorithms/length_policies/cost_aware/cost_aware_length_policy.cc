@@ -13,7 +13,8 @@
 // Bernoulli trial up to the first rejection, so α̂ = accepted / (accepted +
 // rejections), counts decayed by `decay` a step and started from `prior`
 // with the weight of two trials. Decisions read only past outcomes: lossless.
-// Its length moves with them, so methods with it run step by step.
+// Its length moves with them: step by step it observes each step before the
+// next; pipelined (chains) one step late.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -35,6 +36,8 @@ class CostAwareLengthPolicy final : public DraftLengthPolicy {
   }
 
   int MaxDraftLength() override { return length_; }
+  int MaxDraftLengthBound() override { return max_; }
+  bool may_observe_late() const override { return true; }
   void Observe(const StepOutcome& outcome) override {
     accepted_ = decay_ * accepted_ + outcome.accepted;
     rejections_ = decay_ * rejections_ + (outcome.accepted < outcome.drafted ? 1.0 : 0.0);

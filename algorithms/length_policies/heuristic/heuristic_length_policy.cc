@@ -1,8 +1,8 @@
 // `heuristic`: Hugging Face assisted generation's schedule (docs/algorithms.md
 // §3.2): after a step whose drafts were all accepted, draft two more next
-// time; otherwise one fewer, never below one. Its length moves every step, so
-// the engine cannot queue a step before observing the last: such methods run
-// step by step and say so.
+// time; otherwise one fewer, never below one. Its length moves every step:
+// step by step it observes each step before the next; pipelined (chains) it
+// observes each step one step late, and the run says so.
 #include <algorithm>
 #include <memory>
 
@@ -18,6 +18,8 @@ class HeuristicLengthPolicy final : public DraftLengthPolicy {
       : initial_(initial), max_(max), transient_(transient), length_(initial) {}
 
   int MaxDraftLength() override { return length_; }
+  int MaxDraftLengthBound() override { return max_; }
+  bool may_observe_late() const override { return true; }
   void Observe(const StepOutcome& outcome) override {
     length_ = outcome.accepted >= outcome.drafted ? std::min(length_ + 2, max_) : std::max(length_ - 1, 1);
   }

@@ -8,7 +8,10 @@
 #include <string>
 
 #include "framework/core/length_policy.h"
+#include "framework/method.h"
+#include "framework/speculative_decoder.h"
 #include "tests/support/length_policy_checks.h"
+#include "tests/support/tiny_models.h"
 
 namespace speclab {
 namespace {
@@ -45,6 +48,31 @@ TEST(HeuristicLengthPolicyTest, GrowsByTwoAfterFullAcceptanceAndShrinksByOne) {
 // The target's own weights drafting: at T = 0 every draft is accepted, so the length grows 2, 4, 6, ...
 TEST(HeuristicLengthPolicyTest, EqualsGreedyAndMovesItsLengthInTheEngine) {
   testing::ExpectGreedyWithAMovingLength("{type: heuristic, initial: 2}", "heuristic", /*drafter_seed=*/1);
+}
+
+// Its length moves every step: pipelined chains observe it one step late,
+// and the run says so; trees keep to the host.
+TEST(HeuristicLengthPolicyTest, PipelinedChainsObserveItOneStepLate) {
+  auto policy = MakeLengthPolicy("{type: heuristic, initial: 2, max: 9}");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_TRUE((*policy)->may_observe_late());
+  EXPECT_EQ((*policy)->MaxDraftLengthBound(), 9);
+  auto target = testing::TinyModel(1);
+  Method chain = testing::ModelDrafterMethod(testing::TinyModel(1), "{type: chain}", "{type: greedy}", 1);
+  chain.policy = *std::move(policy);
+  chain.policy_name = "heuristic";
+  auto out = GenerateSpeculative(*target, chain, {1, 5, 3, 7, 2}, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->engine_form, "pipelined chain; the length policy 'heuristic' observes each step one step late");
+  Method trees = testing::ModelDrafterMethod(testing::TinyModel(1), "{type: multi_sample, k: 2}", "{type: greedy}", 1);
+  auto tree_policy = MakeLengthPolicy("{type: heuristic, initial: 2}");
+  ASSERT_TRUE(tree_policy.ok());
+  trees.policy = *std::move(tree_policy);
+  trees.policy_name = "heuristic";
+  auto tree_out =
+      GenerateSpeculative(*target, trees, {1, 5, 3, 7, 2}, {.sampling = {.temperature = 0}, .max_new_tokens = 12});
+  ASSERT_TRUE(tree_out.ok()) << tree_out.status();
+  EXPECT_THAT(tree_out->engine_form, HasSubstr("step by step: the length policy 'heuristic' decides each step"));
 }
 
 TEST(HeuristicLengthPolicyTest, OptionErrorsNameTheKey) {
