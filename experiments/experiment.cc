@@ -177,6 +177,34 @@ absl::Status TraceMethods(Experiment& e, const std::vector<int32_t>& prompt, Dec
 // Forwards up to this many tokens (trees, drafter levels) run as CUDA graphs.
 constexpr int64_t kMaxPreparedTokens = 128;
 
+// A moving length's chains, every length it may choose drafted once at the
+// warm-up: each length is its own drafter graph (per sampling setting), which
+// would otherwise be captured at its first use inside a timed generation. The
+// method drafts with a fixed policy of each length in turn, in the engine
+// form its own policy gets.
+absl::Status WarmEveryLength(LanguageModel& target, Method& m, absl::Span<const int32_t> prompt,
+                             const DecodeOptions& options) {
+  if (m.policy->length_is_fixed() || m.policy->wants_progress()) return absl::OkStatus();
+  DecodeOptions warm = options;
+  warm.pipeline = options.pipeline && ChooseEngineForm(target, m, options).pipelined();
+  const int bound = m.policy->MaxDraftLengthBound();
+  std::unique_ptr<DraftLengthPolicy> policy = std::move(m.policy);
+  absl::Status status = absl::OkStatus();
+  for (int gamma = 1; gamma <= bound && status.ok(); ++gamma) {
+    absl::StatusOr<Options> fixed = Options::FromString(absl::StrCat("{type: fixed, gamma: ", gamma, "}"), "warm-up");
+    absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> length =
+        fixed.ok() ? LengthPolicyRegistry::Create(*fixed, "length policy") : fixed.status();
+    if (!length.ok()) {
+      status = length.status();
+      break;
+    }
+    m.policy = *std::move(length);
+    status = GenerateSpeculative(target, m, prompt, warm).status();
+  }
+  m.policy = std::move(policy);
+  return status;
+}
+
 }  // namespace
 
 absl::Status RunExperiment(const RunFlags& flags) {
@@ -204,7 +232,10 @@ absl::Status RunExperiment(const RunFlags& flags) {
     warm.max_new_tokens = 8;
     warm.sampling.temperature = temperature;
     RETURN_IF_ERROR(GenerateAutoregressive(*e.target, encoded.front(), warm).status());
-    for (Method& m : e.methods) RETURN_IF_ERROR(GenerateSpeculative(*e.target, m, encoded.front(), warm).status());
+    for (Method& m : e.methods) {
+      RETURN_IF_ERROR(GenerateSpeculative(*e.target, m, encoded.front(), warm).status());
+      RETURN_IF_ERROR(WarmEveryLength(*e.target, m, encoded.front(), warm));
+    }
   }
 
   // Graph captures during timed decoding would distort its timings: count them.
