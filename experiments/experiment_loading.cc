@@ -50,11 +50,15 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
   ASSIGN_OR_RETURN(std::vector<std::string> files, prompts.GetStringList("files"));
   ASSIGN_OR_RETURN(int64_t per_task, prompts.GetInt("per_task", 0));
   RETURN_IF_ERROR(prompts.CheckAllUsed());
+  if (files.empty()) return prompts.Error("files", "expected at least one prompt file");
+  if (per_task < 0 || per_task > (int64_t{1} << 20))
+    return prompts.Error("per_task", "expected an integer in [0, 1048576] (0: every prompt)");
   for (const std::string& file : files) {
     auto loaded = ReadPromptFile(prompts.ResolvePath(file), static_cast<int>(per_task));
     if (!loaded.ok()) return prompts.Error("files", std::string(loaded.status().message()));
     e.prompts.insert(e.prompts.end(), loaded->begin(), loaded->end());
   }
+  if (e.prompts.empty()) return prompts.Error("files", "the files hold no prompt");
 
   ASSIGN_OR_RETURN(Options decoding, root.GetMap("decoding"));
   ASSIGN_OR_RETURN(e.temperatures, decoding.GetDoubleList("temperatures", std::vector<double>{0.0}));
@@ -78,7 +82,8 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
     check.temperature = t;
     if (auto status = check.Validate(); !status.ok()) return decoding.Error("temperatures", std::string(status.message()));
   }
-  if (max_new < 1) return decoding.Error("max_new_tokens", "expected an integer >= 1");
+  if (max_new < 1 || max_new > (int64_t{1} << 20))
+    return decoding.Error("max_new_tokens", "expected an integer in [1, 1048576]");
   e.max_new_tokens = static_cast<int>(max_new);
   e.seed = static_cast<uint64_t>(seed);
 

@@ -39,6 +39,16 @@ TEST(ExperimentTest, RepeatsOutOfRangeNameTheKey) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("expected an integer in [1, 99]"));
 }
 
+// Values that once crashed or wrapped are refused, naming the key.
+TEST(ExperimentTest, EmptyPromptListsAndHugeLengthsNameTheKey) {
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"prompts.files=[]"})).message()),
+              HasSubstr("key 'prompts.files': expected at least one prompt file"));
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.max_new_tokens=4294967304"})).message()),
+              HasSubstr("key 'decoding.max_new_tokens': expected an integer in [1, 1048576]"));
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"prompts.per_task=-1"})).message()),
+              HasSubstr("key 'prompts.per_task'"));
+}
+
 // plugins: loads before anything else, and a bad entry names the key and the
 // file (paths relative to the experiment's file).
 TEST(ExperimentTest, AMissingPluginNamesTheKeyAndTheFile) {
