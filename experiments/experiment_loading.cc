@@ -37,6 +37,7 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
   if (!device.ok()) return models.Error("device", std::string(device.status().message()));
   auto dtype = ParseDtype(dtype_name, *device);
   if (!dtype.ok()) return models.Error("dtype", std::string(dtype.status().message()));
+  if (threads < 0 || threads > 1024) return models.Error("cpu_threads", "expected an integer in [0, 1024] (0: LibTorch's)");
   if (threads > 0) at::set_num_threads(static_cast<int>(threads));
   auto target = LlamaModel::Load(target_path, *device, *dtype, kv_capacity);
   if (!target.ok()) return models.Error("target", std::string(target.status().message()));
@@ -94,6 +95,12 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
     if (first_methods && static_cast<int>(e.methods.size()) >= *first_methods) break;
     ASSIGN_OR_RETURN(Method method, CreateMethod(spec, environment));
     if (method.name == kBaseline) return spec.Error("name", "'baseline' is reserved for autoregressive decoding");
+    if (method.name.empty() || method.name.find_first_of(",\n\"") != std::string::npos)
+      return spec.Error("name", absl::StrCat("'", method.name, "': expected a non-empty name without a comma, quote or "
+                                             "newline (summary.csv's separators)"));
+    for (const Method& earlier : e.methods)
+      if (earlier.name == method.name)
+        return spec.Error("name", absl::StrCat("'", method.name, "' names two methods (their rows would merge)"));
     // Before the target captures its graphs (Run's PrepareForDecoding).
     if (absl::Status kept = e.target->KeepHiddenStates(method.drafter->target_features().hidden_layers); !kept.ok())
       return spec.Error("drafter", absl::StrCat("reads target features the target lacks: ", kept.message()));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "framework/core/file_util.h"
@@ -47,6 +48,25 @@ TEST(ExperimentTest, EmptyPromptListsAndHugeLengthsNameTheKey) {
               HasSubstr("key 'decoding.max_new_tokens': expected an integer in [1, 1048576]"));
   EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"prompts.per_task=-1"})).message()),
               HasSubstr("key 'prompts.per_task'"));
+}
+
+// Names that would merge or corrupt summary rows, and thread counts LibTorch
+// would hang on, are refused with the key; so are reserved task names.
+TEST(ExperimentTest, MergingNamesAndHugeThreadCountsNameTheKey) {
+  const std::string pld = "{type: prompt_lookup, max_ngram_size: 3, num_pred_tokens: 4}";
+  const std::string twice = "methods=[{name: a, drafter: " + pld + ", verifier: {type: point_mass}}, {name: a, drafter: " +
+                            pld + ", verifier: {type: point_mass}}]";
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({twice})).message()),
+              HasSubstr("'a' names two methods (their rows would merge)"));
+  const std::string comma = "methods=[{name: 'a,b', drafter: " + pld + ", verifier: {type: point_mass}}]";
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({comma})).message()), HasSubstr("key 'methods[0].name'"));
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"models.cpu_threads=100000"})).message()),
+              HasSubstr("key 'models.cpu_threads': expected an integer in [0, 1024]"));
+  const std::string prompts = ::testing::TempDir() + "/experiment_test_all_" + std::to_string(::getpid()) + ".jsonl";
+  std::ofstream(prompts) << R"({"id": "x", "task": "all", "prompt": "hello"})" << "\n";
+  const absl::Status reserved = RunExperiment(QuickstartFlags({"prompts.files=[" + prompts + "]"}));
+  EXPECT_THAT(std::string(reserved.message()), HasSubstr("key 'task': 'all' is reserved"));
+  fs::remove(prompts);
 }
 
 // plugins: loads before anything else, and a bad entry names the key and the

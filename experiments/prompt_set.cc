@@ -30,6 +30,11 @@ absl::StatusOr<std::vector<Prompt>> ReadPromptFile(const std::string& path, int 
         return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": key '", key, "': expected a string"));
       *field = object[key].Scalar();
     }
+    // The summary's aggregate row is task `all`, and its CSV is comma-separated.
+    if (prompt.task == "all" || prompt.task.find_first_of(",\n\"") != std::string::npos)
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": key 'task': '", prompt.task,
+                                                     "' is reserved ('all': the aggregate) or holds a comma, quote "
+                                                     "or newline (summary.csv's separators)"));
     if (per_task > 0 && per_task_count[prompt.task]++ >= per_task) continue;
     prompts.push_back(std::move(prompt));
   }
