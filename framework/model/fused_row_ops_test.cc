@@ -198,6 +198,25 @@ TEST(FusedRowOps, TopKLogSoftmaxRanksByValueThenIndex) {
   EXPECT_THROW(fused::TopKLogSoftmax(x, 7), c10::Error);
 }
 
+// On the CPU both top-k forms take a partial sort per row, which must pick
+// what ATen's stable descending sort puts first: ties to the smaller index,
+// NaN above every number, all--inf rows, -0 and +0 (rows of HardRows, and a
+// rounded row full of ties).
+TEST(FusedRowOps, CpuTopKIsTheStableDescendingSortsPrefix) {
+  for (int64_t cols : {7, 300, 8000}) {
+    at::Tensor x = at::cat({HardRows(5, cols, static_cast<uint64_t>(cols)), at::randn({1, cols}).round_()});
+    const at::Tensor order = std::get<1>(x.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));
+    for (int64_t k : {1, 4, 7}) {
+      const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k);
+      const at::Tensor expected = order.narrow(-1, 0, k);
+      EXPECT_TRUE(at::equal(fused::TopKLogSoftmax(x, k).second, expected)) << where;
+      auto [values, indices] = fused::TopKRows(x, at::Tensor(), k);
+      EXPECT_TRUE(at::equal(indices, expected)) << where;
+      EXPECT_TRUE(at::allclose(values, x.gather(-1, expected), 0, 0, /*equal_nan=*/true)) << where;
+    }
+  }
+}
+
 TEST(FusedRowOps, CudaTopKLogSoftmaxMatchesAtenOnTheCpu) {
   SPECLAB_SKIP_UNLESS_CUDA();
   for (int64_t cols : {40, 300, 8000, 40000}) {
