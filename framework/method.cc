@@ -25,7 +25,8 @@ absl::Status Method::CheckCompatible() const {
   if (length_policy_configured && builder_traits.length_control == LengthControl::kNone)
     return refuse(absl::StrCat("tree builder '", tree_builder_name, "' shapes its trees from its own options, so the "
                                "length policy '", policy_name, "' would be ignored: remove length_policy, or use a "
-                               "builder that follows one (chain, multi_sample, best_first without max_beam_len)"));
+                               "builder that follows one (chain, multi_sample, dynamic_topk without depth, best_first without "
+                               "max_beam_len, opt_tree without max_depth)"));
   if (policy->wants_progress() && builder_traits.length_control != LengthControl::kPerToken)
     return refuse(absl::StrCat("length policy '", policy_name, "' stops drafting token by token, which tree builder '",
                                tree_builder_name, "' never asks it (only chain does)"));

@@ -44,6 +44,10 @@ const std::string kDynamic = "{type: dynamic_topk, top_k: 4, depth: 3, total_tok
 const std::string kMultiIid = "{type: multi_sample, k: 3}";
 const std::string kMultiWor = "{type: multi_sample, k: 3, replacement: false}";
 const std::string kBestFirst = "{type: best_first, budget: 12, max_beam_len: 5}";
+const std::string kOptTree = "{type: opt_tree, nodes: 6, threshold: 0.05, max_depth: 5}";
+const std::string kOptTreeProfile =
+    "{type: opt_tree, nodes: 6, max_depth: 5, latency_profile: {budgets: [1, 4, 8], target_ms: [1, 1.1, 1.6], "
+    "draft_ms: 0.1}}";
 
 DecodeOptions Decoding(double temperature, int max_new, uint64_t seed) {
   return {.sampling = {.temperature = temperature}, .max_new_tokens = max_new, .seed = seed, .time_phases = false};
@@ -85,6 +89,10 @@ TEST(TreeDecodingTest, StaticSampledEqualsGreedyAtTemperatureZero) {
 TEST(TreeDecodingTest, SequoiaEqualsGreedyAtTemperatureZero) { ExpectGreedy(kSequoia, {"point_mass", "greedy"}, false); }
 TEST(TreeDecodingTest, DynamicTopKEqualsGreedyAtTemperatureZero) { ExpectGreedy(kDynamic, {"point_mass", "greedy"}, false); }
 TEST(TreeDecodingTest, BestFirstEqualsGreedyAtTemperatureZero) { ExpectGreedy(kBestFirst, {"point_mass", "greedy"}, false); }
+TEST(TreeDecodingTest, OptTreeEqualsGreedyAtTemperatureZero) {
+  ExpectGreedy(kOptTree, {"point_mass", "greedy"}, false);
+  ExpectGreedy(kOptTreeProfile, {"point_mass", "greedy"}, false);
+}
 // At T = 0 multi_sample drafts one greedy chain, which the q-based rules verify too.
 TEST(TreeDecodingTest, MultiSampleEqualsGreedyAtTemperatureZero) {
   ExpectGreedy(kMultiIid, {"specinfer", "rrs", "spectr", "khisti"}, true);
@@ -193,6 +201,10 @@ TEST_F(TreeLawTest, SequoiaRrsWorMatchesTargetLawAtTemperatureOne) {
 TEST_F(TreeLawTest, BestFirstPointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: best_first, budget: 6, max_beam_len: 2}", "point_mass");
 }
+// Its depth and size move with the drafter's probabilities each step.
+TEST_F(TreeLawTest, OptTreePointMassMatchesTargetLawAtTemperatureOne) {
+  ExpectExact("{type: opt_tree, nodes: 4, threshold: 0.1, max_depth: 2}", "point_mass");
+}
 
 // Negative control: the same sampled tree verified by greedy exact match at
 // T = 1 follows the argmax, not the target's law; the test must notice.
@@ -233,7 +245,7 @@ TEST(TreeDecodingTest, DeterministicBuildersAreRefusedWithQBasedVerifiers) {
     Options spec = *Options::FromString(yaml, "test.yaml");
     return *decltype(registry)::Create(spec, "plugin");
   };
-  for (const std::string& builder : {kEagleTree, kDynamic, kBestFirst}) {
+  for (const std::string& builder : {kEagleTree, kDynamic, kBestFirst, kOptTree}) {
     for (const char* verifier : {"rrs_wor", "specinfer", "traversal"}) {
       Method method;
       method.name = "m";
@@ -259,12 +271,13 @@ TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {
     m.length_policy_configured = true;
     return m.CheckCompatible();
   };
-  for (const std::string& builder : {kEagleTree, kDynamic, kSequoia, kBestFirst}) {
+  for (const std::string& builder : {kEagleTree, kDynamic, kSequoia, kBestFirst, kOptTree}) {
     EXPECT_THAT(std::string(method(builder, "{type: heuristic}").message()),
                 HasSubstr("shapes its trees from its own options, so the length policy 'heuristic' would be ignored"))
         << builder;
   }
   EXPECT_TRUE(method("{type: best_first, budget: 12}", "{type: heuristic}").ok());
+  EXPECT_TRUE(method("{type: opt_tree, nodes: 6}", "{type: heuristic}").ok());
   EXPECT_TRUE(method("{type: multi_sample, k: 2}", "{type: fixed, gamma: 3}").ok());
   Method unconfigured = ModelDrafterMethod(TinyModel(2), kEagleTree, Verifier("point_mass"), 3);
   EXPECT_TRUE(unconfigured.CheckCompatible().ok()) << "the default policy is no one's choice";
@@ -275,7 +288,7 @@ TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {
 // every temperature of its config (verifiers also refuse laws at Verify time).
 TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
   auto target = TinyModel(1);
-  for (const char* name : {"tree_vs_chain.yaml", "tree_vs_chain_sampled.yaml"}) {
+  for (const char* name : {"tree_vs_chain.yaml", "tree_vs_chain_sampled.yaml", "length_policies.yaml"}) {
     auto root = Options::FromFile(std::string(SPECLAB_SOURCE_DIR) + "/configs/experiments/" + name);
     ASSERT_TRUE(root.ok()) << root.status();
     Options decoding = *root->GetMap("decoding");
@@ -328,6 +341,7 @@ TEST(TreeDecodingTest, EveryBuilderRunsOnTheTestDevice) {
       {kSequoia, {"rrs_wor"}},
       {kDynamic, {"point_mass"}},
       {kBestFirst, {"point_mass"}},
+      {kOptTree, {"point_mass"}},
       {kMultiIid, {"specinfer", "spectr", "khisti"}},
       {kMultiWor, {"rrs_wor"}},
   };
