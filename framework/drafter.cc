@@ -11,4 +11,14 @@ absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }
 
+absl::StatusOr<std::vector<std::vector<int32_t>>> Drafter::Continuations(const TokenTree& tree, int node,
+                                                                         int max_tokens, int max_candidates) {
+  std::vector<std::vector<int32_t>> out;
+  if (max_candidates < 1) return out;
+  auto continuation = Continuation(tree, node, max_tokens);
+  if (!continuation.ok()) return continuation.status();
+  if (!continuation->empty()) out.push_back(*std::move(continuation));
+  return out;
+}
+
 }  // namespace speclab

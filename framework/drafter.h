@@ -63,6 +63,13 @@ class Drafter {
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);
 
+  // kTokensOnly only: up to `max_candidates` distinct non-empty
+  // continuations of path(node), each of up to `max_tokens` tokens, best
+  // first (a retrieval drafter's matches, which the `trie` tree builder
+  // merges into a tree). By default the one Continuation(), if not empty.
+  virtual absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node,
+                                                                          int max_tokens, int max_candidates);
+
   // Ends a step: `accepted_path` holds the accepted node indices root first;
   // the next step's context is their tokens followed by the extra token.
   // `target` holds the requested features of the path's nodes, in its order.

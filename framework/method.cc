@@ -13,6 +13,10 @@ absl::Status Method::CheckCompatible() const {
   auto refuse = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("method '", name, "': ", why));
   };
+  if (builder_traits.needs_continuations && !token_only)
+    return refuse(absl::StrCat("tree builder '", tree_builder_name, "' merges the token continuations of a token-only "
+                               "drafter, but drafter '", drafter_name, "' gives next-token logits (use a builder that "
+                               "reads them, e.g. chain, dynamic_topk or opt_tree)"));
   if (builder_traits.needs_distributions && token_only)
     return refuse(absl::StrCat("tree builder '", tree_builder_name, "' needs next-token distributions but drafter '",
                                drafter_name, "' gives tokens only"));
@@ -26,7 +30,7 @@ absl::Status Method::CheckCompatible() const {
     return refuse(absl::StrCat("tree builder '", tree_builder_name, "' shapes its trees from its own options, so the "
                                "length policy '", policy_name, "' would be ignored: remove length_policy, or use a "
                                "builder that follows one (chain, multi_sample, dynamic_topk without depth, best_first without "
-                               "max_beam_len, opt_tree without max_depth)"));
+                               "max_beam_len, opt_tree or trie without max_depth)"));
   if (policy->wants_progress() && builder_traits.length_control != LengthControl::kPerToken)
     return refuse(absl::StrCat("length policy '", policy_name, "' stops drafting token by token, which tree builder '",
                                tree_builder_name, "' never asks it (only chain does)"));

@@ -43,6 +43,7 @@ enum class LengthControl {
 
 struct TreeBuilderTraits {
   bool needs_distributions = true;  // refuses token-only drafters
+  bool needs_continuations = false; // refuses drafters of logits (merges Drafter::Continuations)
   bool may_branch = true;           // false: always a chain
   bool samples_tokens = false;      // q rows are a valid draft law at temperature > 0
   LengthControl length_control = LengthControl::kNone;

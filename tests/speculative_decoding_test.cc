@@ -88,6 +88,26 @@ TEST(SpeculativeDecodingTest, PromptLookupGreedyEqualsGreedy) {
   }
 }
 
+// Every prompt-lookup match merged into a tree (the trie builder): greedy's
+// tokens at T = 0 with either token-only rule, and trees that did branch.
+TEST(SpeculativeDecodingTest, PromptLookupTrieEqualsGreedy) {
+  auto target = TinyModel(3, /*vocab=*/8);
+  const std::vector<int32_t> expected = Greedy(*target, 30);
+  for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
+    auto method = MethodFromYaml(absl::StrCat("{name: pld_trie, drafter: {type: prompt_lookup, max_ngram_size: 2, "
+                                              "num_pred_tokens: 4}, tree_builder: {type: trie, budget: 12}, "
+                                              "verifier: ", verifier, ", length_policy: {type: fixed, gamma: 4}}"),
+                                 target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    auto out = GenerateSpeculative(*target, *method, kPrompt, Options(0, 30, 0));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tokens, expected) << verifier;
+    int branching = 0;  // a vocabulary of 8 repeats itself: several matches
+    for (const StepStats& step : out->steps) branching += step.tree_nodes > step.longest_path;
+    EXPECT_GT(branching, 0) << "some step should have drafted several matches";
+  }
+}
+
 // Pipelined prompt lookup at temperature 1 samples the target's law (the
 // fill rule's drafts included): two-token generations against the
 // enumerated law, as ChainLawTest.
@@ -113,6 +133,31 @@ TEST(SpeculativeDecodingTest, PipelinedPromptLookupMatchesTargetLawAtTemperature
   const ChiSquareResult result = ChiSquareTest(counts, law, kRuns);
   EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
   EXPECT_GT(accepted, kRuns / 20);  // drafts were accepted, so the law test saw the rule at work
+
+  // The same law with every match merged into a tree, after a prompt whose
+  // root has two distinct matches ("3" at 1 and at 4), so the trees branch.
+  const std::vector<int32_t> branching_prompt = {1, 3, 5, 2, 3, 6, 4, 3};
+  const auto branching_law = ExactTwoTokenLaw(*target, branching_prompt, 1.0);
+  auto trie = MethodFromYaml("{name: pld_trie, drafter: {type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 3}, "
+                             "tree_builder: {type: trie, budget: 8}, verifier: {type: point_mass}, "
+                             "length_policy: {type: fixed, gamma: 3}}",
+                             target.get());
+  ASSERT_TRUE(trie.ok()) << trie.status();
+  TwoTokenCounts trie_counts;
+  int trie_accepted = 0, branching = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    auto out = GenerateSpeculative(*target, *trie, branching_prompt, Options(1, 2, 1000 + i));
+    ASSERT_TRUE(out.ok()) << out.status();
+    ++trie_counts[{out->tokens[0], out->tokens[1]}];
+    for (const StepStats& step : out->steps) {
+      trie_accepted += step.accepted;
+      branching += step.tree_nodes > step.longest_path;
+    }
+  }
+  const ChiSquareResult trie_result = ChiSquareTest(trie_counts, branching_law, kRuns);
+  EXPECT_LT(trie_result.statistic, trie_result.critical) << "trie, dof " << trie_result.degrees_of_freedom;
+  EXPECT_GT(trie_accepted, kRuns / 20);
+  EXPECT_GT(branching, kRuns / 2) << "the trees branched";
 
   // Negative control: the greedy rule at T=1 (lossy there) on the same drafts is caught.
   constexpr int kControlRuns = 300;

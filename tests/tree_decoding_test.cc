@@ -260,6 +260,24 @@ TEST(TreeDecodingTest, DeterministicBuildersAreRefusedWithQBasedVerifiers) {
   EXPECT_TRUE(chain_only.CheckCompatible().ok()) << "one sequence is a chain";
 }
 
+// The trie builder merges token continuations, which drafters of logits do not give.
+TEST(TreeDecodingTest, TrieRefusesDraftersOfLogits) {
+  Method method;
+  method.name = "m";
+  method.drafter = std::make_unique<ModelDrafter>(TinyModel(2));
+  method.tree_builder_name = "trie";
+  method.drafter_name = "model";
+  Options builder = *Options::FromString("{type: trie}", "test.yaml");
+  method.tree_builder = *TreeBuilderRegistry::Create(builder, "tree builder");
+  Options verifier = *Options::FromString("{type: point_mass}", "test.yaml");
+  method.verifier = *VerifierRegistry::Create(verifier, "verifier");
+  Options policy = *Options::FromString("{type: fixed}", "test.yaml");
+  method.policy = *LengthPolicyRegistry::Create(policy, "length policy");
+  EXPECT_THAT(std::string(method.CheckCompatible().message()),
+              HasSubstr("tree builder 'trie' merges the token continuations of a token-only drafter, but drafter "
+                        "'model' gives next-token logits"));
+}
+
 // A length policy a builder would ignore is refused, naming both, rather than
 // silently doing nothing.
 TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {

@@ -35,6 +35,24 @@ std::vector<int32_t> LookupContinuation(absl::Span<const int32_t> sequence, int 
   return std::vector<int32_t>(sequence.begin() + *from, sequence.begin() + to);
 }
 
+std::vector<std::vector<int32_t>> LookupCandidates(absl::Span<const int32_t> sequence, int max_ngram, int max_tokens,
+                                                   int max_candidates) {
+  const int64_t length = static_cast<int64_t>(sequence.size());
+  std::vector<std::vector<int32_t>> out;
+  for (int n = std::min<int64_t>(max_ngram, length - 1); n >= 1; --n) {
+    absl::Span<const int32_t> key = sequence.subspan(length - n);
+    for (int64_t start = 0; start < length - n; ++start) {  // never the trailing key itself
+      if (static_cast<int>(out.size()) >= max_candidates) return out;
+      if (!std::equal(key.begin(), key.end(), sequence.begin() + start)) continue;
+      const int64_t from = start + n, to = std::min(length, from + max_tokens);
+      std::vector<int32_t> continuation(sequence.begin() + from, sequence.begin() + to);
+      if (!continuation.empty() && std::find(out.begin(), out.end(), continuation) == out.end())
+        out.push_back(std::move(continuation));
+    }
+  }
+  return out;
+}
+
 std::vector<int32_t> FixedLengthContinuation(absl::Span<const int32_t> sequence, int max_ngram, int length) {
   const std::optional<int64_t> from = LookupFrom(sequence, max_ngram);
   const int64_t n = static_cast<int64_t>(sequence.size());
@@ -59,12 +77,22 @@ absl::Status PromptLookupDrafter::BeginStep(absl::Span<const int32_t> context) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int32_t>> PromptLookupDrafter::Continuation(const TokenTree& tree, int node,
-                                                                       int max_tokens) {
+std::vector<int32_t> PromptLookupDrafter::SequenceTo(const TokenTree& tree, int node) const {
   std::vector<int32_t> sequence = context_;  // ends with the root
   const std::vector<int32_t> path = tree.PathTokens(node);
   sequence.insert(sequence.end(), path.begin() + 1, path.end());
-  return LookupContinuation(sequence, max_ngram_, std::min(max_tokens, num_pred_tokens_));
+  return sequence;
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptLookupDrafter::Continuation(const TokenTree& tree, int node,
+                                                                       int max_tokens) {
+  return LookupContinuation(SequenceTo(tree, node), max_ngram_, std::min(max_tokens, num_pred_tokens_));
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> PromptLookupDrafter::Continuations(const TokenTree& tree, int node,
+                                                                                     int max_tokens,
+                                                                                     int max_candidates) {
+  return LookupCandidates(SequenceTo(tree, node), max_ngram_, std::min(max_tokens, num_pred_tokens_), max_candidates);
 }
 
 absl::StatusOr<at::Tensor> PromptLookupDrafter::ContinuationAt(const DeviceRoot& root, int length) {
@@ -113,7 +141,8 @@ namespace {
 
 const bool kRegistered = DrafterRegistry::Add({
     .name = "prompt_lookup",
-    .description = "n-gram match in the prompt and generated text (PLD); gives tokens only",
+    .description = "n-gram match in the prompt and generated text (PLD); gives tokens only, every match as a tree "
+                   "with the trie builder",
     .lossless = "-",
     .create = [](Options& options, const DrafterEnvironment& env) -> absl::StatusOr<std::unique_ptr<Drafter>> {
       ASSIGN_OR_RETURN(int64_t max_ngram, options.GetInt("max_ngram_size", 3));

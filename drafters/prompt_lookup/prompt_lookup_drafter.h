@@ -22,6 +22,13 @@ std::optional<int64_t> LookupFrom(absl::Span<const int32_t> sequence, int max_ng
 // Up to `max_tokens` tokens that followed that occurrence.
 std::vector<int32_t> LookupContinuation(absl::Span<const int32_t> sequence, int max_ngram, int max_tokens);
 
+// Up to `max_candidates` distinct continuations of up to `max_tokens` tokens:
+// those after every earlier occurrence of the last n tokens, for n =
+// max_ngram..1, occurrences in scanning order. The first is
+// LookupContinuation()'s.
+std::vector<std::vector<int32_t>> LookupCandidates(absl::Span<const int32_t> sequence, int max_ngram, int max_tokens,
+                                                   int max_candidates);
+
 // Exactly `length` tokens: those from LookupFrom() on in the sequence
 // extended by the drafts themselves (where the match runs into the end, the
 // matched stretch repeats: what lookup would draft again once these are
@@ -41,6 +48,9 @@ class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override;
+  // LookupCandidates(): every match, for trees (the `trie` builder).
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
+                                                                  int max_candidates) override;
   // FixedLengthContinuation() of the context on the device: one launch on
   // CUDA (cuda/ngram_kernel.h), a host loop elsewhere. Unimplemented where
   // `length` exceeds num_pred_tokens (the engine then steps on the host).
@@ -54,6 +64,8 @@ class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
   int num_pred_tokens_;
   c10::Device device_;
   int64_t capacity_;
+  std::vector<int32_t> SequenceTo(const TokenTree& tree, int node) const;  // the context, then path(node)'s drafts
+
   std::vector<int32_t> context_;
   at::Tensor device_context_;  // int64 [>= capacity_]: the context ContinuationAt() has seen, then its drafts
 };

@@ -32,6 +32,29 @@ TEST(PromptLookupTest, DrafterContinuesTheTreePath) {
   EXPECT_EQ(drafter.kind(), DrafterKind::kTokensOnly);
 }
 
+// Every match, longest n-gram first, occurrences from the start; duplicates
+// once; the first candidate is the chain's continuation.
+TEST(PromptLookupTest, CandidatesAreEveryMatchLongestNgramFirst) {
+  const std::vector<int32_t> seq = {1, 2, 3, 9, 9, 1, 2, 3, 7, 7, 5, 2, 3, 6, 1, 2, 3};
+  const auto candidates = LookupCandidates(seq, 3, 3, 10);
+  const std::vector<std::vector<int32_t>> expected = {
+      {9, 9, 1}, {7, 7, 5},  // "1 2 3" at 0 and 5
+      {6, 1, 2},             // "2 3" also at 11 (at 1 and 6 it repeats the above, as "3" does everywhere)
+  };
+  EXPECT_EQ(candidates, expected);
+  EXPECT_EQ(LookupCandidates({4, 8, 5, 4, 6, 4}, 2, 2, 10),  // "6 4" unseen; "4" at 0 and 3
+            (std::vector<std::vector<int32_t>>{{8, 5}, {6, 4}}));
+  EXPECT_EQ(candidates.front(), LookupContinuation(seq, 3, 3));
+  EXPECT_EQ(LookupCandidates(seq, 3, 3, 2), (std::vector<std::vector<int32_t>>{{9, 9, 1}, {7, 7, 5}}));
+  EXPECT_TRUE(LookupCandidates({1, 2, 3}, 3, 5, 4).empty());
+
+  PromptLookupDrafter drafter(3, 2);  // num_pred_tokens 2 caps every candidate
+  ASSERT_TRUE(drafter.BeginStep(seq).ok());
+  auto from_drafter = drafter.Continuations(TokenTree(3), 0, 10, 2);
+  ASSERT_TRUE(from_drafter.ok()) << from_drafter.status();
+  EXPECT_EQ(*from_drafter, (std::vector<std::vector<int32_t>>{{9, 9}, {7, 7}}));
+}
+
 TEST(PromptLookupTest, FixedLengthContinuationRepeatsTheMatchAndFillsWithTheRoot) {
   // "2 3" matches at 1: 4 2 3, then the drafts themselves (4 2 3 4 ...).
   const std::vector<int32_t> seq = {1, 2, 3, 4, 2, 3};
