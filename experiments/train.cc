@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "experiments/corpus_text.h"
 #include "experiments/model_loading.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
@@ -49,7 +50,6 @@ using Clock = std::chrono::steady_clock;
 constexpr char kCheckpointDir[] = "checkpoint";
 constexpr char kStateFile[] = "state.json";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
-constexpr char kDocumentSeparator[] = "<|endoftext|>";
 
 // ---------------------------------------------------------------------------
 // Settings.
@@ -286,10 +286,8 @@ absl::Status WriteTokenCache(const std::string& cache, const std::vector<int32_t
   return absl::OkStatus();
 }
 
-// Ids of `text` (int32 CPU tensor). The corpus holds documents, each ended by
-// a line "<|endoftext|>" (scripts/build_corpus.sh); every document becomes
-// BOS, the ids of its text (newlines included), EOS. Text after the last
-// separator is one more document.
+// Ids of `text` (int32 CPU tensor): TokenizeCorpusText (corpus_text.h),
+// cached beside the output.
 absl::StatusOr<at::Tensor> LoadTokens(Tokenizer& tokenizer, const std::string& tokenizer_path,
                                       const std::string& text, const std::string& cache) {
   std::error_code ec;
@@ -303,58 +301,9 @@ absl::StatusOr<at::Tensor> LoadTokens(Tokenizer& tokenizer, const std::string& t
     return cached;
   }
   const auto start = Clock::now();
-  std::ifstream in(text);
-  if (!in) return absl::NotFoundError(absl::StrCat(text, ": cannot open the text file"));
-  std::vector<int32_t> ids;
-  ids.reserve(text_bytes / 3 + 16);
-  const int64_t bos = tokenizer.bos_id();
-  const int64_t eos = tokenizer.eos_id();
-  std::string document;
-  std::string line;
-  int64_t line_number = 0;
-  int64_t documents = 0;
-  bool in_document = false;
-  // Encodes the pending text. A document is cut only after a newline, which
-  // the tokenizer encodes as a piece of its own, so chunking is exact.
-  auto flush = [&]() -> absl::Status {
-    if (document.empty()) return absl::OkStatus();
-    auto encoded = tokenizer.Encode(document);
-    if (!encoded.ok())
-      return absl::Status(encoded.status().code(),
-                          absl::StrCat(text, ":", line_number, ": ", encoded.status().message()));
-    for (int32_t id : *encoded) {
-      if (id < 0 || id >= vocab)
-        return absl::InternalError(absl::StrCat(text, ":", line_number, ": the tokenizer produced id ", id,
-                                                " outside [0, ", vocab, ")"));
-      ids.push_back(id);
-    }
-    document.clear();
-    return absl::OkStatus();
-  };
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line == kDocumentSeparator) {
-      if (in_document) {
-        RETURN_IF_ERROR(flush());
-        if (eos >= 0) ids.push_back(static_cast<int32_t>(eos));
-        ++documents;
-      }
-      in_document = false;
-      continue;
-    }
-    if (!in_document) {
-      if (bos >= 0) ids.push_back(static_cast<int32_t>(bos));
-      in_document = true;
-    }
-    document += line;
-    document += '\n';
-    if (document.size() >= (1 << 20)) RETURN_IF_ERROR(flush());
-  }
-  if (in_document) {
-    RETURN_IF_ERROR(flush());
-    if (eos >= 0) ids.push_back(static_cast<int32_t>(eos));
-    ++documents;
-  }
+  ASSIGN_OR_RETURN(CorpusIds corpus, TokenizeCorpusText(tokenizer, text));
+  const std::vector<int32_t>& ids = corpus.ids;
+  const int64_t documents = corpus.documents;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("tokens: %s: %lld documents, %zu ids (%.1f s)\n", text.c_str(), static_cast<long long>(documents),
               ids.size(), seconds);
