@@ -7,6 +7,7 @@
 //   speclab measure-acceptance EXPERIMENT.yaml --out FILE.yaml [--set ...]
 //   speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] ...
 //   speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] ...
+//   speclab datastore --tokenizer PATH --out FILE TEXT... | --token-files --vocab-size N --out FILE IDS...
 #include <iostream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "experiments/audit_report.h"
+#include "experiments/datastore_command.h"
 #include "experiments/decode_bench.h"
 #include "experiments/experiment.h"
 #include "experiments/measure_acceptance.h"
@@ -39,7 +41,9 @@ constexpr char kUsage[] =
     "                         [--batch-invariant]\n"
     "                         [--verifier NAME] [--tree-builder YAML] [--drafter YAML]\n"
     "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n"
-    "                         [--trace DIR]\n";
+    "                         [--trace DIR]\n"
+    "  speclab datastore --tokenizer PATH --out FILE.splds TEXT...   (the retrieval drafter's datastore)\n"
+    "  speclab datastore --token-files --vocab-size N --out FILE.splds IDS.i32...\n";
 
 int Fail(const absl::Status& status) {
   std::cerr << "speclab: " << status.message() << "\n";
@@ -144,6 +148,12 @@ int main(int argc, char** argv) {
     auto flags = speclab::ParseOverheadBenchFlags(args);
     if (!flags.ok()) return Usage(std::string(flags.status().message()));
     absl::Status status = speclab::RunOverheadBench(*flags);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "datastore") {
+    auto flags = speclab::ParseDatastoreFlags(args);
+    if (!flags.ok()) return Usage(std::string(flags.status().message()));
+    absl::Status status = speclab::RunDatastore(*flags);
     return status.ok() ? 0 : Fail(status);
   }
   return Usage(absl::StrFormat("unknown command '%s'", command));

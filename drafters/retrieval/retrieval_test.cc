@@ -1,0 +1,258 @@
+// The retrieval drafter (REST): its suffix array, datastore file and lookup
+// against brute force, its options and file errors, and decoding with it:
+// greedy's tokens at T = 0 and the target's law at T = 1 on branching trees.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "drafters/retrieval/datastore.h"
+#include "drafters/retrieval/rest_lookup.h"
+#include "drafters/retrieval/suffix_array.h"
+#include "experiments/datastore_command.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
+
+namespace speclab::retrieval {
+namespace {
+
+using ::testing::HasSubstr;
+using Tokens = std::vector<int32_t>;
+
+Tokens RandomTokens(size_t n, int vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tokens out(n);
+  for (auto& t : out) t = static_cast<int32_t>(rng() % vocab);
+  return out;
+}
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/retrieval_" + std::to_string(::getpid()) + "_" + name;
+}
+
+TEST(SuffixArrayTest, SortsEverySuffixAndFindsEveryOccurrence) {
+  for (auto [n, vocab] : {std::pair{1, 2}, std::pair{40, 2}, std::pair{200, 3}, std::pair{300, 50}}) {
+    Tokens tokens = RandomTokens(n, vocab, n * 7 + vocab);
+    if (n == 40) std::fill(tokens.begin(), tokens.begin() + 20, 1);  // a long run: many doubling rounds
+    const std::vector<int64_t> suffixes = BuildSuffixArray(tokens);
+    std::vector<int64_t> brute(n);
+    for (int i = 0; i < n; ++i) brute[i] = i;
+    std::sort(brute.begin(), brute.end(), [&](int64_t a, int64_t b) {
+      return std::lexicographical_compare(tokens.begin() + a, tokens.end(), tokens.begin() + b, tokens.end());
+    });
+    ASSERT_EQ(suffixes, brute) << "n " << n;
+    for (const Tokens& query : {Tokens{0}, Tokens{1, 0}, Tokens{0, 0, 1}, Tokens{tokens.back()}, Tokens{99}}) {
+      auto [first, last] = MatchRange(tokens, suffixes, query);
+      std::vector<int64_t> found(suffixes.begin() + first, suffixes.begin() + last), expected;
+      for (int i = 0; i < n; ++i)
+        if (i + query.size() <= tokens.size() && std::equal(query.begin(), query.end(), tokens.begin() + i))
+          expected.push_back(i);
+      std::sort(found.begin(), found.end());
+      EXPECT_EQ(found, expected) << "n " << n << " query of " << query.size();
+    }
+  }
+}
+
+// Every prefix of the continuations after the longest matched suffix, counted.
+TEST(RestLookupTest, CountsThePrefixesOfTheLongestSuffixsContinuations) {
+  const Tokens tokens = RandomTokens(400, 3, 5);
+  auto store = Datastore::Build(tokens, 3);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Tokens context = {2, 0, 1, 1, 0, 2, 2, 1};
+  const RestOptions options{.max_suffix = 6, .min_suffix = 2, .max_matches = 1000, .continuation_tokens = 3};
+  const PrefixCounts counts = CountContinuations(*store, context, options, /*max_tokens=*/10);
+  // Brute force: the longest suffix (<= 6) occurring in the store, and the
+  // prefixes of the 3 tokens after each occurrence.
+  int s = 6;
+  std::map<Tokens, int64_t> expected;
+  for (; s >= 2 && expected.empty(); --s) {
+    const Tokens query(context.end() - s, context.end());
+    for (size_t i = 0; i + s <= tokens.size(); ++i) {
+      if (!std::equal(query.begin(), query.end(), tokens.begin() + i)) continue;
+      for (size_t j = 1; j <= 3 && i + s + j <= tokens.size(); ++j)
+        ++expected[Tokens(tokens.begin() + i + s, tokens.begin() + i + s + j)];
+    }
+    if (!expected.empty()) EXPECT_EQ(counts.suffix_length, s);
+  }
+  ASSERT_FALSE(expected.empty());
+  std::map<Tokens, int64_t> got;
+  for (size_t i = 0; i < counts.prefixes.size(); ++i) got[counts.Tokens(static_cast<int>(i))] = counts.prefixes[i].count;
+  EXPECT_EQ(got, expected);
+
+  // The most frequent prefixes: each one's parent listed before it, counts not increasing.
+  const auto best = MostFrequentPrefixes(counts, 6);
+  ASSERT_EQ(best.size(), std::min<size_t>(6, expected.size()));
+  for (size_t i = 0; i < best.size(); ++i) {
+    if (i > 0) EXPECT_GE(expected[best[i - 1]], expected[best[i]]);
+    if (best[i].size() > 1) {
+      const Tokens parent(best[i].begin(), best[i].end() - 1);
+      EXPECT_NE(std::find(best.begin(), best.begin() + i, parent), best.begin() + i) << "prefix " << i;
+    }
+  }
+  // The chain: the most frequent next token at each depth.
+  const Tokens path = MostFrequentPath(counts);
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(path.front(), best.front().front());
+  EXPECT_TRUE(CountContinuations(*store, {2}, options, 10).prefixes.empty()) << "shorter than min_suffix";
+}
+
+TEST(DatastoreTest, RoundTripsAndRefusesDamagedFiles) {
+  auto store = Datastore::Build(RandomTokens(100, 5, 1), 5);
+  ASSERT_TRUE(store.ok());
+  const std::string path = TempPath("round_trip.splds");
+  ASSERT_TRUE(WriteDatastore(*store, path).ok());
+  auto read = ReadDatastore(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->tokens, store->tokens);
+  EXPECT_EQ(read->suffixes, store->suffixes);
+  EXPECT_EQ(read->vocab_size, 5u);
+  EXPECT_THAT(std::string(Datastore::Build({0, 7}, 5).status().message()), HasSubstr("token 1 is 7, outside"));
+
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& name, const std::string& content) {
+    const std::string damaged = TempPath(name);
+    std::ofstream(damaged, std::ios::binary) << content;
+    return std::string(ReadDatastore(damaged).status().message());
+  };
+  EXPECT_THAT(write("truncated.splds", bytes.substr(0, bytes.size() - 3)), HasSubstr("truncated or corrupt"));
+  EXPECT_THAT(write("foreign.splds", "PK\x03\x04 not a datastore"), HasSubstr("not a speclab datastore"));
+  std::string swapped = bytes;  // two suffix-array entries exchanged
+  const size_t sa = 8 + 8 + 4 + 100 * 4;
+  std::swap_ranges(swapped.begin() + sa, swapped.begin() + sa + 8, swapped.begin() + sa + 8);
+  EXPECT_THAT(write("swapped.splds", swapped), HasSubstr("out of order"));
+  std::string foreign_token = bytes;  // token 0 set to 9, beyond the vocabulary of 5
+  foreign_token[20] = 9;
+  EXPECT_THAT(write("token.splds", foreign_token), HasSubstr("outside the vocabulary"));
+  EXPECT_THAT(std::string(ReadDatastore(TempPath("absent.splds")).status().message()), HasSubstr("no such datastore"));
+}
+
+TEST(DatastoreCommandTest, BuildsFromTextAndTokenFiles) {
+  const std::string text = TempPath("docs.txt");
+  std::ofstream(text) << "the cat sat\n<|endoftext|>\nthe cat ran\n<|endoftext|>\n";
+  const std::string out = TempPath("text.splds");
+  auto flags = ParseDatastoreFlags({"--tokenizer", std::string(SPECLAB_SOURCE_DIR) + "/models/speclab-target",
+                                    "--out", out, text});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  ASSERT_TRUE(RunDatastore(*flags).ok());
+  auto store = ReadDatastore(out);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(store->vocab_size, 8000u);
+  EXPECT_EQ(std::count(store->tokens.begin(), store->tokens.end(), 1), 2) << "BOS per document";
+
+  const std::string ids = TempPath("ids.i32");
+  const std::vector<int32_t> values = {3, 1, 4, 1, 5};
+  std::ofstream(ids, std::ios::binary).write(reinterpret_cast<const char*>(values.data()), 20);
+  auto token_flags = ParseDatastoreFlags({"--token-files", "--vocab-size", "6", "--out", out, ids});
+  ASSERT_TRUE(token_flags.ok()) << token_flags.status();
+  ASSERT_TRUE(RunDatastore(*token_flags).ok());
+  EXPECT_EQ(ReadDatastore(out)->tokens, values);
+
+  auto small = ParseDatastoreFlags({"--token-files", "--vocab-size", "4", "--out", out, ids});
+  EXPECT_THAT(std::string(RunDatastore(*small).message()), HasSubstr("datastore: token 2 is 4, outside the vocabulary [0, 4)"));
+  EXPECT_THAT(std::string(ParseDatastoreFlags({"--out", out, ids}).status().message()),
+              HasSubstr("give --tokenizer for text files, or --token-files"));
+  EXPECT_THAT(std::string(ParseDatastoreFlags({"--tokenizer", "t", ids}).status().message()), HasSubstr("--out"));
+  EXPECT_THAT(std::string(ParseDatastoreFlags({"--token-files", "--out", out, ids}).status().message()),
+              HasSubstr("--token-files and --vocab-size go together"));
+}
+
+// A datastore of the target's own greedy continuation (and noise), so that
+// retrieval drafts get accepted.
+std::string TargetDatastore(LlamaModel& target, const Tokens& prompt, const std::string& name) {
+  auto greedy = GenerateAutoregressive(target, prompt, {.sampling = {.temperature = 0}, .max_new_tokens = 24});
+  EXPECT_TRUE(greedy.ok());
+  Tokens tokens = prompt;
+  tokens.insert(tokens.end(), greedy->tokens.begin(), greedy->tokens.end());
+  const Tokens noise = RandomTokens(200, static_cast<int>(target.config().vocab_size), 3);
+  tokens.insert(tokens.end(), noise.begin(), noise.end());
+  auto store = Datastore::Build(tokens, static_cast<uint32_t>(target.config().vocab_size));
+  EXPECT_TRUE(store.ok());
+  const std::string path = TempPath(name);
+  EXPECT_TRUE(WriteDatastore(*store, path).ok());
+  return path;
+}
+
+const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3};
+
+TEST(RetrievalDrafterTest, EqualsGreedyAtTemperatureZero) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  const std::string store = TargetDatastore(*target, kPrompt, "greedy.splds");
+  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(greedy.ok());
+  for (const char* builder : {"{type: chain}", "{type: trie, budget: 12, max_candidates: 12}"}) {
+    for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
+      auto method = testing::MethodFromYaml(
+          absl::StrCat("{name: rest, drafter: {type: retrieval, datastore: ", store, ", min_suffix: 1}, tree_builder: ",
+                       builder, ", verifier: ", verifier, ", length_policy: {type: fixed, gamma: 5}}"),
+          target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->tokens, greedy->tokens) << builder << " " << verifier;
+      int accepted = 0;
+      for (const StepStats& step : out->steps) accepted += step.accepted;
+      EXPECT_GT(accepted, 10) << builder << ": the datastore holds greedy's continuation";
+    }
+  }
+}
+
+TEST(RetrievalDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
+  constexpr int kRuns = 2000;
+  auto target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const std::string store = TargetDatastore(*target, kPrompt, "law.splds");
+  auto method = testing::MethodFromYaml(
+      absl::StrCat("{name: rest, drafter: {type: retrieval, datastore: ", store, ", min_suffix: 1}, ",
+                   "tree_builder: {type: trie, budget: 8, max_candidates: 8}, verifier: {type: point_mass}, ",
+                   "length_policy: {type: fixed, gamma: 3}}"),
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  const auto law = testing::ExactTwoTokenLaw(*target, kPrompt, 1.0);
+  testing::TwoTokenCounts counts;
+  int accepted = 0, branching = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 1}, .max_new_tokens = 2,
+                                                                .seed = static_cast<uint64_t>(1000 + i)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ++counts[{out->tokens[0], out->tokens[1]}];
+    for (const StepStats& step : out->steps) {
+      accepted += step.accepted;
+      branching += step.tree_nodes > step.longest_path;
+    }
+  }
+  const testing::ChiSquareResult result = testing::ChiSquareTest(counts, law, kRuns);
+  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
+  EXPECT_GT(accepted, kRuns / 20);
+  EXPECT_GT(branching, kRuns / 10) << "the trees branched";
+}
+
+TEST(RetrievalDrafterTest, OptionAndFileErrorsNameTheKey) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  auto create = [&](const std::string& drafter) {
+    return testing::MethodFromYaml(absl::StrCat("{name: rest, drafter: ", drafter, ", verifier: {type: greedy}}"),
+                                   target.get())
+        .status();
+  };
+  EXPECT_THAT(std::string(create("{type: retrieval}").message()), HasSubstr("key 'drafter.datastore': missing required key"));
+  EXPECT_THAT(std::string(create("{type: retrieval, datastore: /nonexistent.splds}").message()),
+              HasSubstr("no such datastore"));
+  const std::string store = TempPath("ok.splds");
+  ASSERT_TRUE(WriteDatastore(*Datastore::Build({1, 2, 3}, 8), store).ok());
+  EXPECT_THAT(std::string(create(absl::StrCat("{type: retrieval, datastore: ", store, ", min_suffix: 20}")).message()),
+              HasSubstr("key 'drafter.min_suffix': expected an integer in [1, max_suffix = 16]"));
+  EXPECT_THAT(std::string(create(absl::StrCat("{type: retrieval, datastore: ", store, ", suffix: 3}")).message()),
+              HasSubstr("unknown key 'drafter.suffix'"));
+  const std::string wide = TempPath("wide.splds");
+  ASSERT_TRUE(WriteDatastore(*Datastore::Build({1, 2, 3}, 9000), wide).ok());
+  EXPECT_THAT(std::string(create(absl::StrCat("{type: retrieval, datastore: ", wide, "}")).message()),
+              HasSubstr("holds ids of a vocabulary of 9000 tokens, but the target's has 8"));
+}
+
+}  // namespace
+}  // namespace speclab::retrieval
