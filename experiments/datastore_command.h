@@ -1,5 +1,5 @@
 // `speclab datastore`: builds the datastore of the `retrieval` drafter (REST,
-// docs/algorithms.md §4.3) from text or token files.
+// docs/algorithms.md §4.6) from text or token files.
 //
 //   speclab datastore --tokenizer models/speclab-target --out results/train.splds data/corpus/train.txt
 //   speclab datastore --token-files --vocab-size 8000 --out FILE.splds ids.i32 ...

@@ -1,5 +1,5 @@
 // Datastore: the token corpus a retrieval drafter searches, with its suffix
-// array, as `speclab datastore` writes it (docs/algorithms.md §4.3).
+// array, as `speclab datastore` writes it (docs/algorithms.md §4.6).
 //
 // File (little-endian): the 8 bytes "SPLDS001", uint64 token count n, uint32
 // the vocabulary size of the ids, int32 tokens[n], int64 suffix_array[n].

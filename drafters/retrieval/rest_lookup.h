@@ -1,4 +1,4 @@
-// REST's lookup (docs/algorithms.md §4.3): the continuations a datastore
+// REST's lookup (docs/algorithms.md §4.6): the continuations a datastore
 // holds after the longest suffix of the context it contains, counted in a
 // trie of their prefixes.
 #ifndef SPECLAB_DRAFTERS_RETRIEVAL_REST_LOOKUP_H_

@@ -1,4 +1,4 @@
-// `retrieval`: REST (docs/algorithms.md §4.3): continuations of the longest
+// `retrieval`: REST (docs/algorithms.md §4.6): continuations of the longest
 // context suffix found in a datastore, as a tree of the most frequent
 // prefixes (with the `trie` builder) or as the chain of most frequent next
 // tokens (with `chain`). Gives tokens only: verify with greedy or point_mass.

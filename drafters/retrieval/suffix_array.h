@@ -1,5 +1,5 @@
 // The suffix array of a token sequence, and the range of suffixes that start
-// with a query: REST's datastore index (docs/algorithms.md §4.3).
+// with a query: REST's datastore index (docs/algorithms.md §4.6).
 #ifndef SPECLAB_DRAFTERS_RETRIEVAL_SUFFIX_ARRAY_H_
 #define SPECLAB_DRAFTERS_RETRIEVAL_SUFFIX_ARRAY_H_
 
