@@ -1,0 +1,147 @@
+// `suffix_tree`: SuffixDecoding (docs/algorithms.md §4.7): speculation from
+// suffix trees of the current prompt and generation, and of earlier
+// generations, without a model. Gives tokens only: verify with greedy or
+// point_mass; the `trie` builder takes its trees, `chain` its paths.
+//
+//   drafter: {type: suffix_tree, max_spec_factor: 1.0, min_token_prob: 0.1}
+//   tree_builder: {type: trie, budget: 32, max_candidates: 32}
+//
+// Options: max_depth (64: the longest substring counted), max_spec_tokens
+// (drafted tokens a step, 0: the builder's budget), max_spec_factor (1.0) and
+// max_spec_offset (0.0) (a match of m tokens drafts at most factor * m +
+// offset), min_token_prob (0.1), global_cache (true: earlier generations'
+// outputs are searched too; a generation's output joins them when the next
+// prompt starts). Each step speculates from the generation's own tree and
+// from the global one and keeps the draft of larger score (ties: its own).
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "drafters/suffix_tree/suffix_trie.h"
+#include "framework/core/status_macros.h"
+#include "framework/drafter.h"
+
+namespace speclab {
+namespace {
+
+using suffix_decoding::Draft;
+using suffix_decoding::SpeculationLimits;
+using suffix_decoding::SuffixTrie;
+
+struct SuffixOptions {
+  int max_depth = 64;
+  int max_spec_tokens = 0;  // 0: the builder's budget
+  SpeculationLimits limits;
+  bool global_cache = true;
+};
+
+class SuffixTreeDrafter final : public Drafter {
+ public:
+  explicit SuffixTreeDrafter(SuffixOptions o) : o_(o), global_(o.max_depth), local_(o.max_depth) {}
+
+  DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
+
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) override {
+    if (o_.global_cache && !response_.empty()) {
+      global_.Extend(response_);
+      global_.EndSequence();
+    }
+    response_.clear();
+    local_ = SuffixTrie(o_.max_depth);
+    local_.Extend(prompt);
+    seen_ = prompt.size();
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginStep(absl::Span<const int32_t> context) override {
+    if (context.size() < seen_)
+      return absl::FailedPreconditionError("suffix_tree: the context shrank between steps");
+    const absl::Span<const int32_t> fresh = context.subspan(seen_);
+    local_.Extend(fresh);
+    response_.insert(response_.end(), fresh.begin(), fresh.end());
+    context_.assign(context.begin(), context.end());
+    seen_ = context.size();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
+    SpeculationLimits limits = o_.limits;
+    limits.tree = false;
+    limits.max_tokens = limits.max_path = CapTokens(max_tokens);
+    return Speculate(tree, node, limits).tokens;
+  }
+
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
+                                                                  int max_candidates) override {
+    SpeculationLimits limits = o_.limits;
+    limits.max_tokens = CapTokens(max_candidates);
+    limits.max_path = max_tokens;
+    const Draft draft = Speculate(tree, node, limits);
+    // Each drafted node as its path: inserted in order, each adds one node.
+    std::vector<std::vector<int32_t>> paths;
+    for (size_t i = 0; i < draft.tokens.size(); ++i) {
+      std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : paths[draft.parents[i]];
+      path.push_back(draft.tokens[i]);
+      paths.push_back(std::move(path));
+    }
+    return paths;
+  }
+
+  absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
+    return absl::OkStatus();
+  }
+
+ private:
+  int CapTokens(int asked) const { return o_.max_spec_tokens > 0 ? std::min(asked, o_.max_spec_tokens) : asked; }
+
+  Draft Speculate(const TokenTree& tree, int node, const SpeculationLimits& limits) const {
+    std::vector<int32_t> sequence = context_;  // ends with the root
+    const std::vector<int32_t> path = tree.PathTokens(node);
+    sequence.insert(sequence.end(), path.begin() + 1, path.end());
+    Draft own = local_.Speculate(sequence, limits);
+    if (!o_.global_cache) return own;
+    Draft earlier = global_.Speculate(sequence, limits);
+    return own.score >= earlier.score ? own : earlier;
+  }
+
+  SuffixOptions o_;
+  SuffixTrie global_;  // earlier generations' outputs
+  SuffixTrie local_;   // this prompt and its generation so far
+  std::vector<int32_t> response_;
+  std::vector<int32_t> context_;
+  size_t seen_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment&) {
+  SuffixOptions o;
+  ASSIGN_OR_RETURN(int64_t depth, options.GetInt("max_depth", o.max_depth));
+  if (depth < 1 || depth > 1024) return options.Error("max_depth", "expected an integer in [1, 1024]");
+  o.max_depth = static_cast<int>(depth);
+  ASSIGN_OR_RETURN(int64_t spec_tokens, options.GetInt("max_spec_tokens", 0));
+  if (spec_tokens < 0 || spec_tokens > 4096)
+    return options.Error("max_spec_tokens", "expected an integer in [0, 4096] (0: the builder's budget)");
+  o.max_spec_tokens = static_cast<int>(spec_tokens);
+  ASSIGN_OR_RETURN(o.limits.max_spec_factor, options.GetDouble("max_spec_factor", o.limits.max_spec_factor));
+  if (!(o.limits.max_spec_factor >= 0 && o.limits.max_spec_factor <= 1e6))
+    return options.Error("max_spec_factor", "expected a number in [0, 1e6]");
+  ASSIGN_OR_RETURN(o.limits.max_spec_offset, options.GetDouble("max_spec_offset", o.limits.max_spec_offset));
+  if (!(o.limits.max_spec_offset >= -1e6 && o.limits.max_spec_offset <= 1e6))
+    return options.Error("max_spec_offset", "expected a number in [-1e6, 1e6]");
+  ASSIGN_OR_RETURN(o.limits.min_token_prob, options.GetDouble("min_token_prob", o.limits.min_token_prob));
+  if (!(o.limits.min_token_prob >= 0 && o.limits.min_token_prob <= 1))
+    return options.Error("min_token_prob", "expected a probability in [0, 1]");
+  ASSIGN_OR_RETURN(o.global_cache, options.GetBool("global_cache", o.global_cache));
+  return std::unique_ptr<Drafter>(std::make_unique<SuffixTreeDrafter>(o));
+}
+
+const bool kRegistered = DrafterRegistry::Add({
+    .name = "suffix_tree",
+    .description = "SuffixDecoding: frequency-scored speculation from suffix trees of the prompt, the generation "
+                   "and earlier generations, sized by the match length; gives tokens only (trie builder for trees)",
+    .lossless = "-",
+    .create = Create,
+});
+
+}  // namespace
+}  // namespace speclab

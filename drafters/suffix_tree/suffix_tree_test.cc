@@ -1,0 +1,149 @@
+// SuffixDecoding's suffix trie against brute-force counts, its speculation on
+// a worked example, and decoding with the suffix_tree drafter: greedy's tokens
+// at T = 0, the global cache at work, the target's law at T = 1.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "drafters/suffix_tree/suffix_trie.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
+
+namespace speclab::suffix_decoding {
+namespace {
+
+using ::testing::HasSubstr;
+using Tokens = std::vector<int32_t>;
+
+TEST(SuffixTrieTest, CountsEverySubstringUpToMaxDepthWithinEachSequence) {
+  std::mt19937 rng(3);
+  std::vector<Tokens> sequences;
+  for (int n : {40, 25, 1, 30}) {
+    Tokens s(n);
+    for (auto& t : s) t = static_cast<int32_t>(rng() % 3);
+    sequences.push_back(s);
+  }
+  constexpr int kDepth = 5;
+  SuffixTrie trie(kDepth);
+  for (const Tokens& s : sequences) {
+    trie.Extend(absl::MakeSpan(s).subspan(0, s.size() / 2));  // in two calls: the same as one
+    trie.Extend(absl::MakeSpan(s).subspan(s.size() / 2));
+    trie.EndSequence();
+  }
+  auto brute = [&](const Tokens& q) {
+    int64_t count = 0;
+    for (const Tokens& s : sequences)
+      for (size_t i = 0; i + q.size() <= s.size(); ++i) count += std::equal(q.begin(), q.end(), s.begin() + i);
+    return count;
+  };
+  for (int length = 1; length <= kDepth + 1; ++length) {
+    for (int code = 0; code < 243 && code < std::pow(3, length); ++code) {
+      Tokens q;
+      for (int i = 0, c = code; i < length; ++i, c /= 3) q.push_back(c % 3);
+      EXPECT_EQ(trie.Count(q), length <= kDepth ? brute(q) : 0) << "length " << length << " code " << code;
+    }
+  }
+}
+
+// "1 2" occurs three times, followed by 3, 4 and 3: the tree after it is 3
+// (2/3), 4 (1/3), then 3's continuations.
+TEST(SuffixTrieTest, SpeculatesBestFirstByEmpiricalProbability) {
+  SuffixTrie trie(8);
+  trie.Extend({1, 2, 3, 5, 1, 2, 4, 6, 1, 2, 3, 7});
+  SpeculationLimits limits{.max_tokens = 6, .max_path = 10, .max_spec_factor = 100, .min_token_prob = 0.2};
+  const Draft draft = trie.Speculate({9, 1, 2}, limits);
+  // m = 1 ("2": the same counts as "1 2") and m = 2 score alike; the longer match wins the tie.
+  EXPECT_EQ(draft.match_length, 2);
+  EXPECT_EQ(draft.tokens, (Tokens{3, 4, 5, 7, 6, 1}));
+  EXPECT_EQ(draft.parents, (std::vector<int>{-1, -1, 0, 0, 1, 2}));
+  EXPECT_DOUBLE_EQ(draft.probabilities[0], 2.0 / 3);
+  EXPECT_DOUBLE_EQ(draft.probabilities[1], 1.0 / 3);
+  EXPECT_DOUBLE_EQ(draft.probabilities[2], 1.0 / 3);  // "1 2 3 5": 1 of "1 2 3"'s 2
+  EXPECT_DOUBLE_EQ(draft.score, 2.0 / 3 + 4 * (1.0 / 3) + 1.0 / 3);
+
+  limits.max_spec_factor = 1.0;  // a match of m tokens drafts at most m
+  EXPECT_EQ(trie.Speculate({9, 1, 2}, limits).tokens, (Tokens{3, 4}));
+  limits.min_token_prob = 0.5;
+  EXPECT_EQ(trie.Speculate({9, 1, 2}, limits).tokens, (Tokens{3}));
+  limits = {.max_tokens = 3, .max_path = 3, .max_spec_factor = 100, .min_token_prob = 0.2, .tree = false};
+  EXPECT_EQ(trie.Speculate({9, 1, 2}, limits).tokens, (Tokens{3, 5, 1})) << "the path of most frequent children";
+  EXPECT_TRUE(trie.Speculate({9, 8}, limits).tokens.empty()) << "no match";
+}
+
+const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3};
+
+TEST(SuffixTreeDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(greedy.ok());
+  for (const char* builder : {"{type: chain}", "{type: trie, budget: 12, max_candidates: 12}"}) {
+    for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
+      auto method = testing::MethodFromYaml(
+          absl::StrCat("{name: suffix, drafter: {type: suffix_tree, max_spec_factor: 4}, tree_builder: ", builder,
+                       ", verifier: ", verifier, ", length_policy: {type: fixed, gamma: 8}}"),
+          target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      int accepted[2] = {0, 0};
+      for (int run = 0; run < 2; ++run) {  // the same prompt again: the first output is in the global cache
+        auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ(out->tokens, greedy->tokens) << builder << " " << verifier << " run " << run;
+        for (const StepStats& step : out->steps) accepted[run] += step.accepted;
+      }
+      EXPECT_GT(accepted[1], accepted[0]) << builder << ": the second run drafts the first's output";
+      EXPECT_GE(accepted[1], 20) << builder;
+    }
+  }
+}
+
+TEST(SuffixTreeDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
+  constexpr int kRuns = 2000;
+  auto target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const Tokens prompt = {2, 3, 5, 4, 2, 3, 6, 1, 2, 3};  // "2 3" followed by 5 and by 6: a branching tree
+  auto method = testing::MethodFromYaml(
+      "{name: suffix, drafter: {type: suffix_tree, max_spec_factor: 4, min_token_prob: 0.05}, "
+      "tree_builder: {type: trie, budget: 8, max_candidates: 8}, verifier: {type: point_mass}, "
+      "length_policy: {type: fixed, gamma: 3}}",
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  const auto law = testing::ExactTwoTokenLaw(*target, prompt, 1.0);
+  testing::TwoTokenCounts counts;
+  int accepted = 0, branching = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    auto out = GenerateSpeculative(*target, *method, prompt, {.sampling = {.temperature = 1}, .max_new_tokens = 2,
+                                                               .seed = static_cast<uint64_t>(1000 + i)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ++counts[{out->tokens[0], out->tokens[1]}];
+    for (const StepStats& step : out->steps) {
+      accepted += step.accepted;
+      branching += step.tree_nodes > step.longest_path;
+    }
+  }
+  const testing::ChiSquareResult result = testing::ChiSquareTest(counts, law, kRuns);
+  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
+  EXPECT_GT(accepted, kRuns / 20);
+  EXPECT_GT(branching, kRuns / 2) << "the trees branched";
+}
+
+TEST(SuffixTreeDrafterTest, OptionErrorsNameTheKey) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  auto create = [&](const std::string& drafter) {
+    return std::string(
+        testing::MethodFromYaml(absl::StrCat("{name: s, drafter: ", drafter, ", verifier: {type: greedy}}"),
+                                target.get())
+            .status()
+            .message());
+  };
+  EXPECT_THAT(create("{type: suffix_tree, max_depth: 0}"), HasSubstr("key 'drafter.max_depth'"));
+  EXPECT_THAT(create("{type: suffix_tree, min_token_prob: 1.5}"), HasSubstr("key 'drafter.min_token_prob'"));
+  EXPECT_THAT(create("{type: suffix_tree, max_spec_factor: -1}"), HasSubstr("key 'drafter.max_spec_factor'"));
+  EXPECT_THAT(create("{type: suffix_tree, max_spec_tokens: -1}"), HasSubstr("key 'drafter.max_spec_tokens'"));
+  EXPECT_THAT(create("{type: suffix_tree, global_cache: maybe}"), HasSubstr("key 'drafter.global_cache'"));
+  EXPECT_THAT(create("{type: suffix_tree, depth: 3}"), HasSubstr("unknown key 'drafter.depth'"));
+}
+
+}  // namespace
+}  // namespace speclab::suffix_decoding

@@ -1,0 +1,116 @@
+#include "drafters/suffix_tree/suffix_trie.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <tuple>
+
+namespace speclab::suffix_decoding {
+namespace {
+
+uint64_t EdgeKey(int node, int32_t token) {
+  return (static_cast<uint64_t>(node) << 32) | static_cast<uint32_t>(token);
+}
+
+}  // namespace
+
+SuffixTrie::SuffixTrie(int max_depth) : max_depth_(max_depth), nodes_(1), node_token_(1, -1) {}
+
+int SuffixTrie::Child(int node, int32_t token) const {
+  auto found = edges_.find(EdgeKey(node, token));
+  return found == edges_.end() ? -1 : found->second;
+}
+
+int SuffixTrie::AddChild(int node, int32_t token) {
+  const int existing = Child(node, token);
+  if (existing >= 0) return existing;
+  const int child = static_cast<int>(nodes_.size());
+  nodes_.push_back({.count = 0, .depth = nodes_[node].depth + 1});
+  node_token_.push_back(token);
+  nodes_[node].children.push_back(child);
+  edges_.emplace(EdgeKey(node, token), child);
+  return child;
+}
+
+void SuffixTrie::Extend(absl::Span<const int32_t> tokens) {
+  for (int32_t token : tokens) {
+    // The substrings ending here: each active one extended, and the token alone.
+    std::vector<int> next;
+    active_.insert(active_.begin(), 0);  // the empty substring, extended to the token alone
+    for (int node : active_) {
+      if (nodes_[node].depth >= max_depth_) continue;
+      const int child = AddChild(node, token);
+      ++nodes_[child].count;
+      next.push_back(child);
+    }
+    ++nodes_[0].count;
+    active_ = std::move(next);
+  }
+}
+
+void SuffixTrie::EndSequence() { active_.clear(); }
+
+int SuffixTrie::Find(absl::Span<const int32_t> substring) const {
+  int node = 0;
+  for (size_t i = 0; i < substring.size() && node >= 0; ++i) node = Child(node, substring[i]);
+  return node;
+}
+
+int64_t SuffixTrie::Count(absl::Span<const int32_t> substring) const {
+  const int node = substring.empty() ? -1 : Find(substring);
+  return node < 0 ? 0 : nodes_[node].count;
+}
+
+Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const SpeculationLimits& limits) const {
+  Draft draft;
+  draft.match_length = match_length;
+  // (probability, -order, trie node, draft parent, path length): best first,
+  // ties to the candidate pushed first.
+  using Item = std::tuple<double, int64_t, int, int, int>;
+  std::priority_queue<Item> queue;
+  int64_t order = 0;
+  auto push_children = [&](int from, double probability, int parent, int path) {
+    if (path >= limits.max_path) return;
+    int most_frequent = -1;  // the first child of the largest count
+    for (int child : nodes_[from].children) {
+      if (!limits.tree) {
+        if (most_frequent < 0 || nodes_[child].count > nodes_[most_frequent].count) most_frequent = child;
+        continue;
+      }
+      const double p = probability * static_cast<double>(nodes_[child].count) / nodes_[from].count;
+      if (p >= limits.min_token_prob) queue.emplace(p, -order++, child, parent, path + 1);
+    }
+    if (most_frequent >= 0) {
+      const double p = probability * static_cast<double>(nodes_[most_frequent].count) / nodes_[from].count;
+      if (p >= limits.min_token_prob) queue.emplace(p, -order++, most_frequent, parent, path + 1);
+    }
+  };
+  push_children(node, 1.0, -1, 0);
+  while (static_cast<int>(draft.tokens.size()) < max_tokens && !queue.empty()) {
+    const auto [probability, unused, child, parent, path] = queue.top();
+    queue.pop();
+    draft.tokens.push_back(node_token_[child]);
+    draft.parents.push_back(parent);
+    draft.probabilities.push_back(probability);
+    draft.score += probability;
+    push_children(child, probability, static_cast<int>(draft.tokens.size()) - 1, path);
+  }
+  return draft;
+}
+
+Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits) const {
+  Draft best;
+  // The node of the last m tokens is found afresh for each m (a suffix trie
+  // is walked from the root along the pattern).
+  for (int m = 1; m < static_cast<int>(context.size()) && m <= max_depth_; ++m) {
+    const int node = Find(context.subspan(context.size() - m));
+    if (node < 0) break;
+    const int max_tokens = std::max(
+        0, std::min(limits.max_tokens, static_cast<int>(m * limits.max_spec_factor + limits.max_spec_offset + 1e-6)));
+    Draft draft = Grow(node, m, max_tokens, limits);
+    if (draft.score >= best.score) best = std::move(draft);
+  }
+  return best;
+}
+
+}  // namespace speclab::suffix_decoding

@@ -1,0 +1,82 @@
+// SuffixTrie: every substring of up to `max_depth` tokens of the sequences
+// given to it, with how often it occurs: the suffix tree of SuffixDecoding
+// (docs/algorithms.md §4.7), uncompressed. And its speculation: the
+// continuations of a matched context, grown best first by their empirical
+// probability.
+#ifndef SPECLAB_DRAFTERS_SUFFIX_TREE_SUFFIX_TRIE_H_
+#define SPECLAB_DRAFTERS_SUFFIX_TREE_SUFFIX_TRIE_H_
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace speclab::suffix_decoding {
+
+// A speculation: tokens in the order they were chosen, each under its parent
+// (an earlier index, or -1 under the root).
+struct Draft {
+  std::vector<int32_t> tokens;
+  std::vector<int> parents;
+  std::vector<double> probabilities;  // each token's estimated probability
+  double score = 0;                   // their sum: the expected accepted tokens
+  int match_length = 0;               // the context suffix it continues
+};
+
+struct SpeculationLimits {
+  int max_tokens = 16;           // drafted tokens in all
+  int max_path = 16;             // tokens on any path
+  double max_spec_factor = 1.0;  // at most factor * match length + offset tokens
+  double max_spec_offset = 0.0;
+  double min_token_prob = 0.1;   // drop continuations estimated less likely
+  bool tree = true;              // false: one path, each node's most frequent child
+};
+
+class SuffixTrie {
+ public:
+  explicit SuffixTrie(int max_depth);
+
+  // Appends tokens to the current sequence: every substring ending at each
+  // of them, up to max_depth tokens, is counted once more.
+  void Extend(absl::Span<const int32_t> tokens);
+  // Ends the current sequence: the next Extend() starts a new one.
+  void EndSequence();
+
+  // For match lengths m = 1, 2, ... (while the context's last m tokens occur
+  // and m < |context|, m <= max_depth): the tree grown best first from their
+  // node, each child's probability its parent's times count(child) /
+  // count(node), at most min(max_tokens, factor * m + offset) tokens (with
+  // `tree` false: the path of most frequent children, while its probability
+  // stays above min_token_prob). The draft of largest score (ties: the
+  // longer match) is returned.
+  Draft Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits) const;
+
+  // How often `substring` (1..max_depth tokens) occurs within the sequences.
+  int64_t Count(absl::Span<const int32_t> substring) const;
+
+  int max_depth() const { return max_depth_; }
+  int64_t size() const { return static_cast<int64_t>(nodes_.size()); }
+
+ private:
+  struct Node {
+    int64_t count = 0;
+    int depth = 0;
+    std::vector<int> children;
+  };
+
+  int Child(int node, int32_t token) const;  // -1 if absent
+  int Find(absl::Span<const int32_t> substring) const;  // its node, or -1
+  int AddChild(int node, int32_t token);
+  Draft Grow(int node, int match_length, int max_tokens, const SpeculationLimits& limits) const;
+
+  int max_depth_;
+  std::vector<Node> nodes_;                    // nodes_[0]: the root
+  std::vector<int32_t> node_token_;            // the token into each node
+  std::unordered_map<uint64_t, int> edges_;    // (node << 32 | token) -> child
+  std::vector<int> active_;                    // nodes of the current sequence's last substrings
+};
+
+}  // namespace speclab::suffix_decoding
+
+#endif  // SPECLAB_DRAFTERS_SUFFIX_TREE_SUFFIX_TRIE_H_
