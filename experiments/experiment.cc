@@ -10,18 +10,23 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "experiments/device_trace.h"
+#include "experiments/build_info.h"
 #include "experiments/experiment_loading.h"
 #include "experiments/forward_costs.h"
 #include "experiments/prompt_set.h"
 #include "experiments/records/step_records.h"
+#include "experiments/run_journal.h"
 #include "experiments/summary.h"
+#include "framework/core/json.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 #include "framework/tokenizers/tokenizer.h"
@@ -46,40 +51,85 @@ absl::StatusOr<Generation> MedianOfRepeats(int repeats, const std::function<absl
   return std::move(runs[repeats / 2]);
 }
 
-std::string GitRevision() {
-  FILE* pipe = popen("git rev-parse HEAD 2>/dev/null", "r");
-  if (pipe == nullptr) return "unknown";
-  char buffer[128] = {0};
-  std::string out = fgets(buffer, sizeof(buffer), pipe) ? std::string(buffer) : "unknown\n";
-  pclose(pipe);
-  return out;
+// What git_revision.txt records: the binary's own revision (embedded at
+// build time, not the repository the shell stands in), and whether its
+// build tree had uncommitted changes.
+std::string RevisionRecord() {
+  return absl::StrCat(BuildRevision(), "\ndirty: ", BuildTreeWasDirty() ? "true" : "false", "\n");
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) absl::StrAppendFormat(&out, "\\u%04x", c); else out += static_cast<char>(c);
-    }
+// Moves a finished file from `partial` to `path` (one rename: atomic).
+absl::Status MoveInPlace(const std::filesystem::path& partial, const std::filesystem::path& path) {
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) return absl::DataLossError(absl::StrCat(path.string(), ": cannot move the written file in place: ",
+                                                     error.message()));
+  return absl::OkStatus();
+}
+
+// Writes `content` to `path` atomically (a sibling temporary, renamed), so
+// that a killed run never leaves half a file, and says if it could not.
+absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
+  const std::filesystem::path partial = path.string() + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) return absl::DataLossError(absl::StrCat(partial.string(), ": write failed (disk full?)"));
   }
-  return out;
+  return MoveInPlace(partial, path);
 }
 
-absl::Status WriteOutputs(const std::string& dir, const Options& root, const std::vector<RunRecord>& records,
-                          const std::vector<SummaryRow>& rows, const Tokenizer& tokenizer) {
+// What a run writes into its --out folder (summary.csv last).
+constexpr const char* kOutputFiles[] = {"config.resolved.yaml", "git_revision.txt", RunJournal::kFileName, "steps.pb",
+                                        "outputs.jsonl", "prompts.jsonl", "summary.csv"};
+
+// Before any decoding: the folder exists or can be made and can be written;
+// it holds no earlier run unless the user asked to replace it (--overwrite)
+// or to finish it (--resume, with the same resolved config). Then the run's
+// config and revision are written first, so a killed run is recognisable.
+absl::Status PrepareOutputFolder(const RunFlags& flags, const std::string& resolved_config) {
+  const std::filesystem::path dir(flags.out_dir);
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error) return absl::InternalError(absl::StrCat(dir, ": cannot create: ", error.message()));
-  std::ofstream(std::filesystem::path(dir) / "config.resolved.yaml") << root.Dump() << "\n";
-  std::ofstream(std::filesystem::path(dir) / "git_revision.txt") << GitRevision();
+  if (error) return absl::PermissionDeniedError(absl::StrCat("--out ", flags.out_dir, ": cannot create: ",
+                                                             error.message()));
+  if (!std::filesystem::is_directory(dir))
+    return absl::InvalidArgumentError(absl::StrCat("--out ", flags.out_dir, ": not a folder"));
+  const bool finished = std::filesystem::exists(dir / "summary.csv");
+  const bool started = std::filesystem::exists(dir / "config.resolved.yaml") ||
+                       std::filesystem::exists(dir / RunJournal::kFileName);
+  if (flags.overwrite) {
+    for (const char* file : kOutputFiles) std::filesystem::remove(dir / file, error);
+  } else if (finished) {
+    return absl::AlreadyExistsError(absl::StrCat("--out ", flags.out_dir, " holds a finished run (summary.csv): ",
+                                                 "choose another folder, or pass --overwrite to replace it"));
+  } else if (started && !flags.resume) {
+    return absl::AlreadyExistsError(absl::StrCat("--out ", flags.out_dir, " holds an unfinished run (",
+                                                 RunJournal::kFileName, "): pass --resume to finish it, or ",
+                                                 "--overwrite to replace it"));
+  } else if (started) {
+    std::ifstream in(dir / "config.resolved.yaml");
+    std::stringstream earlier;
+    earlier << in.rdbuf();
+    if (earlier.str() != resolved_config)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume: ", (dir / "config.resolved.yaml").string(), " differs from this run's resolved config ",
+          "(another config or other --set values): a resumed run must decode what the killed one did"));
+  }
+  const std::filesystem::path probe = dir / ".speclab_write_check";
+  if (!WriteFileAtomically(probe, "").ok())
+    return absl::PermissionDeniedError(absl::StrCat("--out ", flags.out_dir, ": cannot write there"));
+  std::filesystem::remove(probe, error);
+  RETURN_IF_ERROR(WriteFileAtomically(dir / "config.resolved.yaml", resolved_config));
+  return WriteFileAtomically(dir / "git_revision.txt", RevisionRecord());
+}
+
+absl::Status WriteOutputs(const std::string& dir, const std::vector<RunRecord>& records,
+                          const std::vector<SummaryRow>& rows, const Tokenizer& tokenizer) {
+  const std::filesystem::path folder(dir);
   std::vector<StepRecordRow> steps;
-  std::ofstream outputs(std::filesystem::path(dir) / "outputs.jsonl");
+  std::string outputs;
   for (const RunRecord& r : records) {
     for (size_t i = 0; i < r.generation.steps.size(); ++i) {
       const StepStats& s = r.generation.steps[i];
@@ -87,24 +137,32 @@ absl::Status WriteOutputs(const std::string& dir, const Options& root, const std
                        s.longest_path, s.accepted, s.draft_seconds, s.verify_seconds, s.other_seconds});
     }
     auto text = tokenizer.Decode(r.generation.tokens);
-    outputs << absl::StrFormat(
+    if (!text.ok())
+      return absl::Status(text.status().code(), absl::StrCat("outputs.jsonl: method ", r.method, ", prompt ",
+                                                              r.prompt_id, ": ", text.status().message()));
+    absl::StrAppendFormat(
+        &outputs,
         "{\"method\": \"%s\", \"task\": \"%s\", \"id\": \"%s\", \"temperature\": %g, \"engine_form\": \"%s\", "
-        "\"text\": \"%s\"}\n",
+        "\"text\": \"%s\", \"tokens\": [%s]}\n",
         JsonEscape(r.method), JsonEscape(r.task), JsonEscape(r.prompt_id), r.temperature,
-        JsonEscape(r.generation.engine_form), JsonEscape(text.ok() ? *text : ""));
+        JsonEscape(r.generation.engine_form), JsonEscape(*text), absl::StrJoin(r.generation.tokens, ", "));
   }
-  RETURN_IF_ERROR(WriteStepRecords((std::filesystem::path(dir) / "steps.pb").string(), steps));
-  return WriteSummaryCsv((std::filesystem::path(dir) / "summary.csv").string(), rows);
+  RETURN_IF_ERROR(WriteFileAtomically(folder / "outputs.jsonl", outputs));
+  RETURN_IF_ERROR(WriteStepRecords((folder / "steps.pb.partial").string(), steps));
+  RETURN_IF_ERROR(MoveInPlace(folder / "steps.pb.partial", folder / "steps.pb"));
+  RETURN_IF_ERROR(WriteSummaryCsv((folder / "summary.csv.partial").string(), rows));
+  return MoveInPlace(folder / "summary.csv.partial", folder / "summary.csv");
 }
 
 // The prompts as the models saw them, for tools that must feed the same ids
 // (scripts/hf_bench.py).
-void WritePromptIds(const std::string& dir, const std::vector<Prompt>& prompts,
-                    const std::vector<std::vector<int32_t>>& encoded) {
-  std::ofstream out(std::filesystem::path(dir) / "prompts.jsonl");
+absl::Status WritePromptIds(const std::string& dir, const std::vector<Prompt>& prompts,
+                            const std::vector<std::vector<int32_t>>& encoded) {
+  std::string out;
   for (size_t i = 0; i < prompts.size(); ++i)
-    out << absl::StrFormat("{\"task\": \"%s\", \"id\": \"%s\", \"ids\": [%s]}\n", JsonEscape(prompts[i].task),
-                           JsonEscape(prompts[i].id), absl::StrJoin(encoded[i], ", "));
+    absl::StrAppendFormat(&out, "{\"task\": \"%s\", \"id\": \"%s\", \"ids\": [%s]}\n", JsonEscape(prompts[i].task),
+                          JsonEscape(prompts[i].id), absl::StrJoin(encoded[i], ", "));
+  return WriteFileAtomically(std::filesystem::path(dir) / "prompts.jsonl", out);
 }
 
 void AddCounts(const std::map<int64_t, int64_t>& counts, std::set<int64_t>& into) {
@@ -210,6 +268,16 @@ absl::Status WarmEveryLength(LanguageModel& target, Method& m, absl::Span<const 
 absl::Status RunExperiment(const RunFlags& flags) {
   ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(flags.config_path, flags.overrides));
   ASSIGN_OR_RETURN(Experiment e, LoadExperiment(root));
+  std::optional<RunJournal> journal;
+  if (!flags.out_dir.empty()) {
+    RETURN_IF_ERROR(PrepareOutputFolder(flags, root.Dump() + "\n"));
+    ASSIGN_OR_RETURN(journal, RunJournal::Open(flags.out_dir, flags.resume));
+    if (journal->finished_units() > 0)
+      std::cerr << absl::StrFormat("speclab: resuming: %d of %d prompts x temperatures are done\n",
+                                   journal->finished_units(), e.prompts.size() * e.temperatures.size());
+  } else if (flags.resume) {
+    return absl::InvalidArgumentError("--resume needs --out DIR");
+  }
   std::cerr << absl::StrFormat("speclab: experiment '%s': %d prompts, %d methods, target on %s\n", e.name,
                                e.prompts.size(), e.methods.size(), e.target->device().str());
 
@@ -252,11 +320,16 @@ absl::Status RunExperiment(const RunFlags& flags) {
     options.sampling.temperature = temperature;
     for (size_t i = 0; i < e.prompts.size(); ++i) {
       const Prompt& prompt = e.prompts[i];
+      if (const std::vector<RunRecord>* done = journal ? journal->Finished(temperature, prompt.id) : nullptr) {
+        records.insert(records.end(), done->begin(), done->end());
+        continue;
+      }
       options.seed = e.seed + i;
+      std::vector<RunRecord> unit;
       ASSIGN_OR_RETURN(Generation base, MedianOfRepeats(e.repeats, [&] {
                          return GenerateAutoregressive(*e.target, encoded[i], options);
                        }));
-      records.push_back({kBaseline, prompt.task, prompt.id, temperature, base});
+      unit.push_back({kBaseline, prompt.task, prompt.id, temperature, base});
       for (Method& m : e.methods) {
         auto generation =
             MedianOfRepeats(e.repeats, [&] { return GenerateSpeculative(*e.target, m, encoded[i], options); });
@@ -265,8 +338,10 @@ absl::Status RunExperiment(const RunFlags& flags) {
                               absl::StrCat("prompt ", prompt.id, ": ", generation.status().message()));
         RunRecord record{m.name, prompt.task, prompt.id, temperature, *std::move(generation)};
         if (temperature == 0 && m.lossless()) record.greedy_match = record.generation.tokens == base.tokens;
-        records.push_back(std::move(record));
+        unit.push_back(std::move(record));
       }
+      if (journal) RETURN_IF_ERROR(journal->Append(temperature, prompt.id, unit));
+      records.insert(records.end(), std::make_move_iterator(unit.begin()), std::make_move_iterator(unit.end()));
       std::cerr << absl::StrFormat("\r  temperature %g: %d/%d prompts", temperature, i + 1, e.prompts.size());
     }
     std::cerr << "\n";
@@ -286,8 +361,8 @@ absl::Status RunExperiment(const RunFlags& flags) {
   std::cout << DraftedLengths(records, kBaseline);
   std::cout << std::flush;
   if (!flags.out_dir.empty()) {
-    RETURN_IF_ERROR(WriteOutputs(flags.out_dir, root, records, rows, *e.tokenizer));
-    WritePromptIds(flags.out_dir, e.prompts, encoded);
+    RETURN_IF_ERROR(WritePromptIds(flags.out_dir, e.prompts, encoded));
+    RETURN_IF_ERROR(WriteOutputs(flags.out_dir, records, rows, *e.tokenizer));
     std::cerr << "speclab: wrote " << flags.out_dir << "\n";
   }
   return absl::OkStatus();

@@ -3,13 +3,37 @@
 #include <ATen/Parallel.h>
 
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "experiments/model_loading.h"
 #include "framework/core/status_macros.h"
 #include "framework/plugin_loader.h"
+#include "framework/tokenizers/tokenizer.h"
 
 namespace speclab {
+
+namespace {
+
+// A tokenizer of another model would make every output text wrong while the
+// metrics look normal: its vocabulary must fit the target's embedding (which
+// may be padded beyond it), and its BOS must be the one config.json names,
+// where both name one. (EOS is not compared: chat models' configs often name
+// another end token than their tokenizers.)
+absl::Status CheckTokenizerFitsTarget(const Tokenizer& tokenizer, const ModelConfig& config, const Options& models) {
+  if (tokenizer.vocab_size() > config.vocab_size)
+    return models.Error("tokenizer", absl::StrCat("the tokenizer has ", tokenizer.vocab_size(),
+                                                  " tokens, the target's vocabulary ", config.vocab_size,
+                                                  ": it is another model's tokenizer"));
+  auto check = [&](const char* name, int64_t config_id, int64_t tokenizer_id) {
+    if (config_id < 0 || tokenizer_id < 0 || config_id == tokenizer_id) return absl::OkStatus();
+    return models.Error("tokenizer", absl::StrCat("the tokenizer's ", name, " is ", tokenizer_id, ", the target's ",
+                                                  "config.json says ", config_id, ": it is another model's tokenizer"));
+  };
+  return check("BOS", config.bos_token_id, tokenizer.bos_id());
+}
+
+}  // namespace
 
 absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> first_methods) {
   Experiment e;
@@ -46,6 +70,7 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
   auto tokenizer = LoadTokenizer(models.ResolvePath(tokenizer_path));
   if (!tokenizer.ok()) return models.Error("tokenizer", std::string(tokenizer.status().message()));
   e.tokenizer = *std::move(tokenizer);
+  RETURN_IF_ERROR(CheckTokenizerFitsTarget(*e.tokenizer, e.target->config(), models));
 
   ASSIGN_OR_RETURN(Options prompts, root.GetMap("prompts"));
   ASSIGN_OR_RETURN(std::vector<std::string> files, prompts.GetStringList("files"));
@@ -54,9 +79,16 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
   if (files.empty()) return prompts.Error("files", "expected at least one prompt file");
   if (per_task < 0 || per_task > (int64_t{1} << 20))
     return prompts.Error("per_task", "expected an integer in [0, 1048576] (0: every prompt)");
+  std::map<std::string, std::string> file_of_id;  // outputs.jsonl names generations by id
   for (const std::string& file : files) {
     auto loaded = ReadPromptFile(prompts.ResolvePath(file), static_cast<int>(per_task));
     if (!loaded.ok()) return prompts.Error("files", std::string(loaded.status().message()));
+    for (const Prompt& prompt : *loaded) {
+      auto [it, fresh] = file_of_id.emplace(prompt.id, file);
+      if (!fresh)
+        return prompts.Error("files", absl::StrCat("prompt id '", prompt.id, "' is in both ", it->second, " and ",
+                                                   file, " (ids name the outputs: make them unique)"));
+    }
     e.prompts.insert(e.prompts.end(), loaded->begin(), loaded->end());
   }
   if (e.prompts.empty()) return prompts.Error("files", "the files hold no prompt");
@@ -78,6 +110,12 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
   RETURN_IF_ERROR(decoding.CheckAllUsed());
   if (repeats < 1 || repeats > 99) return decoding.Error("repeats", "expected an integer in [1, 99]");
   e.repeats = static_cast<int>(repeats);
+  // Each key checked on its own, so that the error names the key at fault.
+  if (e.temperatures.empty()) return decoding.Error("temperatures", "expected at least one temperature");
+  if (e.sampling.top_k < 0) return decoding.Error("top_k", absl::StrCat("expected an integer >= 0 (0: off), got ",
+                                                                        e.sampling.top_k));
+  if (!(e.sampling.top_p > 0 && e.sampling.top_p <= 1))
+    return decoding.Error("top_p", absl::StrCat("expected a number in (0, 1] (1: off), got ", e.sampling.top_p));
   for (double t : e.temperatures) {
     SamplingParams check = e.sampling;
     check.temperature = t;
@@ -119,6 +157,13 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> EncodePrompts(const Experiment
   for (const Prompt& p : experiment.prompts) {
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, experiment.tokenizer->Encode(p.text));
     if (experiment.add_bos && experiment.tokenizer->bos_id() >= 0) ids.insert(ids.begin(), experiment.tokenizer->bos_id());
+    // Positions past the model's trained context give garbage, not an error: refuse them here.
+    const int64_t limit = experiment.target->config().max_position_embeddings;
+    if (static_cast<int64_t>(ids.size()) + experiment.max_new_tokens > limit)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt '", p.id, "' (task ", p.task, ") has ", ids.size(), " tokens; with decoding.max_new_tokens = ",
+          experiment.max_new_tokens, " it would reach position ", ids.size() + experiment.max_new_tokens,
+          ", past the target's max_position_embeddings (", limit, "): lower decoding.max_new_tokens"));
     encoded.push_back(std::move(ids));
   }
   return encoded;

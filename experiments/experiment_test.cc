@@ -2,12 +2,22 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "experiments/build_info.h"
 #include "framework/core/file_util.h"
 
 namespace speclab {
@@ -67,6 +77,154 @@ TEST(ExperimentTest, MergingNamesAndHugeThreadCountsNameTheKey) {
   const absl::Status reserved = RunExperiment(QuickstartFlags({"prompts.files=[" + prompts + "]"}));
   EXPECT_THAT(std::string(reserved.message()), HasSubstr("key 'task': 'all' is reserved"));
   fs::remove(prompts);
+}
+
+// Each decoding key's error names that key, and an empty temperature list is
+// refused where it is read (it used to fail in the forward-cost measurement).
+TEST(ExperimentTest, DecodingErrorsNameTheirOwnKey) {
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.temperatures=[]"})).message()),
+              HasSubstr("key 'decoding.temperatures': expected at least one temperature"));
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.top_k=-1"})).message()),
+              HasSubstr("key 'decoding.top_k': expected an integer >= 0"));
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.top_p=1.5"})).message()),
+              HasSubstr("key 'decoding.top_p': expected a number in (0, 1]"));
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.temperatures=[.nan]"})).message()),
+              HasSubstr("key 'decoding.temperatures'"));
+}
+
+// A run's folder: checked before decoding (an unwritable one, or one that
+// holds another run, is refused unless --overwrite), written atomically, and
+// recording the binary's own revision and every output's token ids.
+TEST(ExperimentTest, OutputFoldersAreCheckedFirstAndNeverOverwrittenSilently) {
+  const std::string dir = ::testing::TempDir() + "/experiment_test_out_" + std::to_string(::getpid());
+  RemoveTree(dir);
+  RunFlags flags = QuickstartFlags({"prompts.files=[" + kRoot + "/data/prompts/code.jsonl]"});
+  flags.out_dir = dir;
+  ASSERT_TRUE(RunExperiment(flags).ok());
+  for (const char* file : {"summary.csv", "steps.pb", "outputs.jsonl", "config.resolved.yaml", "git_revision.txt",
+                           "prompts.jsonl"})
+    EXPECT_TRUE(fs::exists(fs::path(dir) / file)) << file;
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_NE(entry.path().extension(), ".partial") << "a leftover " << entry.path();
+  std::ifstream revision(fs::path(dir) / "git_revision.txt");
+  std::string first_line, second_line;
+  std::getline(revision, first_line);
+  std::getline(revision, second_line);
+  EXPECT_EQ(first_line, BuildRevision());
+  EXPECT_THAT(second_line, ::testing::StartsWith("dirty: "));
+  std::ifstream outputs(fs::path(dir) / "outputs.jsonl");
+  std::string line;
+  std::getline(outputs, line);
+  EXPECT_THAT(line, HasSubstr("\"tokens\": ["));
+
+  EXPECT_THAT(std::string(RunExperiment(flags).message()),
+              HasSubstr("holds a finished run (summary.csv): choose another folder, or pass --overwrite"));
+  flags.overwrite = true;
+  EXPECT_TRUE(RunExperiment(flags).ok());
+  RemoveTree(dir);
+
+  flags.out_dir = "/proc/speclab_cannot_be_here";
+  EXPECT_THAT(std::string(RunExperiment(flags).message()), HasSubstr("--out /proc/speclab_cannot_be_here: cannot"));
+}
+
+// The speclab CLI built beside this test binary, started with `args`.
+pid_t StartCli(const std::vector<std::string>& args, const std::string& log) {
+  const std::string cli = (fs::read_symlink("/proc/self/exe").parent_path() / "speclab").string();
+  std::vector<std::string> all = {cli};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int WaitCli(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+std::string FileText(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A run killed with SIGKILL part way keeps every finished prompt (journal.jsonl);
+// --resume decodes only the rest and ends with the outputs of a run that was
+// never interrupted. Without --resume the half-done folder is refused.
+TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
+  const std::string base = ::testing::TempDir() + "/experiment_test_kill_" + std::to_string(::getpid());
+  RemoveTree(base);
+  fs::create_directories(base);
+  std::vector<std::string> args = {"run", kRoot + "/configs/experiments/quickstart.yaml"};
+  for (const std::string& set : {"models.device=cpu", "models.dtype=float32", "prompts.per_task=2",
+                                 "decoding.max_new_tokens=24", "decoding.temperatures=[0, 1]"}) {
+    args.push_back("--set");
+    args.push_back(set);
+  }
+  const int units = 4 * 2 * 2;  // tasks x prompts x temperatures
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> all = args;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  };
+  const std::string killed = base + "/killed", whole = base + "/whole";
+  const fs::path journal = fs::path(killed) / "journal.jsonl";
+  const pid_t pid = StartCli(with({"--out", killed}), base + "/killed.log");
+  auto lines = [&] {
+    const std::string text = FileText(journal);
+    return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (lines() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(WaitCli(pid), -SIGKILL);
+  const int done = lines();
+  ASSERT_GE(done, 2) << FileText(base + "/killed.log");
+  ASSERT_LT(done, units) << "the run finished before it could be killed";
+  EXPECT_FALSE(fs::exists(fs::path(killed) / "summary.csv"));
+
+  EXPECT_EQ(WaitCli(StartCli(with({"--out", killed}), base + "/refused.log")), 1);
+  EXPECT_THAT(FileText(base + "/refused.log"), HasSubstr("holds an unfinished run (journal.jsonl): pass --resume"));
+  EXPECT_EQ(WaitCli(StartCli(with({"--out", killed, "--set", "decoding.seed=2", "--resume"}), base + "/other.log")),
+            1);
+  EXPECT_THAT(FileText(base + "/other.log"), HasSubstr("differs from this run's resolved config"));
+
+  ASSERT_EQ(WaitCli(StartCli(with({"--out", killed, "--resume"}), base + "/resumed.log")), 0)
+      << FileText(base + "/resumed.log");
+  EXPECT_THAT(FileText(base + "/resumed.log"), HasSubstr("resuming: " + std::to_string(done) + " of 16"));
+  ASSERT_EQ(WaitCli(StartCli(with({"--out", whole}), base + "/whole.log")), 0) << FileText(base + "/whole.log");
+  EXPECT_EQ(lines(), units);
+  const std::string outputs = FileText(fs::path(whole) / "outputs.jsonl");
+  EXPECT_EQ(std::count(outputs.begin(), outputs.end(), '\n'), units * 3);  // baseline and two methods
+  EXPECT_EQ(FileText(fs::path(killed) / "outputs.jsonl"), outputs);
+  EXPECT_TRUE(fs::exists(fs::path(killed) / "summary.csv"));
+  RemoveTree(base);
+}
+
+// Another model's tokenizer is refused at load: Qwen3's 151k tokens do not fit
+// the shipped target's 8000 (outputs would decode to nothing).
+TEST(ExperimentTest, AnotherModelsTokenizerIsRefused) {
+  const std::string qwen = kRoot + "/tests/fixtures/tokenizers/qwen3/tokenizer.json";
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"models.tokenizer=" + qwen})).message()),
+              HasSubstr("key 'models.tokenizer': the tokenizer has"));
+}
+
+// Decoding past the target's trained context (2048 positions) is refused up front.
+TEST(ExperimentTest, DecodingPastTheTrainedContextIsRefused) {
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.max_new_tokens=4000"})).message()),
+              HasSubstr("past the target's max_position_embeddings (2048): lower decoding.max_new_tokens"));
 }
 
 // plugins: loads before anything else, and a bad entry names the key and the

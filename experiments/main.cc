@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "experiments/audit_report.h"
+#include "experiments/build_info.h"
 #include "experiments/datastore_command.h"
 #include "experiments/decode_bench.h"
 #include "experiments/experiment.h"
@@ -30,7 +31,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR] [--trace DIR]\n"
+    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR [--overwrite|--resume]] [--trace DIR]\n"
     "  speclab list [--format=tsv] [--plugin LIB.so ...]\n"
     "  speclab audit [--format=tsv] [--seed N] [--plugin LIB.so ...]\n"
     "  speclab train TRAIN.yaml [--set key.path=value ...]\n"
@@ -43,7 +44,8 @@ constexpr char kUsage[] =
     "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n"
     "                         [--trace DIR]\n"
     "  speclab datastore --tokenizer PATH --out FILE.splds TEXT...   (the retrieval drafter's datastore)\n"
-    "  speclab datastore --token-files --vocab-size N --out FILE.splds IDS.i32...\n";
+    "  speclab datastore --token-files --vocab-size N --out FILE.splds IDS.i32...\n"
+    "  speclab --version | COMMAND --help\n";
 
 int Fail(const absl::Status& status) {
   std::cerr << "speclab: " << status.message() << "\n";
@@ -55,13 +57,21 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
-// Parses "FILE [--set k=v]... [--out DIR] [--trace DIR]" for run, train and
-// measure-acceptance (--out and --trace only where allowed).
+// Parses "FILE [--set k=v]... [--out DIR] [--overwrite|--resume] [--trace DIR]"
+// for run, train and measure-acceptance (--out, --overwrite, --resume and --trace only
+// where allowed).
 bool ParseConfigArgs(const std::vector<std::string>& args, speclab::RunFlags& flags, bool allow_out,
                      bool allow_trace, std::string& problem) {
+  bool out_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if ((a == "--set" || (a == "--out" && allow_out) || (a == "--trace" && allow_trace)) && i + 1 < args.size()) {
+    out_given = out_given || (allow_out && (a == "--out" || absl::StartsWith(a, "--out=")));
+    if (a == "--overwrite" && allow_trace) {  // run only, as --trace
+      flags.overwrite = true;
+    } else if (a == "--resume" && allow_trace) {
+      flags.resume = true;
+    } else if ((a == "--set" || (a == "--out" && allow_out) || (a == "--trace" && allow_trace)) &&
+               i + 1 < args.size()) {
       std::string& value = a == "--out" ? flags.out_dir : a == "--trace" ? flags.trace_dir : flags.overrides.emplace_back();
       value = args[++i];
     } else if (absl::StartsWith(a, "--set=")) {
@@ -77,6 +87,18 @@ bool ParseConfigArgs(const std::vector<std::string>& args, speclab::RunFlags& fl
       return false;
     }
   }
+  if (out_given && flags.out_dir.empty()) {
+    problem = "--out needs a path";
+    return false;
+  }
+  if ((flags.overwrite || flags.resume) && flags.out_dir.empty()) {
+    problem = flags.overwrite ? "--overwrite needs --out DIR" : "--resume needs --out DIR";
+    return false;
+  }
+  if (flags.overwrite && flags.resume) {
+    problem = "--overwrite and --resume exclude each other";
+    return false;
+  }
   if (flags.config_path.empty()) problem = "missing config file";
   return !flags.config_path.empty();
 }
@@ -91,6 +113,16 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  if (command == "--version" || command == "version") {
+    std::cout << speclab::VersionLine() << "\n";
+    return 0;
+  }
+  // COMMAND --help (or -h) anywhere among its arguments: the usage, exit 0.
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
   bool tsv = false;
   uint64_t seed = 1;
   if (command == "list" || command == "audit") {

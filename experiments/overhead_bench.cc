@@ -152,8 +152,25 @@ struct Row {
   double seconds = 0, predicted = 0;
 };
 
+// The plugins the flags name, checked before any model is built (random 8B
+// weights take minutes to build on a CPU): each is registered and its
+// options parse.
+absl::Status CheckPluginFlags(const OverheadBenchFlags& flags) {
+  ASSIGN_OR_RETURN(Options verifier, Options::FromString(absl::StrCat("{type: ", flags.verifier, "}"), "--verifier"));
+  RETURN_IF_ERROR(VerifierRegistry::Create(verifier, "verifier").status());
+  ASSIGN_OR_RETURN(Options builder, Options::FromString(flags.tree_builder.empty() ? "{type: chain}" : flags.tree_builder,
+                                                        "--tree-builder"));
+  RETURN_IF_ERROR(TreeBuilderRegistry::Create(builder, "tree builder").status());
+  if (flags.drafter.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Options drafter, Options::FromString(flags.drafter, "--drafter"));
+  ASSIGN_OR_RETURN(std::string type, drafter.GetString("type"));
+  if (DrafterRegistry::Find(type) == nullptr) return drafter.Error("type", absl::StrCat("unknown drafter '", type, "'"));
+  return absl::OkStatus();
+}
+
 absl::Status Run(const OverheadBenchFlags& flags) {
   c10::InferenceMode inference;
+  RETURN_IF_ERROR(CheckPluginFlags(flags));
   ASSIGN_OR_RETURN(c10::Device device, ParseDevice(flags.device));
   // The engine checks prompt + emitted + max_new_tokens + tree before each step.
   // Trees advance up to their depth + 1 a step: room for the queued steps too.

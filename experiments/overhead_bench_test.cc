@@ -94,5 +94,22 @@ TEST(OverheadBenchTest, MismatchedVocabulariesAreAnError) {
   EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("the drafter shape has 128256 tokens"));
 }
 
+// Unknown plugins are refused before the 8B and 1B shapes' random weights
+// are built (which takes minutes on a CPU), naming the flag.
+TEST(OverheadBenchTest, UnknownPluginsAreRefusedBeforeAnyModelIsBuilt) {
+  OverheadBenchFlags flags;
+  flags.target_shape = kRoot + "/configs/shapes/llama-3.1-8b.json";
+  flags.drafter_shape = kRoot + "/configs/shapes/llama-3.2-1b.json";
+  flags.device = "cpu";
+  flags.verifier = "nope";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--verifier:1: key 'type': unknown verifier 'nope'"));
+  flags.verifier = "rejection";
+  flags.tree_builder = "{type: dynamic_topk, top_k: 0}";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--tree-builder:1: key 'top_k'"));
+  flags.tree_builder = "";
+  flags.drafter = "{type: lookup}";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--drafter:1: key 'type': unknown drafter 'lookup'"));
+}
+
 }  // namespace
 }  // namespace speclab

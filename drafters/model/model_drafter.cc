@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
@@ -388,6 +389,16 @@ const bool kRegistered = DrafterRegistry::Add({
                                                   "); a drafter must share the target's tokenizer, or configure "
                                                   "vocab_map: a YAML file with d2t: [target id of each drafter id, "
                                                   "-1 if none] and optionally unknown: <drafter id>"));
+      } else if (env.target != nullptr) {
+        // Same size is not the same tokenizer: special ids that differ betray another one.
+        const ModelConfig& drafter = (*model)->config();
+        const ModelConfig& target = env.target->config();
+        for (auto [name, d, t] : {std::tuple{"bos_token_id", drafter.bos_token_id, target.bos_token_id},
+                                  std::tuple{"eos_token_id", drafter.eos_token_id, target.eos_token_id}}) {
+          if (d >= 0 && t >= 0 && d != t)
+            return options.Error("path", absl::StrCat("the drafter's config.json has ", name, " ", d, ", the target's ",
+                                                      t, ": the drafter was trained with another tokenizer"));
+        }
       }
       return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*std::move(model), std::move(vocab_map)));
     },

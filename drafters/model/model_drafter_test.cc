@@ -208,6 +208,25 @@ TEST_F(VocabularyMapTest, DifferentVocabulariesWithoutAMapAreRefused) {
   EXPECT_THAT(method.status().message(), HasSubstr("vocab_map"));
 }
 
+TEST_F(VocabularyMapTest, SameSizeButOtherSpecialIdsIsAnotherTokenizer) {
+  const std::string other = dir_ + "/other_tokenizer";
+  ASSERT_TRUE(TinyModel(2, /*vocab=*/16)->Save(other, at::kFloat).ok());
+  auto config = ModelConfig::FromJsonFile(other + "/config.json");
+  ASSERT_TRUE(config.ok());
+  ModelConfig target_config = target_->config();
+  target_config.eos_token_id = 2;
+  config->eos_token_id = 3;
+  auto target = LlamaModel::CreateRandom(target_config, c10::Device(c10::kCPU), at::kFloat, 64, /*seed=*/1);
+  ASSERT_TRUE(target.ok()) << target.status();
+  ASSERT_TRUE(config->WriteJsonFile(other + "/config.json").ok());
+  auto method = MethodFromYaml("{name: m, drafter: {type: model, path: " + other +
+                                   "}, verifier: {type: rejection}, length_policy: {type: fixed, gamma: 3}}",
+                               target->get());
+  ASSERT_FALSE(method.ok());
+  EXPECT_THAT(method.status().message(), HasSubstr("eos_token_id 3, the target's 2"));
+  EXPECT_THAT(method.status().message(), HasSubstr("drafter.path"));
+}
+
 TEST_F(VocabularyMapTest, BadMapsNameTheKey) {
   std::ofstream(dir_ + "/twice.yaml") << "d2t: [0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, -1, -1, -1, -1]\n";
   auto twice = MethodFromYaml(Method(", vocab_map: " + dir_ + "/twice.yaml"), target_.get());

@@ -67,6 +67,10 @@ class JsonValue {
 // 'model.vocab': ...".
 absl::StatusOr<JsonValue> ParseJson(std::string_view text, std::string_view source);
 
+// `text` escaped for the inside of a JSON string (quotes, backslashes and
+// control characters; UTF-8 passes through).
+std::string JsonEscape(std::string_view text);
+
 // Reads and parses the file at `path` (NotFound if it cannot be opened).
 absl::StatusOr<JsonValue> ReadJsonFile(const std::string& path);
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -41,6 +42,27 @@ std::optional<bool> ParseBool(const YAML::Node& v) {
   return std::nullopt;
 }
 
+// yaml-cpp keeps both entries of a key given twice in one mapping and reads
+// the first: a later value would be ignored without a word. Refuse it.
+absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& file, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i)
+      if (auto ok = CheckNoDuplicateKeys(node[i], file, absl::StrCat(path, "[", i, "]")); !ok.ok()) return ok;
+    return absl::OkStatus();
+  }
+  if (!node.IsMap()) return absl::OkStatus();
+  std::set<std::string> seen;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    const std::string where = path.empty() ? key : absl::StrCat(path, ".", key);
+    if (!seen.insert(key).second)
+      return absl::InvalidArgumentError(absl::StrCat(file, ":", entry.first.Mark().line + 1, ": key '", where,
+                                                     "' is given twice in one mapping (only one value can hold)"));
+    if (auto ok = CheckNoDuplicateKeys(entry.second, file, where); !ok.ok()) return ok;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Options::Options(YAML::Node node, std::string file, std::string path)
@@ -57,6 +79,7 @@ absl::StatusOr<Options> Options::FromString(const std::string& text, const std::
   }
   if (!root.IsMap() && !root.IsNull())
     return absl::InvalidArgumentError(absl::StrCat(file, ":1: expected a mapping at the top level"));
+  if (absl::Status unique = CheckNoDuplicateKeys(root, file, ""); !unique.ok()) return unique;
   return Options(root, file, "");
 }
 

@@ -52,6 +52,16 @@ TEST(OptionsTest, InvalidYamlNamesLine) {
   EXPECT_THAT(root.status().message(), HasSubstr("invalid YAML"));
 }
 
+// A key given twice would keep one value silently: refused, naming the
+// line of the second and its full path (nested mappings and lists included).
+TEST(OptionsTest, DuplicateKeysAreRefused) {
+  EXPECT_THAT(std::string(Options::FromString("a: 1\nb: 2\na: 3\n", "d.yaml").status().message()),
+              HasSubstr("d.yaml:3: key 'a' is given twice in one mapping"));
+  EXPECT_THAT(std::string(Options::FromString("m:\n  - {x: 1, x: 2}\n", "d.yaml").status().message()),
+              HasSubstr("d.yaml:2: key 'm[0].x' is given twice"));
+  EXPECT_TRUE(Options::FromString("a: {x: 1}\nb: {x: 1}\n", "d.yaml").ok()) << "one key in two mappings";
+}
+
 TEST(OptionsTest, ListItemsAreTypeChecked) {
   auto root = Options::FromString("t: [0, warm]\n", "x.yaml");
   auto list = root->GetDoubleList("t");

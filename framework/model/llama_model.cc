@@ -299,10 +299,24 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
   std::map<std::string, at::Tensor> expected;
   for (auto& [name, param] : impl->NamedParameters()) expected.emplace(name, param);
   std::set<std::string> loaded;
+  // A checkpoint holds its weights in one floating dtype: a tensor in another
+  // is a header that relabels its bytes (read as that dtype, they are garbage).
+  std::string first_float;  // "FILE: tensor 'NAME' (BF16)", the first seen
+  at::ScalarType float_dtype = at::kFloat;
   // One shard at a time keeps host memory at about one shard.
   for (const std::string& file : ckpt.files) {
     ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(file));
     for (const auto& [name, tensor] : tensors) {
+      if (at::isFloatingType(tensor.scalar_type())) {
+        if (first_float.empty()) {
+          float_dtype = tensor.scalar_type();
+          first_float = absl::StrCat(file, ": tensor '", name, "' (", c10::toString(float_dtype), ")");
+        } else if (tensor.scalar_type() != float_dtype) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              file, ": tensor '", name, "' is ", c10::toString(tensor.scalar_type()), " but ", first_float,
+              " is not: a checkpoint's weights share one dtype (a relabelled header?)"));
+        }
+      }
       auto it = expected.find(name);
       if (it == expected.end()) {
         if (IgnorableTensor(name, config)) continue;
@@ -322,6 +336,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
         it->second.copy_(tensor);
         return absl::OkStatus();
       }));
+      // A NaN or infinite weight decodes as a model whose every row is NaN,
+      // which the verifiers would measure as if it were a real one.
+      if (!at::isfinite(it->second).all().item<bool>())
+        return absl::InvalidArgumentError(absl::StrCat(file, ": tensor '", name, "' holds NaN or infinite values ",
+                                                       "(in ", c10::toString(it->second.scalar_type()), ")"));
       loaded.insert(name);
     }
   }

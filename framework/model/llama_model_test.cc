@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -1062,6 +1063,30 @@ TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   auto extra = LlamaModel::Load(extra_tensor, TestDevice(), at::kFloat, 8);
   ASSERT_FALSE(extra.ok());
   EXPECT_TRUE(Contains(extra.status(), "unexpected tensor 'model.layers.0.self_attn.o_proj.bias'")) << extra.status();
+
+  // A header that relabels one tensor's bytes as another dtype (same bytes).
+  const std::string relabelled = TempDir("relabelled");
+  ASSERT_TRUE(model->Save(relabelled, at::kFloat).ok());
+  tensors = ReadSafetensors(relabelled + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok());
+  at::Tensor& o_proj = tensors->at("model.layers.1.self_attn.o_proj.weight");
+  o_proj = o_proj.contiguous().view(at::kBFloat16).clone();
+  ASSERT_TRUE(WriteSafetensors(relabelled + "/model.safetensors", *tensors).ok());
+  auto garbage = LlamaModel::Load(relabelled, TestDevice(), at::kFloat, 8);
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_TRUE(Contains(garbage.status(), "'model.layers.1.self_attn.o_proj.weight' is BFloat16")) << garbage.status();
+  EXPECT_TRUE(Contains(garbage.status(), "share one dtype")) << garbage.status();
+
+  const std::string nan_weight = TempDir("nan_weight");
+  ASSERT_TRUE(model->Save(nan_weight, at::kFloat).ok());
+  tensors = ReadSafetensors(nan_weight + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok());
+  tensors->at("model.norm.weight") = tensors->at("model.norm.weight").clone().index_fill_(0, at::zeros({1}, at::kLong),
+                                                                                     std::nan(""));
+  ASSERT_TRUE(WriteSafetensors(nan_weight + "/model.safetensors", *tensors).ok());
+  auto nan_model = LlamaModel::Load(nan_weight, TestDevice(), at::kFloat, 8);
+  ASSERT_FALSE(nan_model.ok());
+  EXPECT_TRUE(Contains(nan_model.status(), "'model.norm.weight' holds NaN")) << nan_model.status();
 
   const std::string gpt2 = TempDir("gpt2");
   WriteFile(gpt2 + "/config.json", R"({"model_type": "gpt2", "vocab_size": 10})");

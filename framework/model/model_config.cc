@@ -280,9 +280,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJsonFile(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open model config"));
   std::stringstream text;
   text << in.rdbuf();
+  return FromJsonText(text.str(), path);
+}
+
+absl::StatusOr<ModelConfig> ModelConfig::FromJsonText(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ": invalid JSON: ", e.msg));
   }

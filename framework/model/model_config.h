@@ -39,6 +39,8 @@ struct ModelConfig {
 
   // Parses config.json; errors name the file and the offending key.
   static absl::StatusOr<ModelConfig> FromJsonFile(const std::string& path);
+  // The same from the file's text; `path` names it in errors.
+  static absl::StatusOr<ModelConfig> FromJsonText(const std::string& text, const std::string& path);
   // Writes config.json in HuggingFace format (loadable by transformers).
   absl::Status WriteJsonFile(const std::string& path) const;
   // Consistency checks (head counts divide, sizes positive, ...).

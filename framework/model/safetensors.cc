@@ -14,20 +14,19 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/core/json.h"
+#include "framework/model/safetensors_header.h"
 #include "framework/error_text.h"
-#include "yaml-cpp/yaml.h"
 
 namespace speclab {
 namespace {
 
 // Sanity bound on the JSON header; real headers are well under 100 MB.
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
-constexpr uint64_t kMaxElements = uint64_t{1} << 48;
-
+// The ATen type of each dtype name of framework/model/safetensors_header.h.
 struct DtypeName {
   const char* name;
   at::ScalarType type;
@@ -36,20 +35,10 @@ constexpr DtypeName kDtypes[] = {
     {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt},
 };
 
-std::string SupportedDtypes() {
-  std::vector<std::string> names;
-  for (const DtypeName& d : kDtypes) names.push_back(d.name);
-  return absl::StrJoin(names, ", ");
-}
-
-bool DtypeFromName(const std::string& name, at::ScalarType* type) {
-  for (const DtypeName& d : kDtypes) {
-    if (name == d.name) {
-      *type = d.type;
-      return true;
-    }
-  }
-  return false;
+at::ScalarType DtypeFromName(const std::string& name) {
+  for (const DtypeName& d : kDtypes)
+    if (name == d.name) return d.type;
+  return at::ScalarType::Undefined;  // unreachable: the header parser refuses other names
 }
 
 const char* NameOfDtype(at::ScalarType type) {
@@ -96,108 +85,13 @@ absl::Status WriteFully(std::FILE* file, const void* data, size_t size, const st
   return absl::OkStatus();
 }
 
-// One tensor entry of the header, validated against the data region.
-struct Entry {
-  std::string name;
-  at::ScalarType dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin;
-  uint64_t end;
-};
-
-absl::StatusOr<uint64_t> ParseUint(const YAML::Node& node, const std::string& what, const std::string& where) {
-  uint64_t value;
-  if (node.IsScalar() && absl::SimpleAtoi(node.Scalar(), &value)) return value;
-  return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: ", what, " must be a non-negative integer"));
-}
-
-absl::StatusOr<Entry> ParseEntry(const std::string& name, const YAML::Node& info, uint64_t data_size,
-                                 const std::string& path) {
-  const std::string where = absl::StrCat(path, ": tensor '", name, "'");
-  if (!info.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: expected an object"));
-  Entry e;
-  e.name = name;
-  const YAML::Node dtype = info["dtype"];
-  if (!dtype.IsScalar()) return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: missing dtype"));
-  if (!DtypeFromName(dtype.Scalar(), &e.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": unsupported dtype '", dtype.Scalar(),
-                                                   "' (supported: ", SupportedDtypes(), ")"));
-  }
-  const YAML::Node shape = info["shape"];
-  if (!shape.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: missing shape"));
-  uint64_t numel = 1;
-  for (const YAML::Node& dim : shape) {
-    ASSIGN_OR_RETURN(uint64_t d, ParseUint(dim, "shape", where));
-    // Bounded so numel * element size cannot overflow.
-    if (d > kMaxElements || (numel *= d) > kMaxElements) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: shape too big"));
-    }
-    e.shape.push_back(static_cast<int64_t>(d));
-  }
-  const YAML::Node offsets = info["data_offsets"];
-  if (!offsets.IsSequence() || offsets.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: data_offsets must be [begin, end]"));
-  }
-  ASSIGN_OR_RETURN(e.begin, ParseUint(offsets[0], "data_offsets", where));
-  ASSIGN_OR_RETURN(e.end, ParseUint(offsets[1], "data_offsets", where));
-  if (e.begin > e.end || e.end > data_size) {
-    return absl::OutOfRangeError(absl::StrCat(where, ": data_offsets [", e.begin, ", ", e.end,
-                                              "] out of range (data region holds ", data_size,
-                                              " bytes; file truncated?)"));
-  }
-  const uint64_t expected = numel * c10::elementSize(e.dtype);
-  if (e.end - e.begin != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: data_offsets span ", e.end - e.begin,
-                                                   " bytes, shape and dtype need ", expected));
-  }
-  return e;
-}
-
-absl::StatusOr<std::vector<Entry>> ParseHeader(const std::string& text, uint64_t data_size, const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: invalid JSON: ", e.msg));
-  }
-  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: expected a JSON object"));
-  std::vector<Entry> entries;
-  try {
-    for (const auto& item : root) {
-      const std::string name = item.first.Scalar();
-      if (name == "__metadata__") continue;
-      ASSIGN_OR_RETURN(Entry e, ParseEntry(name, item.second, data_size, path));
-      entries.push_back(std::move(e));
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": bad header: ", ErrorText(e)));
-  }
-  return entries;
-}
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 // A view into the shared read buffer (kept alive by the deleter), or a copy
 // where the offset is not aligned for the element type.
-at::Tensor MakeTensor(const at::Tensor& buffer, const Entry& e) {
+at::Tensor MakeTensor(const at::Tensor& buffer, const SafetensorsEntry& e) {
   uint8_t* base = buffer.data_ptr<uint8_t>() + e.begin;
-  const auto options = at::TensorOptions().dtype(e.dtype);
-  if (reinterpret_cast<uintptr_t>(base) % c10::elementSize(e.dtype) == 0) {
+  const at::ScalarType dtype = DtypeFromName(e.dtype);
+  const auto options = at::TensorOptions().dtype(dtype);
+  if (reinterpret_cast<uintptr_t>(base) % c10::elementSize(dtype) == 0) {
     return at::from_blob(base, e.shape, [keep = buffer](void*) {}, options);
   }
   at::Tensor copy = at::empty(e.shape, options);
@@ -230,13 +124,13 @@ absl::StatusOr<std::map<std::string, at::Tensor>> ReadImpl(const std::string& pa
   std::string header(header_size, '\0');
   RETURN_IF_ERROR(ReadFully(fd.get(), 8, header_size, header.data(), path));
   const uint64_t data_size = file_size - 8 - header_size;
-  ASSIGN_OR_RETURN(std::vector<Entry> entries, ParseHeader(header, data_size, path));
+  ASSIGN_OR_RETURN(std::vector<SafetensorsEntry> entries, ParseSafetensorsHeader(header, data_size, path));
 
   // The whole data region in one read: tensors are views into this buffer.
   at::Tensor buffer = at::empty({static_cast<int64_t>(data_size)}, at::TensorOptions().dtype(at::kByte));
   RETURN_IF_ERROR(ReadFully(fd.get(), 8 + header_size, data_size, buffer.data_ptr(), path));
   std::map<std::string, at::Tensor> tensors;
-  for (const Entry& e : entries) tensors.emplace(e.name, MakeTensor(buffer, e));
+  for (const SafetensorsEntry& e : entries) tensors.emplace(e.name, MakeTensor(buffer, e));
   return tensors;
 }
 
@@ -250,7 +144,12 @@ absl::Status WriteImpl(const std::string& path, const std::map<std::string, at::
     if (dtype == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has unsupported dtype ",
                                                      c10::toString(tensor.scalar_type()),
-                                                     " (supported: ", SupportedDtypes(), ")"));
+                                                     " (supported: ",
+                                                     absl::StrJoin(SafetensorsDtypes(), ", ",
+                                                                   [](std::string* out, const SafetensorsDtype& d) {
+                                                                     out->append(d.name);
+                                                                   }),
+                                                     ")"));
     }
     cpu.push_back(tensor.detach().to(at::kCPU).contiguous());
     const uint64_t bytes = cpu.back().numel() * cpu.back().element_size();

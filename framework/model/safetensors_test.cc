@@ -139,6 +139,17 @@ TEST(SafetensorsTest, BadHeadersFailWithClearMessages) {
       {R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", "unsupported dtype 'F64'"},
       {R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", "shape"},
       {R"({"w":{"dtype":"F32","shape":[4]}})", "data_offsets"},
+      // Strict JSON: YAML's unquoted keys and trailing commas are not JSON.
+      {R"({w: {"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "malformed JSON"},
+      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},})", "malformed JSON"},
+      {R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})", "shape must be a non-negative integer"},
+      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"dtype":"F16"}})", "each once"},
+      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"offsets":[0,0]}})", "unknown key 'offsets'"},
+      {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+       "tensor 'w' appears twice"},
+      // Two tensors sharing bytes would alias each other's weights.
+      {R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+       "tensors 'a' [0, 12) and 'b' [8, 16) overlap"},
   };
   for (const Case& c : cases) {
     WriteRaw(path, c.header, data);
