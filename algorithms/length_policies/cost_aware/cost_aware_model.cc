@@ -1,13 +1,10 @@
 #include "algorithms/length_policies/cost_aware/cost_aware_model.h"
 
-#include <cmath>
+#include "framework/core/speculation_theory.h"
 
 namespace speclab::cost_aware {
 
-double ExpectedTokens(double alpha, int gamma) {
-  if (alpha >= 1.0) return gamma + 1.0;
-  return (1.0 - std::pow(alpha, gamma + 1)) / (1.0 - alpha);
-}
+double ExpectedTokens(double alpha, int gamma) { return theory::ChainExpectedTokens(alpha, gamma); }
 
 double TokensPerMs(const LatencyProfile& profile, double alpha, int gamma) {
   return ExpectedTokens(alpha, gamma) / (gamma * profile.draft_ms + profile.TargetMs(gamma + 1));

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "framework/core/speculation_theory.h"
 
 namespace speclab {
 namespace tree_builders {
@@ -129,13 +130,7 @@ std::vector<std::vector<int64_t>> SequoiaTable::TreeAtMost(int n, int levels) co
 }
 
 double TreeValue(const std::vector<std::vector<int64_t>>& choices, const std::vector<double>& acceptance) {
-  double total = 1.0;  // the root
-  for (const auto& path : choices) {
-    double product = 1.0;
-    for (int64_t r : path) product *= r < static_cast<int64_t>(acceptance.size()) ? acceptance[r] : 0.0;
-    total += product;
-  }
-  return total;
+  return theory::TreeExpectedTokens(choices, acceptance);
 }
 
 absl::StatusOr<SequoiaChoice> ChooseHardwareAware(const SequoiaTable& table, const LatencyProfile& profile) {

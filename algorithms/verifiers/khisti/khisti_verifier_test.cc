@@ -5,24 +5,16 @@
 
 #include "algorithms/verifiers/khisti/canonical_selection.h"
 #include "algorithms/verifiers/testing/choice_enumerator.h"
+#include "framework/core/speculation_theory.h"
 #include "tests/support/exact_enumeration.h"
 
 namespace speclab {
 namespace enumeration_test {
 namespace {
 
-// §1.8's closed form for K i.i.d. drafts: min over S of p(S) + 1 - q(S)^K.
+// §1.8's closed form for K i.i.d. drafts (framework/core/speculation_theory.h).
 double OptimalAcceptance(const std::vector<double>& p, const std::vector<double>& q, int k) {
-  const int vocab = static_cast<int>(p.size());
-  double best = 1.0;
-  for (int mask = 0; mask < (1 << vocab); ++mask) {
-    double ps = 0, qs = 0;
-    for (int x = 0; x < vocab; ++x) {
-      if (mask & (1 << x)) ps += p[x], qs += q[x];
-    }
-    best = std::min(best, ps + 1 - std::pow(qs, k));
-  }
-  return best;
+  return *theory::OptimalMultiDraftAcceptance(p, q, k);
 }
 
 TEST(KhistiVerifierTest, TraitsAndOptions) {
