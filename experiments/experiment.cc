@@ -22,10 +22,13 @@
 #include "experiments/build_info.h"
 #include "experiments/experiment_loading.h"
 #include "experiments/forward_costs.h"
+#include "experiments/progress.h"
 #include "experiments/prompt_set.h"
 #include "experiments/records/step_records.h"
 #include "experiments/run_journal.h"
+#include "experiments/sweep_runner.h"
 #include "experiments/summary.h"
+#include "framework/core/file_util.h"
 #include "framework/core/json.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
@@ -56,28 +59,6 @@ absl::StatusOr<Generation> MedianOfRepeats(int repeats, const std::function<absl
 // build tree had uncommitted changes.
 std::string RevisionRecord() {
   return absl::StrCat(BuildRevision(), "\ndirty: ", BuildTreeWasDirty() ? "true" : "false", "\n");
-}
-
-// Moves a finished file from `partial` to `path` (one rename: atomic).
-absl::Status MoveInPlace(const std::filesystem::path& partial, const std::filesystem::path& path) {
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error) return absl::DataLossError(absl::StrCat(path.string(), ": cannot move the written file in place: ",
-                                                     error.message()));
-  return absl::OkStatus();
-}
-
-// Writes `content` to `path` atomically (a sibling temporary, renamed), so
-// that a killed run never leaves half a file, and says if it could not.
-absl::Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path partial = path.string() + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.close();
-    if (!out) return absl::DataLossError(absl::StrCat(partial.string(), ": write failed (disk full?)"));
-  }
-  return MoveInPlace(partial, path);
 }
 
 // What a run writes into its --out folder (summary.csv last).
@@ -267,6 +248,12 @@ absl::Status WarmEveryLength(LanguageModel& target, Method& m, absl::Span<const 
 
 absl::Status RunExperiment(const RunFlags& flags) {
   ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(flags.config_path, flags.overrides));
+  if (root.Has("sweep")) return RunSweep(root, flags);
+  if (flags.shard_count != 1) return absl::InvalidArgumentError("--shard splits a sweep: the config has no sweep:");
+  return RunResolvedExperiment(root, flags);
+}
+
+absl::Status RunResolvedExperiment(Options root, const RunFlags& flags) {
   ASSIGN_OR_RETURN(Experiment e, LoadExperiment(root));
   std::optional<RunJournal> journal;
   if (!flags.out_dir.empty()) {
@@ -316,14 +303,29 @@ absl::Status RunExperiment(const RunFlags& flags) {
   };
   const int64_t prepared_captures = captures();
   std::vector<RunRecord> records;
+  const int units = static_cast<int>(e.temperatures.size() * e.prompts.size());
+  int units_done = 0;
+  Progress progress(units, e.temperatures.size() > 1 ? "prompts x temperatures" : "prompts");
+  StopOnInterrupt();
   for (double temperature : e.temperatures) {
     options.sampling.temperature = temperature;
     for (size_t i = 0; i < e.prompts.size(); ++i) {
       const Prompt& prompt = e.prompts[i];
       if (const std::vector<RunRecord>* done = journal ? journal->Finished(temperature, prompt.id) : nullptr) {
         records.insert(records.end(), done->begin(), done->end());
+        ++units_done;
         continue;
       }
+      if (Interrupted()) {
+        progress.Finish();
+        return absl::CancelledError(
+            journal ? absl::StrFormat("interrupted: %d of %d done, kept in %s/%s; the same command with --resume "
+                                      "finishes the run",
+                                      units_done, units, flags.out_dir, RunJournal::kFileName)
+                    : "interrupted (without --out nothing is kept)");
+      }
+      const std::string where = absl::StrFormat("T=%g, prompt %s (%s)", temperature, prompt.id, prompt.task);
+      progress.Update(units_done, where);
       options.seed = e.seed + i;
       std::vector<RunRecord> unit;
       ASSIGN_OR_RETURN(Generation base, MedianOfRepeats(e.repeats, [&] {
@@ -331,6 +333,7 @@ absl::Status RunExperiment(const RunFlags& flags) {
                        }));
       unit.push_back({kBaseline, prompt.task, prompt.id, temperature, base});
       for (Method& m : e.methods) {
+        progress.Update(units_done, absl::StrCat(where, ", method ", m.name));
         auto generation =
             MedianOfRepeats(e.repeats, [&] { return GenerateSpeculative(*e.target, m, encoded[i], options); });
         if (!generation.ok())
@@ -342,10 +345,11 @@ absl::Status RunExperiment(const RunFlags& flags) {
       }
       if (journal) RETURN_IF_ERROR(journal->Append(temperature, prompt.id, unit));
       records.insert(records.end(), std::make_move_iterator(unit.begin()), std::make_move_iterator(unit.end()));
-      std::cerr << absl::StrFormat("\r  temperature %g: %d/%d prompts", temperature, i + 1, e.prompts.size());
+      ++units_done;
     }
-    std::cerr << "\n";
   }
+  progress.Update(units_done, "decoded");
+  progress.Finish();
   if (captures() > prepared_captures)
     std::cerr << "speclab: warning: " << captures() - prepared_captures
               << " CUDA graphs were captured during timed decoding (their cost is in the timings)\n";

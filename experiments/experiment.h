@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "framework/core/options.h"
 
 namespace speclab {
 
@@ -29,12 +30,20 @@ struct RunFlags {
   // prompts its journal records as done are read back, not decoded again.
   // The resolved config must be the one the folder's run had.
   bool resume = false;
+  // A sweep's cells k with k % shard_count == shard_index (--shard i/n).
+  int shard_index = 0;
+  int shard_count = 1;
   // Non-empty: after the timed runs, one untimed generation per method and
   // temperature (first prompt) is traced into DIR/<method>_T<t>.json.
   std::string trace_dir;
 };
 
+// Runs the config at flags.config_path with its overrides: one run, or with
+// a `sweep:` block every cell of it (experiments/sweep_runner.h).
 absl::Status RunExperiment(const RunFlags& flags);
+
+// Runs one resolved config (no sweep block) into flags.out_dir.
+absl::Status RunResolvedExperiment(Options root, const RunFlags& flags);
 
 }  // namespace speclab
 

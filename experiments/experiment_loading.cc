@@ -30,6 +30,8 @@ absl::Status CheckTokenizerFitsTarget(const Tokenizer& tokenizer, const ModelCon
     return models.Error("tokenizer", absl::StrCat("the tokenizer's ", name, " is ", tokenizer_id, ", the target's ",
                                                   "config.json says ", config_id, ": it is another model's tokenizer"));
   };
+  // Not EOS: instruct models' config.json names the turn's end (Llama 3.1's
+  // 128009), their tokenizer the text's (128001), and both are right.
   return check("BOS", config.bos_token_id, tokenizer.bos_id());
 }
 

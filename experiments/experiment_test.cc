@@ -2,9 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,12 +17,16 @@
 
 #include "experiments/build_info.h"
 #include "framework/core/file_util.h"
+#include "tests/support/cli_process.h"
 
 namespace speclab {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::speclab::testing::FileText;
+using ::speclab::testing::StartCli;
+using ::speclab::testing::WaitCli;
 
 const std::string kRoot = SPECLAB_SOURCE_DIR;
 
@@ -127,41 +129,10 @@ TEST(ExperimentTest, OutputFoldersAreCheckedFirstAndNeverOverwrittenSilently) {
   EXPECT_THAT(std::string(RunExperiment(flags).message()), HasSubstr("--out /proc/speclab_cannot_be_here: cannot"));
 }
 
-// The speclab CLI built beside this test binary, started with `args`.
-pid_t StartCli(const std::vector<std::string>& args, const std::string& log) {
-  const std::string cli = (fs::read_symlink("/proc/self/exe").parent_path() / "speclab").string();
-  std::vector<std::string> all = {cli};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // only async-signal-safe calls until exec
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int WaitCli(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
-std::string FileText(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A run killed with SIGKILL part way keeps every finished prompt (journal.jsonl);
 // --resume decodes only the rest and ends with the outputs of a run that was
-// never interrupted. Without --resume the half-done folder is refused.
+// never interrupted (here after a Ctrl-C too). Without --resume the half-done
+// folder is refused.
 TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
   const std::string base = ::testing::TempDir() + "/experiment_test_kill_" + std::to_string(::getpid());
   RemoveTree(base);
@@ -201,9 +172,21 @@ TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
             1);
   EXPECT_THAT(FileText(base + "/other.log"), HasSubstr("differs from this run's resolved config"));
 
+  // Ctrl-C stops a run cleanly between prompts: exit 130, every finished prompt kept.
+  const pid_t interrupted = StartCli(with({"--out", killed, "--resume"}), base + "/interrupted.log");
+  while (lines() < done + 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(interrupted, SIGINT);
+  EXPECT_EQ(WaitCli(interrupted), 130) << FileText(base + "/interrupted.log");
+  EXPECT_THAT(FileText(base + "/interrupted.log"), HasSubstr("interrupted: "));
+  EXPECT_THAT(FileText(base + "/interrupted.log"), HasSubstr("the same command with --resume finishes the run"));
+  const int kept = lines();
+  EXPECT_GT(kept, done);
+  EXPECT_EQ(FileText(journal).back(), '\n');  // whole lines only
+
   ASSERT_EQ(WaitCli(StartCli(with({"--out", killed, "--resume"}), base + "/resumed.log")), 0)
       << FileText(base + "/resumed.log");
-  EXPECT_THAT(FileText(base + "/resumed.log"), HasSubstr("resuming: " + std::to_string(done) + " of 16"));
+  EXPECT_THAT(FileText(base + "/resumed.log"), HasSubstr("resuming: " + std::to_string(kept) + " of 16"));
   ASSERT_EQ(WaitCli(StartCli(with({"--out", whole}), base + "/whole.log")), 0) << FileText(base + "/whole.log");
   EXPECT_EQ(lines(), units);
   const std::string outputs = FileText(fs::path(whole) / "outputs.jsonl");

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "experiments/audit_report.h"
 #include "experiments/build_info.h"
 #include "experiments/datastore_command.h"
@@ -31,7 +32,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR [--overwrite|--resume]] [--trace DIR]\n"
+    "  speclab run EXPERIMENT.yaml [--set key.path=value ...] [--out DIR [--overwrite|--resume] [--shard I/N]]\n"
+    "              [--trace DIR]\n"
     "  speclab list [--format=tsv] [--plugin LIB.so ...]\n"
     "  speclab audit [--format=tsv] [--seed N] [--plugin LIB.so ...]\n"
     "  speclab train TRAIN.yaml [--set key.path=value ...]\n"
@@ -70,6 +72,15 @@ bool ParseConfigArgs(const std::vector<std::string>& args, speclab::RunFlags& fl
       flags.overwrite = true;
     } else if (a == "--resume" && allow_trace) {
       flags.resume = true;
+    } else if (allow_trace && (a == "--shard" || absl::StartsWith(a, "--shard="))) {
+      const std::string value = a == "--shard" ? (i + 1 < args.size() ? args[++i] : "") : a.substr(8);
+      const std::vector<std::string> parts = absl::StrSplit(value, '/');
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &flags.shard_index) ||
+          !absl::SimpleAtoi(parts[1], &flags.shard_count) || flags.shard_count < 1 || flags.shard_index < 0 ||
+          flags.shard_index >= flags.shard_count) {
+        problem = absl::StrFormat("--shard '%s': expected I/N with 0 <= I < N", value);
+        return false;
+      }
     } else if ((a == "--set" || (a == "--out" && allow_out) || (a == "--trace" && allow_trace)) &&
                i + 1 < args.size()) {
       std::string& value = a == "--out" ? flags.out_dir : a == "--trace" ? flags.trace_dir : flags.overrides.emplace_back();
@@ -167,6 +178,10 @@ int main(int argc, char** argv) {
       return Usage("measure-acceptance needs --out FILE.yaml");
     } else {
       status = speclab::RunMeasureAcceptance(flags.config_path, flags.overrides, flags.out_dir);
+    }
+    if (absl::IsCancelled(status)) {  // Ctrl-C: the shell's code for SIGINT
+      Fail(status);
+      return 130;
     }
     return status.ok() ? 0 : Fail(status);
   }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
@@ -390,15 +389,14 @@ const bool kRegistered = DrafterRegistry::Add({
                                                   "vocab_map: a YAML file with d2t: [target id of each drafter id, "
                                                   "-1 if none] and optionally unknown: <drafter id>"));
       } else if (env.target != nullptr) {
-        // Same size is not the same tokenizer: special ids that differ betray another one.
-        const ModelConfig& drafter = (*model)->config();
-        const ModelConfig& target = env.target->config();
-        for (auto [name, d, t] : {std::tuple{"bos_token_id", drafter.bos_token_id, target.bos_token_id},
-                                  std::tuple{"eos_token_id", drafter.eos_token_id, target.eos_token_id}}) {
-          if (d >= 0 && t >= 0 && d != t)
-            return options.Error("path", absl::StrCat("the drafter's config.json has ", name, " ", d, ", the target's ",
-                                                      t, ": the drafter was trained with another tokenizer"));
-        }
+        // Same size is not the same tokenizer: a BOS id that differs betrays
+        // another one. (Not EOS: a base drafter for an instruct target ends
+        // text where the target ends a turn, with one tokenizer.)
+        const int64_t d = (*model)->config().bos_token_id, t = env.target->config().bos_token_id;
+        if (d >= 0 && t >= 0 && d != t)
+          return options.Error("path", absl::StrCat("the drafter's config.json has bos_token_id ", d,
+                                                    ", the target's ", t,
+                                                    ": the drafter was trained with another tokenizer"));
       }
       return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(*std::move(model), std::move(vocab_map)));
     },

@@ -214,8 +214,8 @@ TEST_F(VocabularyMapTest, SameSizeButOtherSpecialIdsIsAnotherTokenizer) {
   auto config = ModelConfig::FromJsonFile(other + "/config.json");
   ASSERT_TRUE(config.ok());
   ModelConfig target_config = target_->config();
-  target_config.eos_token_id = 2;
-  config->eos_token_id = 3;
+  target_config.bos_token_id = 2;
+  config->bos_token_id = 3;
   auto target = LlamaModel::CreateRandom(target_config, c10::Device(c10::kCPU), at::kFloat, 64, /*seed=*/1);
   ASSERT_TRUE(target.ok()) << target.status();
   ASSERT_TRUE(config->WriteJsonFile(other + "/config.json").ok());
@@ -223,7 +223,7 @@ TEST_F(VocabularyMapTest, SameSizeButOtherSpecialIdsIsAnotherTokenizer) {
                                    "}, verifier: {type: rejection}, length_policy: {type: fixed, gamma: 3}}",
                                target->get());
   ASSERT_FALSE(method.ok());
-  EXPECT_THAT(method.status().message(), HasSubstr("eos_token_id 3, the target's 2"));
+  EXPECT_THAT(method.status().message(), HasSubstr("bos_token_id 3, the target's 2"));
   EXPECT_THAT(method.status().message(), HasSubstr("drafter.path"));
 }
 

@@ -4,7 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace speclab {
 
@@ -25,6 +31,24 @@ void RemoveTree(const std::string& path) {
   }
   for (const std::string& name : names) RemoveTree(path + "/" + name);
   ::rmdir(path.c_str());
+}
+
+absl::Status MoveInPlace(const std::string& partial, const std::string& path) {
+  if (std::rename(partial.c_str(), path.c_str()) != 0)
+    return absl::DataLossError(absl::StrCat(path, ": cannot move the written file in place: ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  // The process id keeps two writers of one file (shards of a sweep) apart.
+  const std::string partial = absl::StrCat(path, ".partial.", ::getpid());
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) return absl::DataLossError(absl::StrCat(partial, ": write failed (disk full? no permission?)"));
+  }
+  return MoveInPlace(partial, path);
 }
 
 }  // namespace speclab

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace speclab {
 
 // Deletes a file or a folder tree (no error if absent). Not
@@ -11,6 +13,13 @@ namespace speclab {
 // copy of libstdc++'s filesystem symbols, and that remove_all crashes (a call
 // through a null pointer) on non-empty folders when it wins symbol resolution.
 void RemoveTree(const std::string& path);
+
+// Writes `content` to `path` atomically (PATH.partial, then one rename), so
+// that a killed process never leaves half a file; says if it could not.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Moves a finished file from `partial` to `path` (one rename: atomic).
+absl::Status MoveInPlace(const std::string& partial, const std::string& path);
 
 }  // namespace speclab
 

@@ -2,12 +2,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "framework/tokenizers/unicode.h"
 
 namespace speclab {
 namespace {
@@ -53,12 +56,40 @@ absl::Status CheckNoDuplicateKeys(const YAML::Node& node, const std::string& fil
   if (!node.IsMap()) return absl::OkStatus();
   std::set<std::string> seen;
   for (const auto& entry : node) {
-    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    if (!entry.first.IsScalar())
+      return absl::InvalidArgumentError(absl::StrCat(file, ":", entry.first.Mark().line + 1, ": a key under '",
+                                                     path.empty() ? "the top level" : path, "' is ",
+                                                     Describe(entry.first), ", expected a name"));
+    const std::string key = entry.first.Scalar();
     const std::string where = path.empty() ? key : absl::StrCat(path, ".", key);
     if (!seen.insert(key).second)
       return absl::InvalidArgumentError(absl::StrCat(file, ":", entry.first.Mark().line + 1, ": key '", where,
                                                      "' is given twice in one mapping (only one value can hold)"));
     if (auto ok = CheckNoDuplicateKeys(entry.second, file, where); !ok.ok()) return ok;
+  }
+  return absl::OkStatus();
+}
+
+// YAML is printable UTF-8; yaml-cpp reads other bytes but writes them back as
+// text it cannot read again (a resolved config that would not load). `where` starts
+// the error, followed by the line when `lines`.
+absl::Status CheckUtf8(const std::string& text, const std::string& where, bool lines) {
+  int line = 1;
+  for (size_t pos = 0; pos < text.size();) {
+    if (text[pos] == '\n') ++line;
+    char32_t c;
+    const size_t at = pos;
+    if (!unicode::DecodeUtf8(text, &pos, &c))
+      return absl::InvalidArgumentError(absl::StrCat(where, lines ? absl::StrCat(":", line) : "",
+                                                     ": not UTF-8 text (byte ", pos + 1, ")"));
+    // YAML's printable set: control characters (a NUL, say) are not text.
+    const bool printable = c == '\t' || c == '\n' || c == '\r' || (c >= 0x20 && c <= 0x7E) || c == 0x85 ||
+                           (c >= 0xA0 && c <= 0xD7FF) || (c >= 0xE000 && c <= 0xFFFD) || c >= 0x10000;
+    if (!printable)
+      return absl::InvalidArgumentError(absl::StrCat(where, lines ? absl::StrCat(":", line) : "",
+                                                     absl::StrFormat(": control character U+%04X (byte %d) is not "
+                                                                     "YAML text",
+                                                                     static_cast<uint32_t>(c), at + 1)));
   }
   return absl::OkStatus();
 }
@@ -70,6 +101,7 @@ Options::Options(YAML::Node node, std::string file, std::string path)
       used_(std::make_shared<std::set<std::string>>()) {}
 
 absl::StatusOr<Options> Options::FromString(const std::string& text, const std::string& file) {
+  if (absl::Status utf8 = CheckUtf8(text, file, true); !utf8.ok()) return utf8;
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -91,6 +123,55 @@ absl::StatusOr<Options> Options::FromFile(const std::string& file) {
   return FromString(buffer.str(), file);
 }
 
+absl::Status SetAtPath(YAML::Node& root, const std::string& key_path, const YAML::Node& value,
+                       const std::string& what) {
+  auto bad = [&](const std::string& message) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", message));
+  };
+  if (key_path.empty()) return bad("expected KEY.PATH");
+  // Walk with fresh handles: yaml-cpp nodes alias, so reassigning one would
+  // overwrite the parent's content instead of descending.
+  std::vector<YAML::Node> chain{root};
+  const std::vector<std::string> segments = absl::StrSplit(key_path, '.');
+  for (size_t s = 0; s < segments.size(); ++s) {
+    std::string key = segments[s];
+    std::optional<size_t> index;  // "methods[2]": the third item of the list `methods`
+    if (const size_t open = key.find('['); open != std::string::npos) {
+      size_t i = 0;
+      if (key.back() != ']' || !absl::SimpleAtoi(key.substr(open + 1, key.size() - open - 2), &i))
+        return bad(absl::StrCat("'", key, "': expected NAME or NAME[INDEX]"));
+      index = i;
+      key = key.substr(0, open);
+    }
+    if (key.empty()) return bad(absl::StrCat("'", key_path, "' has an empty key"));
+    if (!chain.back().IsMap()) return bad(absl::StrCat("'", segments[s - 1], "' is not a mapping"));
+    const bool last = s + 1 == segments.size();
+    if (index) {
+      YAML::Node list = chain.back()[key];
+      if (!list.IsSequence() || *index >= list.size())
+        return bad(absl::StrCat("'", key, "' has no item ", *index,
+                                list.IsSequence() ? absl::StrCat(" (it has ", list.size(), ")") : " (not a list)"));
+      if (last) {
+        list[*index] = value;
+        return absl::OkStatus();
+      }
+      chain.push_back(list[*index]);
+      continue;
+    }
+    if (last) {
+      chain.back()[key] = value;
+      return absl::OkStatus();
+    }
+    YAML::Node next = chain.back()[key];
+    if (!next.IsDefined() || next.IsNull()) {
+      chain.back()[key] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[key];
+    }
+    chain.push_back(next);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Options> Options::FromFileWithOverrides(const std::string& file,
                                                       const std::vector<std::string>& overrides) {
   auto options = FromFile(file);
@@ -101,27 +182,18 @@ absl::StatusOr<Options> Options::FromFileWithOverrides(const std::string& file,
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       return absl::InvalidArgumentError(absl::StrCat("--set '", item, "': expected KEY.PATH=VALUE"));
-    const std::vector<std::string> keys = absl::StrSplit(item.substr(0, eq), '.');
+    if (absl::Status utf8 = CheckUtf8(item, "--set", false); !utf8.ok()) return utf8;
     YAML::Node value;
     try {
       value = YAML::Load(item.substr(eq + 1));
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat("--set '", item, "': invalid YAML value: ", e.msg));
     }
-    // Walk with fresh handles: yaml-cpp nodes alias, so reassigning one would
-    // overwrite the parent's content instead of descending.
-    std::vector<YAML::Node> chain{root};
-    for (size_t i = 0; i + 1 < keys.size(); ++i) {
-      YAML::Node next = chain.back()[keys[i]];
-      if (!next.IsDefined() || next.IsNull()) {
-        chain.back()[keys[i]] = YAML::Node(YAML::NodeType::Map);
-        next = chain.back()[keys[i]];
-      }
-      if (!next.IsMap())
-        return absl::InvalidArgumentError(absl::StrCat("--set '", item, "': '", keys[i], "' is not a mapping"));
-      chain.push_back(next);
-    }
-    chain.back()[keys.back()] = value;
+    if (absl::Status names = CheckNoDuplicateKeys(value, absl::StrCat("--set '", item, "'"), item.substr(0, eq));
+        !names.ok())
+      return names;
+    if (absl::Status set = SetAtPath(root, item.substr(0, eq), value, absl::StrCat("--set '", item, "'")); !set.ok())
+      return set;
   }
   return Options(root, file, "");
 }
@@ -252,7 +324,8 @@ absl::StatusOr<std::vector<Options>> Options::GetMapList(const std::string& key)
 absl::Status Options::CheckAllUsed() const {
   if (!node_.IsMap()) return absl::OkStatus();
   for (const auto& entry : node_) {
-    const std::string key = entry.first.as<std::string>();
+    // Keys are names (FromString refuses others; a node built in code may not).
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Describe(entry.first);
     if (!used_->count(key)) {
       std::string known;
       for (const auto& k : *used_) absl::StrAppend(&known, known.empty() ? "" : ", ", k);

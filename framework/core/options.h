@@ -67,6 +67,12 @@ class Options {
   std::shared_ptr<std::set<std::string>> used_;
 };
 
+// Sets the value at KEY.PATH in `root` ("decoding.seed", "methods[0].gamma":
+// list items by index), making missing mappings on the way. `what` starts
+// every error ("--set 'a.b=1'", "sweep key 'a.b'").
+absl::Status SetAtPath(YAML::Node& root, const std::string& key_path, const YAML::Node& value,
+                       const std::string& what);
+
 }  // namespace speclab
 
 #endif  // SPECLAB_FRAMEWORK_CORE_OPTIONS_H_

@@ -83,5 +83,47 @@ TEST(OptionsTest, OverridesReplaceNestedValues) {
   EXPECT_FALSE(Options::FromFileWithOverrides(path, {"novalue"}).ok());
 }
 
+TEST(OptionsTest, PathsReachListItemsByIndex) {
+  auto root = Options::FromString("methods:\n  - {name: a, policy: {gamma: 2}}\n  - {name: b}\nx: 1\n", "m.yaml");
+  ASSERT_TRUE(root.ok());
+  YAML::Node node = root->node();
+  ASSERT_TRUE(SetAtPath(node, "methods[0].policy.gamma", YAML::Load("8"), "test").ok());
+  ASSERT_TRUE(SetAtPath(node, "methods[1].policy.gamma", YAML::Load("4"), "test").ok());
+  ASSERT_TRUE(SetAtPath(node, "methods[1].name", YAML::Load("c"), "test").ok());
+  EXPECT_EQ(node["methods"][0]["policy"]["gamma"].as<int>(), 8);
+  EXPECT_EQ(node["methods"][1]["policy"]["gamma"].as<int>(), 4);
+  EXPECT_EQ(node["methods"][1]["name"].as<std::string>(), "c");
+  EXPECT_THAT(std::string(SetAtPath(node, "methods[2].name", YAML::Load("d"), "sweep key").message()),
+              HasSubstr("sweep key: 'methods' has no item 2 (it has 2)"));
+  EXPECT_THAT(std::string(SetAtPath(node, "x[0]", YAML::Load("d"), "k").message()), HasSubstr("(not a list)"));
+  EXPECT_THAT(std::string(SetAtPath(node, "x.y", YAML::Load("d"), "k").message()), HasSubstr("'x' is not a mapping"));
+  EXPECT_THAT(std::string(SetAtPath(node, "methods[a].name", YAML::Load("d"), "k").message()),
+              HasSubstr("expected NAME or NAME[INDEX]"));
+}
+
+// Found by tests/fuzz/fuzz_experiment_yaml.cc: yaml-cpp read bytes that are
+// not UTF-8, or a NUL, and wrote a resolved config it could not read back.
+TEST(OptionsTest, TextThatIsNotUtf8IsRefusedWithItsLine) {
+  auto root = Options::FromString("name: a\n\"k\xff\xfe\": 1\n", "bad.yaml");
+  ASSERT_FALSE(root.ok());
+  EXPECT_THAT(std::string(root.status().message()), HasSubstr("bad.yaml:2: not UTF-8 text (byte 11)"));
+  auto nul = Options::FromString(std::string("name: a\nb: c\0d\n", 14), "nul.yaml");
+  ASSERT_FALSE(nul.ok());
+  EXPECT_THAT(std::string(nul.status().message()), HasSubstr("nul.yaml:2: control character U+0000 (byte 13)"));
+  auto fine = Options::FromString("name: caf\xc3\xa9\n", "ok.yaml");
+  ASSERT_TRUE(fine.ok());
+  EXPECT_TRUE(Options::FromString(fine->Dump(), "again.yaml").ok());
+}
+
+// Found by tests/fuzz/fuzz_experiment_yaml.cc: a mapping used as a key
+// (YAML's "? {a: 1}") made CheckAllUsed throw out of the framework.
+TEST(OptionsTest, KeysThatAreNotNamesAreRefused) {
+  auto root = Options::FromString("decoding:\n  ? {a: 1}\n  : 2\n", "keys.yaml");
+  ASSERT_FALSE(root.ok());
+  EXPECT_THAT(std::string(root.status().message()),
+              HasSubstr("keys.yaml:2: a key under 'decoding' is a mapping, expected a name"));
+  EXPECT_FALSE(Options::FromString("[1]: 2\n", "keys.yaml").ok());
+}
+
 }  // namespace
 }  // namespace speclab

@@ -1208,6 +1208,10 @@ TEST(ModelConfigTest, ErrorsNameFileAndKey) {
            "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"rope_type": "llama3", "factor": 8}})",
        "'rope_scaling.low_freq_factor'"},
       {"{\"model_type\": [", "invalid JSON"},
+      // Found by tests/fuzz/fuzz_config_json.cc: a float past int64's range
+      // was cast (undefined behaviour) instead of refused.
+      {R"({"model_type": "llama", "vocab_size": 1e79})", "'vocab_size': expected an integer"},
+      {R"({"model_type": "llama", "vocab_size": -9.3e18})", "'vocab_size': expected an integer"},
   };
   for (const Case& c : cases) {
     const std::string path = dir + "/config.json";

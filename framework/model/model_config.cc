@@ -66,7 +66,9 @@ class JsonReader {
     if (v.IsScalar() && absl::SimpleAtoi(v.Scalar(), &out)) return out;
     // Integers written as floats ("4096.0") are accepted when exact.
     double d;
-    if (v.IsScalar() && absl::SimpleAtod(v.Scalar(), &d) && d == static_cast<double>(static_cast<int64_t>(d)))
+    // (Range first: casting a double outside int64's range is undefined.)
+    if (v.IsScalar() && absl::SimpleAtod(v.Scalar(), &d) && d >= -0x1p63 && d < 0x1p63 &&
+        d == static_cast<double>(static_cast<int64_t>(d)))
       return static_cast<int64_t>(d);
     return Error(key, absl::StrCat("expected an integer, got ", Describe(v)));
   }

@@ -44,14 +44,16 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const JsonV
                                  const std::string& path) {
   const std::string where = absl::StrCat(path, ": tensor '", name, "'");
   if (!info.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: expected an object"));
+  std::set<std::string> keys;
   for (const auto& [key, value] : info.object()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets")
       return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: unknown key '", key,
                                                      "' (expected dtype, shape and data_offsets)"));
+    if (!keys.insert(key).second)
+      return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: key '", key, "' appears twice"));
   }
-  if (info.object().size() != 3)
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": bad header: expected exactly dtype, shape and data_offsets, each once"));
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!keys.count(key)) return absl::InvalidArgumentError(absl::StrCat(where, ": bad header: missing ", key));
   SafetensorsEntry e;
   e.name = name;
   const JsonValue* dtype = info.Find("dtype");

@@ -138,12 +138,15 @@ TEST(SafetensorsTest, BadHeadersFailWithClearMessages) {
       {R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", "need 12"},
       {R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", "unsupported dtype 'F64'"},
       {R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", "shape"},
-      {R"({"w":{"dtype":"F32","shape":[4]}})", "data_offsets"},
+      {R"({"w":{"dtype":"F32","shape":[4]}})", "missing data_offsets"},
       // Strict JSON: YAML's unquoted keys and trailing commas are not JSON.
       {R"({w: {"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "malformed JSON"},
       {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},})", "malformed JSON"},
       {R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})", "shape must be a non-negative integer"},
-      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"dtype":"F16"}})", "each once"},
+      {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"dtype":"F16"}})", "key 'dtype' appears twice"},
+      // Found by tests/fuzz/fuzz_safetensors_header.cc: three known keys, one twice, one missing.
+      {R"({"w":{"dtype":"F32","dtype":[4],"data_offsets":[0,16]}})", "key 'dtype' appears twice"},
+      {R"({"w":{"dtype":"F32","data_offsets":[0,16]}})", "missing shape"},
       {R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"offsets":[0,0]}})", "unknown key 'offsets'"},
       {R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
        "tensor 'w' appears twice"},

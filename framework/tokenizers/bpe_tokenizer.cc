@@ -1102,6 +1102,13 @@ absl::Status BuildIdTables(const Reader& r, BpeTokenizer::State* s) {
   if (max_id >= (int64_t{1} << 30)) {
     return r.Invalid("model.vocab", absl::StrCat("id ", max_id, " is too large"));
   }
+  // Ids are dense in every real tokenizer (added tokens may leave small gaps);
+  // sparse ones would size the id tables by the largest id, not by the file.
+  const int64_t tokens = static_cast<int64_t>(s->vocab.size() + s->added.size());
+  if (max_id >= 2 * tokens + 1024) {
+    return r.Invalid("model.vocab", absl::StrCat("ids are sparse: the largest is ", max_id, " for ", tokens,
+                                                 " tokens (expected ids 0..N-1, with small gaps at most)"));
+  }
   s->vocab_size = static_cast<int32_t>(max_id + 1);
   s->id_to_token.assign(s->vocab_size, std::string());
   s->has_token.assign(s->vocab_size, 0);

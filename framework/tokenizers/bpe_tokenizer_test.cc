@@ -434,6 +434,10 @@ TEST(BpeErrorTest, BadValuesNameTheFileAndKey) {
            "added_tokens": [{"content": "<s>"}], )" +
            byte_level + "}",
        absl::StatusCode::kInvalidArgument, "'added_tokens[0].id'"},
+      // Found by tests/fuzz/fuzz_bpe_tokenizer.cc: one id near 2^30 sized
+      // the id tables at 32 GB.
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1000000000}, "merges": []}, )" + byte_level + "}",
+       absl::StatusCode::kInvalidArgument, "ids are sparse: the largest is 1000000000 for 2 tokens"},
   };
   for (const auto& c : cases) {
     std::string path;

@@ -1,0 +1,24 @@
+// The speclab CLI as a child process, for tests that kill a run part way.
+#ifndef SPECLAB_TESTS_SUPPORT_CLI_PROCESS_H_
+#define SPECLAB_TESTS_SUPPORT_CLI_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace speclab::testing {
+
+// Starts the speclab binary built beside the test binary with `args`; its
+// stdout and stderr go to the file `log`.
+pid_t StartCli(const std::vector<std::string>& args, const std::string& log);
+
+// Waits for `pid`: its exit status, or minus the signal that ended it.
+int WaitCli(pid_t pid);
+
+// The whole text of a file ("" if it cannot be read).
+std::string FileText(const std::string& path);
+
+}  // namespace speclab::testing
+
+#endif  // SPECLAB_TESTS_SUPPORT_CLI_PROCESS_H_
