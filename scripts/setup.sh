@@ -9,6 +9,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread
   libabsl-dev libprotobuf-dev protobuf-compiler libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev   # libFuzzer and the sanitizers (scripts/fuzz.sh)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -14,3 +14,6 @@ fi
 scripts/sdk_check.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
 build/speclab audit
+# The parsers of user input under libFuzzer with ASan and UBSan, a bounded
+# time each (tests/fuzz/; longer campaigns: docs/fuzzing.md).
+scripts/fuzz.sh "${SPECLAB_FUZZ_SECONDS:-15}"
