@@ -259,9 +259,10 @@ absl::Status RunResolvedExperiment(Options root, const RunFlags& flags) {
   if (!flags.out_dir.empty()) {
     RETURN_IF_ERROR(PrepareOutputFolder(flags, root.Dump() + "\n"));
     ASSIGN_OR_RETURN(journal, RunJournal::Open(flags.out_dir, flags.resume));
-    if (journal->finished_units() > 0)
-      std::cerr << absl::StrFormat("speclab: resuming: %d of %d prompts x temperatures are done\n",
-                                   journal->finished_units(), e.prompts.size() * e.temperatures.size());
+    if (journal->finished_generations() > 0)
+      std::cerr << absl::StrFormat("speclab: resuming: %d of %d generations are done\n",
+                                   journal->finished_generations(),
+                                   e.prompts.size() * e.temperatures.size() * (e.methods.size() + 1));
   } else if (flags.resume) {
     return absl::InvalidArgumentError("--resume needs --out DIR");
   }
@@ -307,32 +308,51 @@ absl::Status RunResolvedExperiment(Options root, const RunFlags& flags) {
   int units_done = 0;
   Progress progress(units, e.temperatures.size() > 1 ? "prompts x temperatures" : "prompts");
   StopOnInterrupt();
+  // Ctrl-C: stop between generations, every finished one kept.
+  auto stopped = [&] {
+    progress.Finish();
+    return absl::CancelledError(
+        journal ? absl::StrFormat("interrupted: %d finished generations are kept in %s/%s; the same command with "
+                                  "--resume finishes the run",
+                                  journal->finished_generations(), flags.out_dir, RunJournal::kFileName)
+                : "interrupted (without --out nothing is kept)");
+  };
   for (double temperature : e.temperatures) {
     options.sampling.temperature = temperature;
     for (size_t i = 0; i < e.prompts.size(); ++i) {
       const Prompt& prompt = e.prompts[i];
-      if (const std::vector<RunRecord>* done = journal ? journal->Finished(temperature, prompt.id) : nullptr) {
-        records.insert(records.end(), done->begin(), done->end());
+      // Generations the journal holds (a resumed run) are read back, not decoded.
+      auto journaled = [&](const std::string& method) {
+        return journal ? journal->Find(temperature, prompt.id, method) : nullptr;
+      };
+      bool all_journaled = journaled(kBaseline) != nullptr;
+      for (const Method& m : e.methods) all_journaled = all_journaled && journaled(m.name) != nullptr;
+      if (all_journaled) {
+        records.push_back(*journaled(kBaseline));
+        for (const Method& m : e.methods) records.push_back(*journaled(m.name));
         ++units_done;
         continue;
       }
-      if (Interrupted()) {
-        progress.Finish();
-        return absl::CancelledError(
-            journal ? absl::StrFormat("interrupted: %d of %d done, kept in %s/%s; the same command with --resume "
-                                      "finishes the run",
-                                      units_done, units, flags.out_dir, RunJournal::kFileName)
-                    : "interrupted (without --out nothing is kept)");
-      }
+      if (Interrupted()) return stopped();
       const std::string where = absl::StrFormat("T=%g, prompt %s (%s)", temperature, prompt.id, prompt.task);
       progress.Update(units_done, where);
       options.seed = e.seed + i;
-      std::vector<RunRecord> unit;
-      ASSIGN_OR_RETURN(Generation base, MedianOfRepeats(e.repeats, [&] {
-                         return GenerateAutoregressive(*e.target, encoded[i], options);
-                       }));
-      unit.push_back({kBaseline, prompt.task, prompt.id, temperature, base});
+      if (const RunRecord* base = journaled(kBaseline)) {
+        records.push_back(*base);
+      } else {
+        ASSIGN_OR_RETURN(Generation generation, MedianOfRepeats(e.repeats, [&] {
+                           return GenerateAutoregressive(*e.target, encoded[i], options);
+                         }));
+        records.push_back({kBaseline, prompt.task, prompt.id, temperature, std::move(generation)});
+        if (journal) RETURN_IF_ERROR(journal->Append(records.back()));
+      }
+      const std::vector<int32_t> base_tokens = records.back().generation.tokens;
       for (Method& m : e.methods) {
+        if (const RunRecord* done = journaled(m.name)) {
+          records.push_back(*done);
+          continue;
+        }
+        if (Interrupted()) return stopped();
         progress.Update(units_done, absl::StrCat(where, ", method ", m.name));
         auto generation =
             MedianOfRepeats(e.repeats, [&] { return GenerateSpeculative(*e.target, m, encoded[i], options); });
@@ -340,11 +360,10 @@ absl::Status RunResolvedExperiment(Options root, const RunFlags& flags) {
           return absl::Status(generation.status().code(),
                               absl::StrCat("prompt ", prompt.id, ": ", generation.status().message()));
         RunRecord record{m.name, prompt.task, prompt.id, temperature, *std::move(generation)};
-        if (temperature == 0 && m.lossless()) record.greedy_match = record.generation.tokens == base.tokens;
-        unit.push_back(std::move(record));
+        if (temperature == 0 && m.lossless()) record.greedy_match = record.generation.tokens == base_tokens;
+        if (journal) RETURN_IF_ERROR(journal->Append(record));
+        records.push_back(std::move(record));
       }
-      if (journal) RETURN_IF_ERROR(journal->Append(temperature, prompt.id, unit));
-      records.insert(records.end(), std::make_move_iterator(unit.begin()), std::make_move_iterator(unit.end()));
       ++units_done;
     }
   }

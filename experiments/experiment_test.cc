@@ -129,7 +129,7 @@ TEST(ExperimentTest, OutputFoldersAreCheckedFirstAndNeverOverwrittenSilently) {
   EXPECT_THAT(std::string(RunExperiment(flags).message()), HasSubstr("--out /proc/speclab_cannot_be_here: cannot"));
 }
 
-// A run killed with SIGKILL part way keeps every finished prompt (journal.jsonl);
+// A run killed with SIGKILL part way keeps every finished generation (journal.jsonl);
 // --resume decodes only the rest and ends with the outputs of a run that was
 // never interrupted (here after a Ctrl-C too). Without --resume the half-done
 // folder is refused.
@@ -143,7 +143,7 @@ TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
     args.push_back("--set");
     args.push_back(set);
   }
-  const int units = 4 * 2 * 2;  // tasks x prompts x temperatures
+  const int units = 4 * 2 * 2 * 3;  // tasks x prompts x temperatures x (baseline and two methods)
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> all = args;
     all.insert(all.end(), extra.begin(), extra.end());
@@ -186,11 +186,11 @@ TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
 
   ASSERT_EQ(WaitCli(StartCli(with({"--out", killed, "--resume"}), base + "/resumed.log")), 0)
       << FileText(base + "/resumed.log");
-  EXPECT_THAT(FileText(base + "/resumed.log"), HasSubstr("resuming: " + std::to_string(kept) + " of 16"));
+  EXPECT_THAT(FileText(base + "/resumed.log"), HasSubstr("resuming: " + std::to_string(kept) + " of 48"));
   ASSERT_EQ(WaitCli(StartCli(with({"--out", whole}), base + "/whole.log")), 0) << FileText(base + "/whole.log");
   EXPECT_EQ(lines(), units);
   const std::string outputs = FileText(fs::path(whole) / "outputs.jsonl");
-  EXPECT_EQ(std::count(outputs.begin(), outputs.end(), '\n'), units * 3);  // baseline and two methods
+  EXPECT_EQ(std::count(outputs.begin(), outputs.end(), '\n'), units);
   EXPECT_EQ(FileText(fs::path(killed) / "outputs.jsonl"), outputs);
   EXPECT_TRUE(fs::exists(fs::path(killed) / "summary.csv"));
   RemoveTree(base);

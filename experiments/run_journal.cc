@@ -127,7 +127,7 @@ class RecordReader {
 
 absl::StatusOr<RunJournal> RunJournal::Open(const std::string& dir, bool resume) {
   const std::string path = (std::filesystem::path(dir) / kFileName).string();
-  std::map<std::pair<double, std::string>, std::vector<RunRecord>> units;
+  std::map<std::tuple<double, std::string, std::string>, RunRecord> records;
   uint64_t good_bytes = 0;  // the end of the last whole, readable line
   if (resume) {
     std::ifstream in(path, std::ios::binary);
@@ -139,24 +139,20 @@ absl::StatusOr<RunJournal> RunJournal::Open(const std::string& dir, bool resume)
       const size_t end = all.find('\n', begin);
       const std::string where = absl::StrCat(path, ":", number);
       if (end == std::string::npos) break;  // torn: the kill came before its newline
-      auto unit = ParseJson(std::string_view(all).substr(begin, end - begin), where);
-      if (!unit.ok()) {
+      auto line = ParseJson(std::string_view(all).substr(begin, end - begin), where);
+      if (!line.ok()) {
         // Only the last line may be torn; anything else is a damaged file.
         if (end + 1 == all.size()) break;
-        return absl::DataLossError(absl::StrCat(unit.status().message(), " (a damaged journal: remove ", path,
+        return absl::DataLossError(absl::StrCat(line.status().message(), " (a damaged journal: remove ", path,
                                                 " or pass --overwrite)"));
       }
       RecordReader reader(where);
-      if (!unit->is_object()) return absl::DataLossError(absl::StrCat(where, ": expected a unit object"));
-      ASSIGN_OR_RETURN(double temperature, reader.NumberAt(*unit, "temperature"));
-      ASSIGN_OR_RETURN(std::string prompt_id, reader.StringAt(*unit, "prompt_id"));
-      ASSIGN_OR_RETURN(const JsonValue* records, reader.Member(*unit, "records", JsonValue::Type::kArray));
-      std::vector<RunRecord>& out = units[{temperature, prompt_id}];
-      out.clear();
-      for (const JsonValue& record : records->array()) {
-        ASSIGN_OR_RETURN(RunRecord r, reader.Record(record, temperature, prompt_id));
-        out.push_back(std::move(r));
-      }
+      if (!line->is_object()) return absl::DataLossError(absl::StrCat(where, ": expected a generation object"));
+      ASSIGN_OR_RETURN(double temperature, reader.NumberAt(*line, "temperature"));
+      ASSIGN_OR_RETURN(std::string prompt_id, reader.StringAt(*line, "prompt_id"));
+      ASSIGN_OR_RETURN(const JsonValue* object, reader.Member(*line, "record", JsonValue::Type::kObject));
+      ASSIGN_OR_RETURN(RunRecord record, reader.Record(*object, temperature, prompt_id));
+      records[{temperature, prompt_id, record.method}] = std::move(record);
       good_bytes = end + 1;
       begin = end + 1;
     }
@@ -170,12 +166,12 @@ absl::StatusOr<RunJournal> RunJournal::Open(const std::string& dir, bool resume)
     return absl::PermissionDeniedError(absl::StrCat(path, ": cannot truncate: ", std::strerror(errno)));
   if (::lseek(fd, 0, SEEK_END) < 0)
     return absl::InternalError(absl::StrCat(path, ": cannot seek: ", std::strerror(errno)));
-  journal.units_ = std::move(units);
+  journal.records_ = std::move(records);
   return journal;
 }
 
 RunJournal::RunJournal(RunJournal&& other) noexcept
-    : path_(std::move(other.path_)), fd_(other.fd_), units_(std::move(other.units_)) {
+    : path_(std::move(other.path_)), fd_(other.fd_), records_(std::move(other.records_)) {
   other.fd_ = -1;
 }
 
@@ -184,7 +180,7 @@ RunJournal& RunJournal::operator=(RunJournal&& other) noexcept {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
     fd_ = other.fd_;
-    units_ = std::move(other.units_);
+    records_ = std::move(other.records_);
     other.fd_ = -1;
   }
   return *this;
@@ -194,18 +190,14 @@ RunJournal::~RunJournal() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-const std::vector<RunRecord>* RunJournal::Finished(double temperature, const std::string& prompt_id) const {
-  auto it = units_.find({temperature, prompt_id});
-  return it == units_.end() ? nullptr : &it->second;
+const RunRecord* RunJournal::Find(double temperature, const std::string& prompt_id, const std::string& method) const {
+  auto it = records_.find({temperature, prompt_id, method});
+  return it == records_.end() ? nullptr : &it->second;
 }
 
-absl::Status RunJournal::Append(double temperature, const std::string& prompt_id,
-                                const std::vector<RunRecord>& records) {
-  std::vector<std::string> parts;
-  for (const RunRecord& r : records) parts.push_back(RecordToJson(r));
-  const std::string line = absl::StrCat("{\"temperature\": ", Number(temperature), ", \"prompt_id\": \"",
-                                        JsonEscape(prompt_id), "\", \"records\": [", absl::StrJoin(parts, ", "),
-                                        "]}\n");
+absl::Status RunJournal::Append(const RunRecord& record) {
+  const std::string line = absl::StrCat("{\"temperature\": ", Number(record.temperature), ", \"prompt_id\": \"",
+                                        JsonEscape(record.prompt_id), "\", \"record\": ", RecordToJson(record), "}\n");
   size_t written = 0;
   while (written < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
@@ -214,7 +206,7 @@ absl::Status RunJournal::Append(double temperature, const std::string& prompt_id
     written += static_cast<size_t>(n);
   }
   if (::fdatasync(fd_) != 0) return absl::DataLossError(absl::StrCat(path_, ": sync failed: ", std::strerror(errno)));
-  units_[{temperature, prompt_id}] = records;
+  records_[{record.temperature, record.prompt_id, record.method}] = record;
   return absl::OkStatus();
 }
 

@@ -70,30 +70,30 @@ void ExpectSame(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.generation.engine_form, b.generation.engine_form);
 }
 
-TEST_F(RunJournalTest, FinishedUnitsReadBackExactly) {
-  const std::vector<RunRecord> first = {Record("baseline", 0, "p1"), Record("chain", 0, "p1")};
-  const std::vector<RunRecord> second = {Record("baseline", 0.7, "p\"2")};
+TEST_F(RunJournalTest, FinishedGenerationsReadBackExactly) {
+  const RunRecord base = Record("baseline", 0, "p1"), chain = Record("chain", 0, "p1");
+  const RunRecord other = Record("baseline", 0.7, "p\"2");
   {
     auto journal = RunJournal::Open(dir_, /*resume=*/false);
     ASSERT_TRUE(journal.ok()) << journal.status();
-    ASSERT_TRUE(journal->Append(0, "p1", first).ok());
-    ASSERT_TRUE(journal->Append(0.7, "p\"2", second).ok());
+    for (const RunRecord* r : {&base, &chain, &other}) ASSERT_TRUE(journal->Append(*r).ok());
   }
   auto resumed = RunJournal::Open(dir_, /*resume=*/true);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  EXPECT_EQ(resumed->finished_units(), 2);
-  EXPECT_EQ(resumed->Finished(0.7, "p1"), nullptr);
-  const std::vector<RunRecord>* p1 = resumed->Finished(0, "p1");
-  ASSERT_NE(p1, nullptr);
-  ASSERT_EQ(p1->size(), 2u);
-  for (size_t i = 0; i < first.size(); ++i) ExpectSame((*p1)[i], first[i]);
-  ASSERT_NE(resumed->Finished(0.7, "p\"2"), nullptr);
-  ExpectSame(resumed->Finished(0.7, "p\"2")->at(0), second[0]);
+  EXPECT_EQ(resumed->finished_generations(), 3);
+  EXPECT_EQ(resumed->Find(0.7, "p1", "baseline"), nullptr);
+  EXPECT_EQ(resumed->Find(0, "p1", "tree"), nullptr);
+  ASSERT_NE(resumed->Find(0, "p1", "baseline"), nullptr);
+  ExpectSame(*resumed->Find(0, "p1", "baseline"), base);
+  ASSERT_NE(resumed->Find(0, "p1", "chain"), nullptr);
+  ExpectSame(*resumed->Find(0, "p1", "chain"), chain);
+  ASSERT_NE(resumed->Find(0.7, "p\"2", "baseline"), nullptr);
+  ExpectSame(*resumed->Find(0.7, "p\"2", "baseline"), other);
 
   // Without resume the journal starts over.
   auto fresh = RunJournal::Open(dir_, /*resume=*/false);
   ASSERT_TRUE(fresh.ok());
-  EXPECT_EQ(fresh->finished_units(), 0);
+  EXPECT_EQ(fresh->finished_generations(), 0);
   EXPECT_EQ(fs::file_size(path()), 0u);
 }
 
@@ -101,8 +101,8 @@ TEST_F(RunJournalTest, ATornLastLineIsCutOffAndTheJournalGoesOn) {
   {
     auto journal = RunJournal::Open(dir_, false);
     ASSERT_TRUE(journal.ok());
-    ASSERT_TRUE(journal->Append(1, "a", {Record("baseline", 1, "a")}).ok());
-    ASSERT_TRUE(journal->Append(1, "b", {Record("baseline", 1, "b")}).ok());
+    ASSERT_TRUE(journal->Append(Record("baseline", 1, "a")).ok());
+    ASSERT_TRUE(journal->Append(Record("baseline", 1, "b")).ok());
   }
   // The kill came in the middle of the second line.
   const auto whole = fs::file_size(path());
@@ -110,13 +110,13 @@ TEST_F(RunJournalTest, ATornLastLineIsCutOffAndTheJournalGoesOn) {
   {
     auto journal = RunJournal::Open(dir_, true);
     ASSERT_TRUE(journal.ok()) << journal.status();
-    EXPECT_EQ(journal->finished_units(), 1);
-    EXPECT_EQ(journal->Finished(1, "b"), nullptr);
-    ASSERT_TRUE(journal->Append(1, "b", {Record("baseline", 1, "b")}).ok());
+    EXPECT_EQ(journal->finished_generations(), 1);
+    EXPECT_EQ(journal->Find(1, "b", "baseline"), nullptr);
+    ASSERT_TRUE(journal->Append(Record("baseline", 1, "b")).ok());
   }
   auto again = RunJournal::Open(dir_, true);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->finished_units(), 2);
+  EXPECT_EQ(again->finished_generations(), 2);
   EXPECT_EQ(fs::file_size(path()), whole);
 }
 
@@ -124,14 +124,14 @@ TEST_F(RunJournalTest, ADamagedLineBeforeTheLastIsAnErrorNamingIt) {
   {
     auto journal = RunJournal::Open(dir_, false);
     ASSERT_TRUE(journal.ok());
-    ASSERT_TRUE(journal->Append(1, "a", {Record("baseline", 1, "a")}).ok());
+    ASSERT_TRUE(journal->Append(Record("baseline", 1, "a")).ok());
   }
   std::string text;
   {
     std::ifstream in(path());
     std::getline(in, text);
   }
-  std::ofstream(path()) << "{\"temperature\": 1, \"prompt_id\": 7, \"records\": []}\n" << text << "\n";
+  std::ofstream(path()) << "{\"temperature\": 1, \"prompt_id\": 7, \"record\": {}}\n" << text << "\n";
   auto journal = RunJournal::Open(dir_, true);
   ASSERT_FALSE(journal.ok());
   EXPECT_THAT(std::string(journal.status().message()), HasSubstr("journal.jsonl:1: key 'prompt_id'"));
