@@ -344,6 +344,18 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
       loaded.insert(name);
     }
   }
+  // Every tensor relabelled alike: bfloat16 and float16 have one size, so
+  // only config.json (save_pretrained writes the weights' dtype) tells them
+  // apart. Other mismatches (float32 weights of a bfloat16 model) are common
+  // and harmless, and pass.
+  const bool half_weights = float_dtype == at::kBFloat16 || float_dtype == at::kHalf;
+  const at::ScalarType claimed = config.torch_dtype == "bfloat16" ? at::kBFloat16
+                                 : config.torch_dtype == "float16" ? at::kHalf
+                                                                   : at::ScalarType::Undefined;
+  if (!first_float.empty() && half_weights && claimed != at::ScalarType::Undefined && claimed != float_dtype)
+    return absl::InvalidArgumentError(absl::StrCat(first_float, " but config.json's torch_dtype is ",
+                                                   config.torch_dtype, ": the two 16-bit types read as each other ",
+                                                   "are garbage (a relabelled header?)"));
   for (const auto& [name, param] : expected) {
     if (loaded.count(name)) continue;
     auto where = ckpt.index.find(name);

@@ -1077,6 +1077,18 @@ TEST(LlamaModelTest, LoadErrorsNameTheFileAndTensor) {
   EXPECT_TRUE(Contains(garbage.status(), "'model.layers.1.self_attn.o_proj.weight' is BFloat16")) << garbage.status();
   EXPECT_TRUE(Contains(garbage.status(), "share one dtype")) << garbage.status();
 
+  // Every tensor relabelled alike (bf16 bytes called f16): config.json tells.
+  const std::string all_relabelled = TempDir("all_relabelled");
+  ASSERT_TRUE(model->Save(all_relabelled, at::kBFloat16).ok());
+  tensors = ReadSafetensors(all_relabelled + "/model.safetensors");
+  ASSERT_TRUE(tensors.ok());
+  for (auto& [name, tensor] : *tensors) tensor = tensor.view(at::kHalf).clone();
+  ASSERT_TRUE(WriteSafetensors(all_relabelled + "/model.safetensors", *tensors).ok());
+  auto relabelled_all = LlamaModel::Load(all_relabelled, TestDevice(), at::kFloat, 8);
+  ASSERT_FALSE(relabelled_all.ok());
+  EXPECT_TRUE(Contains(relabelled_all.status(), "(Half) but config.json's torch_dtype is bfloat16"))
+      << relabelled_all.status();
+
   const std::string nan_weight = TempDir("nan_weight");
   ASSERT_TRUE(model->Save(nan_weight, at::kFloat).ok());
   tensors = ReadSafetensors(nan_weight + "/model.safetensors");
