@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh --target speclab
-build/speclab run configs/experiments/quickstart.yaml --out out/quickstart "$@"
+# The folder is the script's own: a second run replaces the first.
+build/speclab run configs/experiments/quickstart.yaml --out out/quickstart --overwrite "$@"
