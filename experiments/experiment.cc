@@ -327,15 +327,11 @@ absl::Status RunResolvedExperiment(Options root, const RunFlags& flags) {
       };
       bool all_journaled = journaled(kBaseline) != nullptr;
       for (const Method& m : e.methods) all_journaled = all_journaled && journaled(m.name) != nullptr;
-      if (all_journaled) {
-        records.push_back(*journaled(kBaseline));
-        for (const Method& m : e.methods) records.push_back(*journaled(m.name));
-        ++units_done;
-        continue;
-      }
-      if (Interrupted()) return stopped();
       const std::string where = absl::StrFormat("T=%g, prompt %s (%s)", temperature, prompt.id, prompt.task);
-      progress.Update(units_done, where);
+      if (!all_journaled) {  // a prompt read back whole neither stops nor shows
+        if (Interrupted()) return stopped();
+        progress.Update(units_done, where);
+      }
       options.seed = e.seed + i;
       if (const RunRecord* base = journaled(kBaseline)) {
         records.push_back(*base);

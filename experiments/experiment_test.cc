@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
-#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -27,6 +26,7 @@ using ::testing::HasSubstr;
 using ::speclab::testing::FileText;
 using ::speclab::testing::StartCli;
 using ::speclab::testing::WaitCli;
+using ::speclab::testing::WaitUntil;
 
 const std::string kRoot = SPECLAB_SOURCE_DIR;
 
@@ -157,8 +157,7 @@ TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
     return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (lines() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  WaitUntil([&] { return lines() >= 2; }, deadline);
   ::kill(pid, SIGKILL);
   EXPECT_EQ(WaitCli(pid), -SIGKILL);
   const int done = lines();
@@ -174,8 +173,7 @@ TEST(ExperimentTest, AKilledRunResumesToTheUninterruptedRunsOutputs) {
 
   // Ctrl-C stops a run cleanly between prompts: exit 130, every finished prompt kept.
   const pid_t interrupted = StartCli(with({"--out", killed, "--resume"}), base + "/interrupted.log");
-  while (lines() < done + 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  WaitUntil([&] { return lines() >= done + 1; }, deadline);
   ::kill(interrupted, SIGINT);
   EXPECT_EQ(WaitCli(interrupted), 130) << FileText(base + "/interrupted.log");
   EXPECT_THAT(FileText(base + "/interrupted.log"), HasSubstr("interrupted: "));

@@ -12,7 +12,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "experiments/experiment.h"
@@ -30,6 +29,7 @@ using ::testing::HasSubstr;
 using ::speclab::testing::FileText;
 using ::speclab::testing::StartCli;
 using ::speclab::testing::WaitCli;
+using ::speclab::testing::WaitUntil;
 
 const std::string kRoot = SPECLAB_SOURCE_DIR;
 
@@ -234,8 +234,7 @@ TEST(SweepTest, AKilledSweepEndsWithTheUninterruptedStore) {
   };
   const pid_t pid = StartCli(args(killed), base + "/killed.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (finished_cells() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  WaitUntil([&] { return finished_cells() >= 2; }, deadline);
   ::kill(pid, SIGKILL);
   EXPECT_EQ(WaitCli(pid), -SIGKILL);
   const int done = finished_cells();

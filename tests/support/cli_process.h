@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,9 @@ pid_t StartCli(const std::vector<std::string>& args, const std::string& log);
 
 // Waits for `pid`: its exit status, or minus the signal that ended it.
 int WaitCli(pid_t pid);
+
+// Polls `done` every 2 ms until it holds or `deadline` passes; its last answer.
+bool WaitUntil(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline);
 
 // The whole text of a file ("" if it cannot be read).
 std::string FileText(const std::string& path);
