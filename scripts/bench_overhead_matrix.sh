@@ -30,12 +30,14 @@ TREES=("point_mass|{type: static, choices: $STATIC15}" "greedy|{type: static, ch
        "specinfer|{type: multi_sample, k: 4}" "rrs|{type: multi_sample, k: 4}"
        "rrs_wor|{type: multi_sample, k: 4, replacement: false}" "traversal|{type: multi_sample, k: 4, replacement: false}"
        "spectr|{type: multi_sample, k: 4}|--top-k 20" "khisti|{type: multi_sample, k: 4}|--top-k 20"
-       "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}")
+       "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}"
+       "point_mass|{type: best_first, budget: 15, max_beam_len: 8}")
 KEY=("rejection|" "point_mass|{type: static, choices: $STATIC15}" "rrs_wor|{type: static, sampling: true, choices: $STATIC15}"
      "traversal|{type: static, sampling: true, choices: $STATIC15}" "rrs_wor|$SEQUOIA" "specinfer|{type: multi_sample, k: 4}"
      "rrs_wor|{type: multi_sample, k: 4, replacement: false}" "spectr|{type: multi_sample, k: 4}|--top-k 20"
      "khisti|{type: multi_sample, k: 4}|--top-k 20"
-     "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}")
+     "point_mass|{type: dynamic_topk, top_k: 4, depth: 5, total_tokens: 16}"
+     "point_mass|{type: best_first, budget: 15, max_beam_len: 8}")
 PAIRS=()
 case "$SET" in
   chains) PAIRS=("${CHAINS[@]}") ;;

@@ -366,9 +366,9 @@ TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
   EXPECT_EQ(form(chain, options), "step by step: decoding.pipeline is off (its default off CUDA)");
   options.pipeline = true;
   // The part without a device form is named.
-  Method host_builder = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: best_first, budget: 4, max_beam_len: 2}",
+  Method host_builder = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: opt_tree, nodes: 4, max_depth: 3}",
                                            "{type: point_mass}", 2);
-  EXPECT_THAT(form(host_builder, options), HasSubstr("step by step: the tree builder 'best_first' has no device form"));
+  EXPECT_THAT(form(host_builder, options), HasSubstr("step by step: the tree builder 'opt_tree' has no device form"));
   Method host_rule =
       ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: host_only_rrs}", 2);
   EXPECT_THAT(form(host_rule, options), HasSubstr("step by step: the verifier 'host_only_rrs' has no device form"));

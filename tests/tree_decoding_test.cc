@@ -198,8 +198,11 @@ TEST_F(TreeLawTest, MultiSampleKhistiMatchesTargetLawAtTemperatureOne) { ExpectE
 TEST_F(TreeLawTest, SequoiaRrsWorMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: sequoia, budget: 7, max_depth: 2, acceptance: [0.6, 0.2, 0.1]}", "rrs_wor");
 }
+// Grown on the device (best_first_growth.h: free parents, a fixed B + 1
+// nodes), step by step and pipelined.
 TEST_F(TreeLawTest, BestFirstPointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: best_first, budget: 6, max_beam_len: 2}", "point_mass");
+  ExpectExact("{type: best_first, budget: 6, max_beam_len: 3, max_n_beams: 2}", "point_mass", {.pipeline = true});
 }
 // Its depth and size move with the drafter's probabilities each step.
 TEST_F(TreeLawTest, OptTreePointMassMatchesTargetLawAtTemperatureOne) {
@@ -408,7 +411,8 @@ TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
   }
 }
 
-// Pipelined dynamic trees (framework/device/pipelined_tree.h) on the test device,
+// Pipelined trees grown on the device (framework/device/pipelined_tree.h):
+// dynamic_topk's levels and best_first's free parents, on the test device,
 // with static shapes off (the models' defaults, which read each position
 // back) and on (CUDA graphs on CUDA, their bodies eagerly on the CPU):
 // greedy decoding's tokens at T = 0, and the step-by-step loop's tokens for
@@ -416,37 +420,40 @@ TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
 TEST(TreeDecodingTest, PipelinedTreesDrawTheStepByStepTokens) {
   const c10::Device device = TestDevice();
   if (device.is_cuda() && !at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";
-  for (bool static_shapes : {false, true}) {
-    auto target = TinyModelOn(device, 1);
-    target->EnableCudaGraphs(static_shapes);
-    auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, 24, 0));
-    ASSERT_TRUE(greedy.ok()) << greedy.status();
-    for (double temperature : {0.0, 1.0}) {
-      SCOPED_TRACE(absl::StrCat(static_shapes ? "static" : "plain", " T=", temperature));
-      Generation runs[2];
-      for (bool pipeline : {false, true}) {
-        std::unique_ptr<LlamaModel> drafter = TinyModelOn(device, 2);
-        drafter->EnableCudaGraphs(static_shapes);
-        Method method = ModelDrafterMethod(std::move(drafter), kDynamic, Verifier("point_mass"), 3);
-        ASSERT_NE(method.device_verifier, nullptr);
-        DecodeOptions options = Decoding(temperature, 24, 8);
-        options.pipeline = pipeline;
-        auto out = GenerateSpeculative(*target, method, kPrompt, options);
-        ASSERT_TRUE(out.ok()) << out.status();
-        runs[pipeline] = *std::move(out);
+  for (const auto& [builder, nodes] : {std::pair{kDynamic, 15}, std::pair{kBestFirst, 12}}) {
+    for (bool static_shapes : {false, true}) {
+      auto target = TinyModelOn(device, 1);
+      target->EnableCudaGraphs(static_shapes);
+      auto greedy = GenerateAutoregressive(*target, kPrompt, Decoding(0, 24, 0));
+      ASSERT_TRUE(greedy.ok()) << greedy.status();
+      for (double temperature : {0.0, 1.0}) {
+        SCOPED_TRACE(absl::StrCat(builder, static_shapes ? " static" : " plain", " T=", temperature));
+        Generation runs[2];
+        for (bool pipeline : {false, true}) {
+          std::unique_ptr<LlamaModel> drafter = TinyModelOn(device, 2);
+          drafter->EnableCudaGraphs(static_shapes);
+          Method method = ModelDrafterMethod(std::move(drafter), builder, Verifier("point_mass"), 3);
+          ASSERT_NE(method.device_verifier, nullptr);
+          DecodeOptions options = Decoding(temperature, 24, 8);
+          options.pipeline = pipeline;
+          auto out = GenerateSpeculative(*target, method, kPrompt, options);
+          ASSERT_TRUE(out.ok()) << out.status();
+          runs[pipeline] = *std::move(out);
+        }
+        // Pipelined steps have no drafting phase of their own (it hides under
+        // the verification before).
+        for (const StepStats& step : runs[1].steps) ASSERT_EQ(step.draft_seconds, 0.0);
+        for (const StepStats& step : runs[0].steps) ASSERT_GT(step.draft_seconds, 0.0);
+        if (temperature == 0) EXPECT_EQ(runs[1].tokens, greedy->tokens);
+        EXPECT_EQ(runs[1].tokens, runs[0].tokens);
+        ASSERT_EQ(runs[1].steps.size(), runs[0].steps.size());
+        for (size_t i = 0; i < runs[0].steps.size(); ++i) {
+          EXPECT_EQ(runs[1].steps[i].accepted, runs[0].steps[i].accepted) << "step " << i;
+          EXPECT_EQ(runs[1].steps[i].longest_path, runs[0].steps[i].longest_path) << "step " << i;
+          EXPECT_EQ(runs[1].steps[i].tree_nodes, nodes) << "step " << i;
+        }
+        EXPECT_EQ(target->committed_length(), static_cast<int64_t>(kPrompt.size() + runs[1].tokens.size()) - 1);
       }
-      // Pipelined steps have no drafting phase of their own (it hides under the verification before).
-      for (const StepStats& step : runs[1].steps) ASSERT_EQ(step.draft_seconds, 0.0);
-      for (const StepStats& step : runs[0].steps) ASSERT_GT(step.draft_seconds, 0.0);
-      if (temperature == 0) EXPECT_EQ(runs[1].tokens, greedy->tokens);
-      EXPECT_EQ(runs[1].tokens, runs[0].tokens);
-      ASSERT_EQ(runs[1].steps.size(), runs[0].steps.size());
-      for (size_t i = 0; i < runs[0].steps.size(); ++i) {
-        EXPECT_EQ(runs[1].steps[i].accepted, runs[0].steps[i].accepted) << "step " << i;
-        EXPECT_EQ(runs[1].steps[i].longest_path, runs[0].steps[i].longest_path) << "step " << i;
-        EXPECT_EQ(runs[1].steps[i].tree_nodes, 15) << "step " << i;
-      }
-      EXPECT_EQ(target->committed_length(), static_cast<int64_t>(kPrompt.size() + runs[1].tokens.size()) - 1);
     }
   }
 }

@@ -80,12 +80,19 @@ absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const Leve
   return absl::OkStatus();
 }
 
-// The nodes of a level, each checked against the pick's width.
-absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level) {
+// The nodes of a level, each checked against the pick's width; depths are
+// given at every level or at none (`free`: level 0's choice).
+absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level, bool free) {
   for (const at::Tensor* t : {&choice.tokens, &choice.parents})
     if (!t->defined() || t->dim() != 1 || t->size(0) != pick.width())
       return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level,
                                                      " must give tokens and parents of [", pick.width(), "]"));
+  if (choice.depths.defined() != free ||
+      (free && (choice.depths.dim() != 1 || choice.depths.size(0) != pick.width())))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ForwardLevels: pick '", pick.key(), "' at level ", level,
+        free ? absl::StrCat(" must give depths of [", pick.width(), "], as level 0 did")
+             : std::string(" gives depths where level 0 gave none")));
   return absl::OkStatus();
 }
 
@@ -189,22 +196,31 @@ absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, 
     const at::Tensor noise = LevelNoise(pick, levels, prefix_logits.size(-1), prefix_logits.device());
     const auto level_noise = [&](int64_t level) { return noise.defined() ? noise[level] : at::Tensor(); };
     LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, c - 1, 1), {}, level_noise(0));
-    RETURN_IF_ERROR(CheckChoice(choice, pick, 0));
+    const bool free = choice.depths.defined();
+    RETURN_IF_ERROR(CheckChoice(choice, pick, 0, free));
     LevelsKept kept{std::move(choice.kept)};
     // A node sees what its parent sees, and itself: `visible` holds the rows
-    // of the level being fed, over every tentative slot up to its own.
+    // of the level being fed, over every tentative slot up to its own; with
+    // free parents `fed` holds every fed node's row (the root's first).
     const auto bools = prefix.options().dtype(at::kBool);
+    at::Tensor fed = at::ones({1, model().tentative_length()}, bools);
     at::Tensor visible = at::cat({at::ones({m, model().tentative_length()}, bools), at::eye(m, bools)}, 1);
     for (int64_t level = 1; level <= levels; ++level) {
       const at::Tensor tokens = choice.tokens.to(at::kLong);
-      ASSIGN_OR_RETURN(at::Tensor logits,
-                       model().Forward(tokens, at::full({m}, position + c - 1 + level, tokens.options()), visible));
+      const at::Tensor positions = free ? choice.depths.to(at::kLong) + (position + c - 1)
+                                        : at::full({m}, position + c - 1 + level, tokens.options());
+      ASSIGN_OR_RETURN(at::Tensor logits, model().Forward(tokens, positions, visible));
       const std::vector<at::Tensor> carry = std::move(choice.carry);
       choice = pick(level, logits, carry, level_noise(level));
       kept.push_back(std::move(choice.kept));
       if (level == levels) break;
-      RETURN_IF_ERROR(CheckChoice(choice, pick, level));
-      visible = at::cat({visible.index_select(0, choice.parents), at::eye(m, bools)}, 1);
+      RETURN_IF_ERROR(CheckChoice(choice, pick, level, free));
+      if (free) {
+        fed = at::cat({at::cat({fed, at::zeros({fed.size(0), m}, bools)}, 1), visible});
+        visible = at::cat({fed.index_select(0, choice.parents), at::eye(m, bools)}, 1);
+      } else {
+        visible = at::cat({visible.index_select(0, choice.parents), at::eye(m, bools)}, 1);
+      }
     }
     return kept;
   } catch (const std::exception& e) {

@@ -78,12 +78,19 @@ struct ChainResult {
 // How ForwardLevels() grows a tree on the device, one level of `width`
 // nodes at a time: from the logits of a level's nodes, the pick chooses the
 // next level's nodes, each extending one node of that level (EAGLE-2's
-// frontier). Built as ChainPick is; the width is part of the key.
+// frontier), or with Choice::depths any node fed so far (SpecExec's
+// best-first growth). Built as ChainPick is; the width is part of the key.
 class LevelPick {
  public:
   struct Choice {
-    at::Tensor tokens;              // [width] int64: the next level's tokens
-    at::Tensor parents;             // [width] int64: the node of this level each extends (0 at level 0)
+    at::Tensor tokens;   // [width] int64: the next level's tokens
+    at::Tensor parents;  // [width] int64: the node each extends (below)
+    // Undefined: each node extends node parents[i] of this level (0 at
+    // level 0) and sits one deeper than it. Defined ([width] int64, >= 1, at
+    // every level or at none): parents[i] is any node fed so far, numbered in
+    // feeding order (0 the root, 1 + (l - 1) * width + j node j of level l),
+    // and depths[i] is node i's depth below the root (its parent's plus one).
+    at::Tensor depths;
     std::vector<at::Tensor> carry;  // handed to the next level's pick
     std::vector<at::Tensor> kept;   // returned to the caller, level by level
   };
@@ -226,14 +233,15 @@ class DeviceModel {
   // `prefix` ([c] int64, c >= 1) is fed at positions position .. position +
   // c - 1, each token seeing every tentative slot before it (as Forward()
   // without a mask), and level 1's nodes are pick's choice from the prefix's
-  // last token; level l + 1 is pick's choice from level l's logits. Level l's
-  // nodes sit at position + c - 1 + l and each sees the committed prefix, the
-  // tentative slots written before it (the prefix included), its ancestors
-  // among the levels and itself. pick also runs on the last level (its choice
-  // is not fed). Appends c + levels * width tentative slots and counts as a
-  // forward of c tokens and `levels` forwards of width tokens. This default
-  // makes those Forward() calls; a model may run them without the host in
-  // between (LlamaModel on CUDA: one CUDA graph).
+  // last token; level l + 1 is pick's choice from level l's logits. A node
+  // sits at position + c - 1 + its depth (l at level l, unless
+  // Choice::depths says otherwise) and sees the committed prefix, the
+  // tentative slots written before the levels (the prefix included), its
+  // ancestors among the levels and itself. pick also runs on the last level
+  // (its choice is not fed). Appends c + levels * width tentative slots and
+  // counts as a forward of c tokens and `levels` forwards of width tokens.
+  // This default makes those Forward() calls; a model may run them without
+  // the host in between (LlamaModel on CUDA: one CUDA graph).
   virtual absl::StatusOr<LevelsKept> ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                    const LevelPick& pick);
   // ForwardLevels at a device-side position, with the cache contract of

@@ -2,9 +2,9 @@
 //
 // A TreeBuilder (framework/tree_builder.h) builds each step's draft with the
 // host in the loop. One that can also build it from a root only the device
-// knows implements this interface too (every builder but `best_first`), so
-// that the engine can queue a step before it has read the previous one
-// (framework/device/pipelined_steps.h). Where it is absent the engine steps
+// knows implements this interface too (chain, static, sequoia, multi_sample,
+// dynamic_topk, best_first), so that the engine can queue a step before it
+// has read the previous one (framework/device/pipelined_steps.h). Where it is absent the engine steps
 // on the host and says so (Generation::engine_form).
 #ifndef SPECLAB_FRAMEWORK_DEVICE_DEVICE_TREE_BUILDER_H_
 #define SPECLAB_FRAMEWORK_DEVICE_DEVICE_TREE_BUILDER_H_

@@ -248,9 +248,9 @@ ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int6
 
 // The levels of ForwardLevels over levels_in: the prefix's c tokens at
 // slots start.. as a causal chain, then each level's width nodes in the
-// slots after the one before, all of a level at one position. A node sees
-// what its parent sees, and itself; level 1's nodes see every slot below
-// their own level.
+// slots after the one before, all of a level at one position (or at their
+// Choice::depths). A node sees what its parent sees, and itself; level 1's
+// nodes see every slot below their own level.
 void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
                                   CapturedLevels& captured) {
   const int64_t m = pick.width();
@@ -262,6 +262,7 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
   };
   LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {}, level_noise(0));
   captured.kept.assign(1, std::move(choice.kept));
+  const bool free = choice.depths.defined();
   // Every level's slots [levels, m], positions [levels, m] and own-slot
   // columns [levels, m, kv_length] at once: three launches, not three a level.
   const at::Tensor level_start = levels_in.start + prefix;
@@ -269,15 +270,28 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
   const at::Tensor positions =
       levels_in.position + static_in.columns.narrow(0, prefix, levels).unsqueeze(1).expand({levels, m});
   const at::Tensor own = at::eq(columns.unsqueeze(0), slots.unsqueeze(2));
-  at::Tensor visible = at::logical_or(at::lt(columns, level_start), own[0]);
+  const at::Tensor below_levels = at::lt(columns, level_start);
+  at::Tensor visible = at::logical_or(below_levels, own[0]);
+  // With free parents, every fed node's row: the root's, then each level's.
+  at::Tensor fed;
+  if (free) fed = at::cat({below_levels, at::zeros({levels * m, kv_length}, below_levels.options())});
   for (int64_t level = 1; level <= levels; ++level) {
-    const at::Tensor logits = StaticForwardBody(choice.tokens.to(at::kLong), positions[level - 1],
-                                                slots[level - 1], visible, kv_length).first;
+    TORCH_CHECK(choice.depths.defined() == free, "ForwardLevels: pick '", pick.key(), "' gives depths at level ",
+                level - 1, " but not at every level");
+    const at::Tensor level_positions =
+        free ? levels_in.position + (prefix - 1) + choice.depths.to(at::kLong) : positions[level - 1];
+    const at::Tensor logits =
+        StaticForwardBody(choice.tokens.to(at::kLong), level_positions, slots[level - 1], visible, kv_length).first;
     const std::vector<at::Tensor> carry = std::move(choice.carry);
     choice = pick(level, logits.to(at::kFloat), carry, level_noise(level));
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
-    visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
+    if (free) {
+      fed.narrow(0, 1 + (level - 1) * m, m).copy_(visible);
+      visible = at::logical_or(fed.index_select(0, choice.parents), own[level]);
+    } else {
+      visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
+    }
   }
 }
 

@@ -12,28 +12,41 @@
 // best scores to the drafter in one forward (the root alone at first); each
 // proposes its top max_branch_width children, scored parent + log(decay) +
 // log q. Children scoring below min_log_prob are dropped (the reference's
-// docstring limit; its SpecExecBase never passes it on). Growth stops when
-// nothing is proposed, or when the tree already holds B nodes and the best
-// new child does not beat the B-th best of them; otherwise the children
-// inside the top B of tree ∪ new are added. The tree is finally trimmed to
-// its B best nodes; decay < 1 makes a child score strictly below its parent
-// (and ties go to the earlier node), so the kept set is a tree.
+// docstring limit; its SpecExecBase never passes it on), except the root's
+// best child: a step always drafts a token. Growth stops when nothing is
+// proposed, or when the tree already holds B nodes and the best new child
+// does not beat the B-th best of them; otherwise the children among the B
+// best of tree ∪ new are added (exactly B, as the reference's top-k; ties go
+// to the earlier node, the tree's before the new). The tree is finally
+// trimmed to its B best nodes; decay < 1 makes a child score strictly below
+// its parent (and ties go to the earlier node), so the kept set is a tree.
 //
 // Tokens are chosen, not sampled: kDeterministic, verified by point_mass
 // (one target sample per node, as SpecExec validates) or greedy. Scores are
-// the drafter's unwarped log-probabilities. Cost: one forward and one
+// the drafter's unwarped log-probabilities. With a drafter that grows levels
+// on the device (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on
+// CUDA), each iteration is a level whose nodes may extend any earlier one
+// (best_first_growth.h) and the tree is kept there, so the engine runs it
+// pipelined; that tree always has B + 1 nodes, where fewer grew topped up
+// with copies of the root's best child (never accepted: verifiers take the
+// first child with the sampled token). Otherwise one forward and one
 // device-to-host read of the top-k per iteration; the tree is pruned and
 // re-indexed (pruned_tree.h).
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
+
+#include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "algorithms/tree_builders/best_first/best_first_growth.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/common/pruned_tree.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_tree_builder.h"
+#include "framework/model/fused_ops.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -52,7 +65,7 @@ struct BestFirstOptions {
   double min_log_prob = -10;
 };
 
-class BestFirstTreeBuilder final : public TreeBuilder {
+class BestFirstTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   explicit BestFirstTreeBuilder(BestFirstOptions options) : o_(options) {}
 
@@ -62,7 +75,77 @@ class BestFirstTreeBuilder final : public TreeBuilder {
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    const int iterations = o_.max_beam_len ? *o_.max_beam_len : request.policy->MaxDraftLength();
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
+    if (grown) return *std::move(grown);
+    return GrowOnHost(drafter, request);
+  }
+
+  // The same growth as Build's on the device (DeviceDrafter::DraftLevelsAt).
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, &root));
+    if (!grown) return absl::UnimplementedError("the drafter has no device-rooted tree levels, or max_beam_len is 1");
+    return *std::move(grown);
+  }
+
+ private:
+  int Iterations(const BuildRequest& request) const {
+    return o_.max_beam_len ? *o_.max_beam_len : request.policy->MaxDraftLength();
+  }
+
+  // Every iteration as a level of the drafter's DraftLevels (one CUDA graph
+  // on CUDA), the tree kept there: best_first_growth.h. nullopt, having fed
+  // nothing, where the drafter has no such path or a single iteration
+  // leaves no level to feed.
+  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
+                                                        const DeviceRoot* root = nullptr) {
+    const best_first::Rule rule{.budget = o_.budget,
+                                .beams = std::min(o_.max_n_beams, o_.budget),
+                                .iterations = Iterations(request),
+                                .branch = o_.max_branch_width,
+                                .log_decay = std::log(o_.decay_factor),
+                                .min_log_prob = o_.min_log_prob};
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (device == nullptr || rule.iterations < 2) return std::nullopt;
+    using Params = std::tuple<int64_t, int64_t, int64_t, int64_t, double, double>;
+    const LevelPick pick = LevelPick::Of(
+        rule.beams,
+        [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+          const auto& [budget, beams, iterations, branch, log_decay, min_log_prob] = p;
+          const best_first::Rule rule{budget, beams, iterations, branch, log_decay, min_log_prob};
+          best_first::Growth growth =
+              level == 0 ? best_first::StartGrowth(rule, logits.device()) : best_first::Growth::FromCarry(carry);
+          const tree_builders::TopK top = tree_builders::MostProbable(logits, std::min(branch, logits.size(-1)));
+          const best_first::Level grown = best_first::GrowLevel(rule, growth, top.tokens, top.scores, level);
+          LevelPick::Choice choice;
+          if (level + 1 < iterations) {
+            choice = {.tokens = grown.feed.tokens, .parents = grown.feed.parents, .depths = grown.feed.depths};
+          } else {
+            auto [mask, depths] = fused::TreeMask(grown.kept.parents);
+            choice.kept = {grown.kept.tokens, grown.kept.parents, depths, mask};
+          }
+          choice.carry = growth.ToCarry();
+          return choice;
+        },
+        Params{rule.budget, rule.beams, rule.iterations, rule.branch, rule.log_decay, rule.min_log_prob});
+    const int levels = static_cast<int>(rule.iterations - 1);
+    absl::StatusOr<LevelsKept> grown =
+        root != nullptr ? device->DraftLevelsAt(*root, levels, pick) : device->DraftLevels(levels, pick);
+    if (grown.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+    if (!grown.ok()) return grown.status();
+    const std::vector<at::Tensor>& tree = grown->back();
+    DraftTree draft;
+    draft.tree = TokenTree(request.root_token);
+    const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(tree[0].device())
+                                                  : at::full({1}, request.root_token, tree[0].options());
+    draft.tokens = at::cat({root_token, tree[0]});
+    draft.sampling = DraftSampling::kDeterministic;
+    draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3],
+                                                .depth_bound = rule.iterations};
+    return draft;
+  }
+
+  absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request) {
+    const int iterations = Iterations(request);
     const double log_decay = std::log(o_.decay_factor);
     TokenTree scratch = tree_builders::ScratchTree(request.root_token, o_.budget);
     std::vector<Candidate> tree;     // every node grown so far (root excluded)
@@ -107,7 +190,8 @@ class BestFirstTreeBuilder final : public TreeBuilder {
         for (int j = 0; j < width; ++j) {
           const size_t at = row * width + j;
           const double score = base + log_decay + host[scores_at + at];
-          if (!(score >= o_.min_log_prob)) continue;  // also drops -inf
+          const bool roots_best = iteration == 0 && at == 0;
+          if (!(score >= o_.min_log_prob) && !roots_best) continue;  // also drops -inf
           fresh.push_back({.parent = beams[row], .token = static_cast<int32_t>(host[at]), .score = score});
         }
       }
@@ -115,32 +199,21 @@ class BestFirstTreeBuilder final : public TreeBuilder {
       double best_new = fresh.front().score;
       for (const Candidate& c : fresh) best_new = std::max(best_new, c.score);
       if (static_cast<int>(tree.size()) >= o_.budget &&
-          best_new <= KthBest(tree, {}, o_.budget))
+          best_new <= tree[tree_builders::BestCandidates(tree, o_.budget).back()].score)
         break;  // nothing new would make the top B
-      if (static_cast<int>(tree.size() + fresh.size()) > o_.budget) {
-        const double threshold = KthBest(tree, fresh, o_.budget);
-        std::vector<Candidate> kept;
-        for (const Candidate& c : fresh)
-          if (c.score >= threshold) kept.push_back(c);
-        fresh = std::move(kept);
-      }
-      for (const Candidate& c : fresh) {
-        tree.push_back(c);
+      // The children among the B best of tree ∪ fresh (ties: the earlier, the tree first).
+      std::vector<Candidate> both = tree;
+      both.insert(both.end(), fresh.begin(), fresh.end());
+      std::vector<char> in_top(both.size(), 0);
+      for (int i : tree_builders::BestCandidates(both, o_.budget)) in_top[i] = 1;
+      for (size_t i = tree.size(); i < both.size(); ++i) {
+        if (!in_top[i]) continue;
+        tree.push_back(both[i]);
         expanded.push_back(0);
       }
     }
     return tree_builders::TreeFromCandidates(request.root_token, tree,
                                              tree_builders::BestCandidates(tree, o_.budget), request.device);
-  }
-
- private:
-  // The k-th best score among a ∪ b (k <= |a| + |b|).
-  static double KthBest(const std::vector<Candidate>& a, const std::vector<Candidate>& b, int k) {
-    std::vector<double> scores;
-    for (const Candidate& c : a) scores.push_back(c.score);
-    for (const Candidate& c : b) scores.push_back(c.score);
-    std::nth_element(scores.begin(), scores.begin() + (k - 1), scores.end(), std::greater<double>());
-    return scores[k - 1];
   }
 
   BestFirstOptions o_;

@@ -5,9 +5,13 @@
 #include <cmath>
 #include <queue>
 #include <set>
+#include <string>
 
 #include "algorithms/tree_builders/testing/builder_harness.h"
 #include "algorithms/tree_builders/testing/table_drafter.h"
+#include "drafters/model/model_drafter.h"
+#include "tests/support/host_only_drafter.h"
+#include "tests/support/tiny_models.h"
 
 namespace speclab {
 namespace tree_builders {
@@ -75,13 +79,85 @@ TEST(BestFirstTreeBuilderTest, RespectsBeamLimitsAndTheLengthPolicy) {
   for (int i = 0; i < draft->tree.size(); ++i) EXPECT_LE(draft->tree.children(i).size(), 3u);
 }
 
-TEST(BestFirstTreeBuilderTest, MinLogProbStopsGrowth) {
+TEST(BestFirstTreeBuilderTest, MinLogProbStopsGrowthButKeepsTheRootsBestChild) {
   auto builder = BuilderFromYaml("{type: best_first, budget: 50, max_beam_len: 10, min_log_prob: -0.5}");
   ASSERT_TRUE(builder.ok());
   TableDrafter drafter(16, 4, /*scale=*/0.1);  // near-uniform q: every child scores about log(1/16)
   auto draft = BuildOnce(**builder, drafter, {});
   ASSERT_TRUE(draft.ok());
-  EXPECT_EQ(draft->tree.size(), 1);
+  ASSERT_EQ(draft->tree.size(), 2);  // a step always drafts a token
+  EXPECT_EQ(draft->tree.token(1), drafter.Logits({1}).argmax().item<int64_t>());
+  EXPECT_EQ(drafter.calls().size(), 2u);  // the root's children, then the best child's (all dropped)
+}
+
+TEST(BestFirstTreeBuilderTest, KeepsExactlyTheBudgetAmongTies) {
+  // Uniform q: the root's 16 children tie. As the reference's top-k, exactly
+  // B join the tree (ties: the earlier, here the smaller id), and growth stops
+  // when no grandchild beats them.
+  auto builder = BuilderFromYaml("{type: best_first, budget: 5, max_beam_len: 4}");
+  ASSERT_TRUE(builder.ok());
+  TableDrafter drafter(16, 4, /*scale=*/0.0);
+  auto draft = BuildOnce(**builder, drafter, {});
+  ASSERT_TRUE(draft.ok());
+  ASSERT_EQ(draft->tree.size(), 6);
+  for (int i = 1; i <= 5; ++i) {
+    EXPECT_EQ(draft->tree.parent(i), 0);
+    EXPECT_EQ(draft->tree.token(i), i - 1);
+  }
+  EXPECT_EQ(drafter.calls().size(), 2u);
+}
+
+TEST(BestFirstTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
+  // The model drafter grows every iteration as a level of free parents on the
+  // device (with static shapes, the body of the one CUDA graph) and keeps the
+  // tree there, topped up to B + 1 nodes with copies of node 1; behind
+  // testing::HostOnlyDrafter the host loop grows it. Same nodes, same order.
+  struct Case {
+    const char* yaml;
+    int gamma;
+  };
+  const Case cases[] = {
+      {"{type: best_first, budget: 6, max_beam_len: 3, max_branch_width: 4}", 4},
+      {"{type: best_first, budget: 12, max_beam_len: 5, max_n_beams: 3, max_branch_width: 3}", 4},
+      {"{type: best_first, budget: 10, max_branch_width: 5, decay_factor: 1, min_log_prob: -6}", 6},  // the policy's 6
+      {"{type: best_first, budget: 40, max_beam_len: 3, max_branch_width: 2, min_log_prob: -4}", 4},  // fewer than B
+      {"{type: best_first, budget: 8, max_beam_len: 4, max_branch_width: 16, min_log_prob: -0.01}", 4},  // 1 grows
+  };
+  int padded = 0;
+  for (bool static_shapes : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << c.yaml << (static_shapes ? " static" : ""));
+      auto builder = BuilderFromYaml(c.yaml);
+      ASSERT_TRUE(builder.ok()) << builder.status();
+      std::unique_ptr<LlamaModel> device_model = testing::TinyModel(2, 16, 2, /*logit_scale=*/4);
+      device_model->EnableCudaGraphs(static_shapes);
+      std::unique_ptr<Drafter> drafters[2] = {
+          std::make_unique<ModelDrafter>(std::move(device_model)),
+          std::make_unique<testing::HostOnlyDrafter>(
+              std::make_unique<ModelDrafter>(testing::TinyModel(2, 16, 2, /*logit_scale=*/4)))};
+      DraftTree drafts[2];
+      for (int d = 0; d < 2; ++d) {
+        ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}, {}).ok());
+        auto draft = BuildOnce(**builder, *drafters[d], {.gamma = c.gamma});
+        ASSERT_TRUE(draft.ok()) << draft.status();
+        drafts[d] = *std::move(draft);
+      }
+      const TokenTree &device = drafts[0].tree, &host = drafts[1].tree;
+      const int budget = std::stoi(std::string(c.yaml).substr(std::string(c.yaml).find("budget: ") + 8));
+      ASSERT_EQ(device.size(), budget + 1);
+      ASSERT_LE(host.size(), device.size());
+      ASSERT_GE(host.size(), 2);
+      EXPECT_EQ(HostTokens(drafts[0]), [&] {
+        std::vector<int32_t> tokens = HostTokens(drafts[1]);
+        tokens.resize(device.size(), tokens[1]);
+        return tokens;
+      }());
+      for (int i = 1; i < device.size(); ++i)
+        EXPECT_EQ(device.parent(i), i < host.size() ? host.parent(i) : 0) << "node " << i;
+      padded += host.size() < device.size();
+    }
+  }
+  EXPECT_GE(padded, 4);  // the last two cases top the tree up
 }
 
 TEST(BestFirstTreeBuilderTest, OptionErrorsNameFileLineAndKey) {
