@@ -694,9 +694,13 @@ std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k)
     const int64_t rows = x.size(0);
     at::Tensor values = at::empty({rows, k}, x.options());
     at::Tensor indices = at::empty({rows, k}, x.options().dtype(at::kLong));
-    CheckLaunch(row_kernels::LaunchTopKLogSoftmax(x.data_ptr<float>(), values.data_ptr<float>(),
-                                                  indices.data_ptr<int64_t>(), rows, x.size(1), static_cast<int>(k),
-                                                  CurrentStream(x)),
+    const int64_t splits = row_kernels::TopKLogSoftmaxSplits(x.size(1), static_cast<int>(k));
+    at::Tensor keys = at::empty({rows * splits * k}, x.options().dtype(at::kLong));
+    at::Tensor parts = at::empty({rows * splits * 2}, x.options());
+    CheckLaunch(row_kernels::LaunchTopKLogSoftmax(
+                    x.data_ptr<float>(), values.data_ptr<float>(), indices.data_ptr<int64_t>(),
+                    reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()), parts.data_ptr<float>(), rows, x.size(1),
+                    static_cast<int>(k), CurrentStream(x)),
                 "TopKLogSoftmax");
     return {values, indices};
   }

@@ -194,52 +194,101 @@ __device__ __forceinline__ uint64_t PopBlockBest(uint64_t (&best)[K]) {
   return top;
 }
 
-// One block per row: each thread keeps its K best keys (sorted, in
-// registers: every index is a compile-time constant) and its online
-// (max, sum of exp) over tiles of kSmallRow values, loaded at once; then k
-// rounds of a block-wide max over the threads' heads, the winning thread
-// popping its head.
+// Grid (splits, rows), kThreads a block: the k best keys of the block's
+// chunk of the row and its online (max, sum of exp). Each thread keeps its K
+// best keys sorted in registers (every index a compile-time constant), each
+// warp merges its lanes' lists in k rounds of a shuffle max, and the block
+// ranks its warps' k * 8 candidates by counting (keys are distinct: each
+// holds its index). Where the chunk has fewer than k entries, zero keys fill
+// its list; they rank below every real key.
 template <int K>
-__global__ void __launch_bounds__(kSmallThreads)
-    TopKLogSoftmaxRows(const float* __restrict__ x, float* __restrict__ values, int64_t* __restrict__ indices,
-                       int64_t cols, int k) {
-  const int64_t row = blockIdx.x;
+__global__ void __launch_bounds__(kThreads)
+    TopKLogSoftmaxChunks(const float* __restrict__ x, uint64_t* __restrict__ keys, float2* __restrict__ parts,
+                         int64_t cols, int64_t chunk, int k) {
+  constexpr int kWarps = kThreads / kWarpSize;
+  __shared__ uint64_t candidates[kWarps * K];
+  const int64_t row = blockIdx.y, split = blockIdx.x, splits = gridDim.x;
+  const int64_t begin = split * chunk, end = min(begin + chunk, cols);
   const float* xr = x + row * cols;
   uint64_t best[K];
 #pragma unroll
   for (int j = 0; j < K; ++j) best[j] = 0;
   float m = -INFINITY, s = 0.0f;
-  for (int64_t base = 0; base < cols; base += kSmallRow) {
-    float v[kPerThread];
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int64_t i = base + threadIdx.x + j * kSmallThreads;
-      v[j] = i < cols ? xr[i] : -INFINITY;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const float v = xr[i];
+    if (v > m) {
+      s = s * expf(m - v) + 1.0f;
+      m = v;
+    } else if (v != -INFINITY) {
+      s += expf(v - m);  // NaN makes the sum NaN, as log_softmax's
     }
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int64_t i = base + threadIdx.x + j * kSmallThreads;
-      if (i >= cols) continue;
-      if (v[j] > m) {
-        s = s * expf(m - v[j]) + 1.0f;
-        m = v[j];
-      } else if (v[j] != -INFINITY) {
-        s += expf(v[j] - m);  // NaN makes the sum NaN, as log_softmax's
-      }
-      const uint64_t key = ArgmaxKey(v[j], static_cast<uint32_t>(i));
-      InsertKey(best, key);
-    }
+    InsertKey(best, ArgmaxKey(v, static_cast<uint32_t>(i)));
   }
-  const float2 total = BlockMaxSum<kSmallThreads>(m, s);
-  const float log_sum = logf(total.y);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   for (int r = 0; r < k; ++r) {
-    const uint64_t top = PopBlockBest(best);
-    if (threadIdx.x == 0) {
-      const uint32_t index = 0xFFFFFFFFu - static_cast<uint32_t>(top & 0xFFFFFFFFu);
-      indices[row * k + r] = index;
-      values[row * k + r] = xr[index] - total.x - log_sum;
+    uint64_t top = best[0];
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) top = MaxKey(top, __shfl_xor_sync(0xFFFFFFFFu, top, offset));
+    if (top != 0 && best[0] == top) {
+#pragma unroll
+      for (int b = 0; b < K - 1; ++b) best[b] = best[b + 1];
+      best[K - 1] = 0;
+    }
+    if (lane == 0) candidates[warp * k + r] = top;
+  }
+  const float2 total = BlockMaxSum(m, s);  // synchronises: the candidates are in
+  const int n = kWarps * k, c = threadIdx.x;
+  if (c < n) {
+    int above = 0;
+    for (int j = 0; j < n; ++j)
+      above += candidates[j] > candidates[c] || (candidates[j] == candidates[c] && j < c);
+    if (above < k) keys[(row * splits + split) * k + above] = candidates[c];
+  }
+  if (threadIdx.x == 0) parts[row * splits + split] = total;
+}
+
+// Entries of list[0..n), sorted descending, above `key`.
+__device__ __forceinline__ int AboveInSorted(const uint64_t* list, int n, uint64_t key) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (list[mid] > key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
     }
   }
+  return lo;
+}
+
+// One block per row, kThreads (>= splits * k) threads: the k best of the
+// splits' lists (each sorted, best first; a key's rank is its place in its
+// list plus the entries above it in the others, by binary search), and the
+// row's (max, sum of exp) from the splits'.
+__global__ void __launch_bounds__(kThreads)
+    TopKLogSoftmaxMerge(const float* __restrict__ x, const uint64_t* __restrict__ keys,
+                        const float2* __restrict__ parts, float* __restrict__ values, int64_t* __restrict__ indices,
+                        int64_t cols, int splits, int k) {
+  __shared__ uint64_t candidates[kThreads];
+  const int64_t row = blockIdx.x;
+  const int n = splits * k, c = threadIdx.x;
+  candidates[c] = c < n ? keys[row * n + c] : 0;
+  float m = -INFINITY, s = 0.0f;
+  if (c < splits) {
+    const float2 part = parts[row * splits + c];
+    m = part.x;
+    s = part.y;
+  }
+  const float2 total = BlockMaxSum(m, s);  // synchronises: the candidates are in
+  if (c >= n || candidates[c] == 0) return;  // zero keys fill chunks shorter than k
+  const int own = c / k;
+  int above = c % k;
+  for (int list = 0; list < splits && above < k; ++list)
+    if (list != own) above += AboveInSorted(candidates + list * k, k, candidates[c]);
+  if (above >= k) return;
+  const float* xr = x + row * cols;
+  const uint32_t index = 0xFFFFFFFFu - static_cast<uint32_t>(candidates[c] & 0xFFFFFFFFu);
+  indices[row * k + above] = index;
+  values[row * k + above] = xr[index] - total.x - logf(total.y);
 }
 
 // One block per row: the k largest x / max(divisor, FLT_MIN) (x alone
@@ -438,20 +487,24 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
   return cudaGetLastError();
 }
 
-int LaunchTopKLogSoftmax(const float* x, float* values, int64_t* indices, int64_t rows, int64_t cols, int k,
-                         void* stream) {
+int LaunchTopKLogSoftmax(const float* x, float* values, int64_t* indices, uint64_t* workspace_keys,
+                         float* workspace_parts, int64_t rows, int64_t cols, int k, void* stream) {
   if (rows < 1 || rows > 65535 || k < 1 || k > 32 || cols < k || cols >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  const auto grid = static_cast<unsigned>(rows);
+  const int64_t splits = TopKLogSoftmaxSplits(cols, k), chunk = (cols + splits - 1) / splits;
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(rows));
+  auto* parts = reinterpret_cast<float2*>(workspace_parts);
   if (k <= 4) {
-    TopKLogSoftmaxRows<4><<<grid, kSmallThreads, 0, s>>>(x, values, indices, cols, k);
+    TopKLogSoftmaxChunks<4><<<grid, kThreads, 0, s>>>(x, workspace_keys, parts, cols, chunk, k);
   } else if (k <= 8) {
-    TopKLogSoftmaxRows<8><<<grid, kSmallThreads, 0, s>>>(x, values, indices, cols, k);
+    TopKLogSoftmaxChunks<8><<<grid, kThreads, 0, s>>>(x, workspace_keys, parts, cols, chunk, k);
   } else if (k <= 16) {
-    TopKLogSoftmaxRows<16><<<grid, kSmallThreads, 0, s>>>(x, values, indices, cols, k);
+    TopKLogSoftmaxChunks<16><<<grid, kThreads, 0, s>>>(x, workspace_keys, parts, cols, chunk, k);
   } else {
-    TopKLogSoftmaxRows<32><<<grid, kSmallThreads, 0, s>>>(x, values, indices, cols, k);
+    TopKLogSoftmaxChunks<32><<<grid, kThreads, 0, s>>>(x, workspace_keys, parts, cols, chunk, k);
   }
+  TopKLogSoftmaxMerge<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+      x, workspace_keys, parts, values, indices, cols, static_cast<int>(splits), k);
   return cudaGetLastError();
 }
 

@@ -66,14 +66,23 @@ int LaunchTopKRows(const float* x, const float* divisor, float* values, int64_t*
 int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
                           void* stream);
 
+// Chunks per row for LaunchTopKLogSoftmax: kRowChunk elements each, fewer
+// (and longer) where the merge's splits * k candidates would pass 256.
+inline int64_t TopKLogSoftmaxSplits(int64_t cols, int k) {
+  const int64_t most = 256 / k;
+  return RowChunks(cols) < most ? RowChunks(cols) : most;
+}
+
 // The k largest x[r][i] of each row, best first (among equal values the
 // smaller index; NaN above every number, as ArgmaxRows), and their
 // log-softmax x[r][i] - M_r - log S_r (M_r the row's maximum, S_r its sum of
 // exp(x - M_r), summed in another order than ATen's). x [rows, cols] float32;
-// values [rows, k] float32; indices [rows, k] int64. 1 <= k <= 32, k <= cols
-// < 2^32. One block per row, one launch.
-int LaunchTopKLogSoftmax(const float* x, float* values, int64_t* indices, int64_t rows, int64_t cols, int k,
-                         void* stream);
+// values [rows, k] float32; indices [rows, k] int64; workspace_keys rows *
+// splits * k uint64 and workspace_parts rows * splits * 2 floats, splits =
+// TopKLogSoftmaxSplits(cols, k). 1 <= k <= 32, k <= cols < 2^32. A block
+// per (row, chunk), then one per row merging the chunks' k best.
+int LaunchTopKLogSoftmax(const float* x, float* values, int64_t* indices, uint64_t* workspace_keys,
+                         float* workspace_parts, int64_t rows, int64_t cols, int k, void* stream);
 
 }  // namespace row_kernels
 }  // namespace speclab
