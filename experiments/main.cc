@@ -8,6 +8,7 @@
 //   speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] ...
 //   speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] ...
 //   speclab datastore --tokenizer PATH --out FILE TEXT... | --token-files --vocab-size N --out FILE IDS...
+//   speclab report DIR [--group-by KEYS] [--out DIR]
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "experiments/measure_acceptance.h"
 #include "experiments/overhead_bench.h"
 #include "experiments/plugin_list.h"
+#include "experiments/report.h"
 #include "experiments/train.h"
 #include "framework/plugin_loader.h"
 
@@ -47,6 +49,7 @@ constexpr char kUsage[] =
     "                         [--trace DIR]\n"
     "  speclab datastore --tokenizer PATH --out FILE.splds TEXT...   (the retrieval drafter's datastore)\n"
     "  speclab datastore --token-files --vocab-size N --out FILE.splds IDS.i32...\n"
+    "  speclab report RUN_DIR [--group-by KEY,...] [--out DIR]   (tables, SVG plots, HTML of a run or sweep)\n"
     "  speclab --version | COMMAND --help\n";
 
 int Fail(const absl::Status& status) {
@@ -202,6 +205,14 @@ int main(int argc, char** argv) {
     if (!flags.ok()) return Usage(std::string(flags.status().message()));
     absl::Status status = speclab::RunDatastore(*flags);
     return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "report") {
+    auto flags = speclab::ParseReportFlags(args);
+    if (!flags.ok()) return Usage(std::string(flags.status().message()));
+    auto written = speclab::WriteReport(*flags);
+    if (!written.ok()) return Fail(written.status());
+    for (const std::string& path : *written) std::cout << path << "\n";
+    return 0;
   }
   return Usage(absl::StrFormat("unknown command '%s'", command));
 }

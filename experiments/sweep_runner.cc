@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "experiments/csv_table.h"
 #include "experiments/progress.h"
 #include "framework/core/file_util.h"
 
@@ -22,14 +23,6 @@ std::string CellFolder(const std::string& dir, const SweepCell& cell) {
 
 bool Finished(const std::string& dir, const SweepCell& cell) {
   return fs::exists(fs::path(CellFolder(dir, cell)) / "summary.csv");
-}
-
-// A CSV field: quoted when it holds a separator (swept values such as "[0, 1]").
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 }  // namespace

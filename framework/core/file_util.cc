@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,14 @@ absl::Status MoveInPlace(const std::string& partial, const std::string& path) {
   if (std::rename(partial.c_str(), path.c_str()) != 0)
     return absl::DataLossError(absl::StrCat(path, ": cannot move the written file in place: ", std::strerror(errno)));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return content;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {

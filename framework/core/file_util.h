@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace speclab {
 
@@ -13,6 +14,9 @@ namespace speclab {
 // copy of libstdc++'s filesystem symbols, and that remove_all crashes (a call
 // through a null pointer) on non-empty folders when it wins symbol resolution.
 void RemoveTree(const std::string& path);
+
+// The whole of `path`, or an error naming it.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // Writes `content` to `path` atomically (PATH.partial, then one rename), so
 // that a killed process never leaves half a file; says if it could not.
