@@ -183,6 +183,7 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
 // fused_ops.h): the residual add rides with the next norm, RoPE with the
 // K/V cache write. Otherwise (a trainer re-pointed some views) the plain layers.
 at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx) {
+  ++passes[tokens.size(0)];
   const ModelConfig& c = config;
   const double eps = c.rms_norm_eps;
   at::Tensor x = at::embedding(embed, tokens);

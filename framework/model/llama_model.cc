@@ -398,6 +398,7 @@ void LlamaModel::SetBatchInvariant(bool enable) {
 
 bool LlamaModel::batch_invariant() const { return impl_->batch_invariant; }
 int64_t LlamaModel::graph_captures() const { return impl_->captures; }
+const std::map<int64_t, int64_t>& LlamaModel::executed_passes() const { return impl_->passes; }
 bool LlamaModel::cuda_graphs_enabled() const { return impl_->static_shapes; }
 
 int64_t LlamaModel::DecodeWeightBytes() const {

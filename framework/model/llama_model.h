@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -136,6 +137,13 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   // CUDA graphs captured so far (a capture during timed decoding costs
   // milliseconds: experiments report it).
   int64_t graph_captures() const;
+  // The passes over the cache this model's host code ran, by token count
+  // (padded where static shapes pad a forward to its bucket): what
+  // forward_counts() must match, pass for pass, for predicted times to price
+  // the work done (experiments/forward_costs.h). A CUDA graph's body runs on
+  // the host once, at capture, so compare them where bodies run eagerly (the
+  // CPU, or graphs off).
+  const std::map<int64_t, int64_t>& executed_passes() const;
 
   // Training: causal forward of tokens [B, T] (positions 0..T-1), no cache,
   // autograd enabled. Returns logits [B, T, vocab] in the parameters' dtype.

@@ -259,6 +259,7 @@ struct LlamaModel::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedLevels> level_graphs;
   std::vector<const void*> captured_weights;  // the weight addresses the graphs read
   int64_t captures = 0;
+  std::map<int64_t, int64_t> passes;  // CachedLayers runs by token count (LlamaModel::executed_passes)
 
   // Parameters are allocated (uninitialised) unless `allocate` is false: the
   // caller then points them at another model's (ShareLayers).

@@ -89,8 +89,10 @@ absl::Status VerifyOnceStatus(const Verifier& verifier, const Instance& instance
 // E[accepted drafts per step], exactly.
 double ExpectedAccepted(const Verifier& verifier, const Instance& instance);
 
-// Khisti et al. Figure 2, left panel (§5.5): p = (1/3, 1/3, 1/3),
-// q = (1/3, q2, 2/3 - q2), K = 2 i.i.d. drafts, one position.
+// The setting of Khisti et al.'s Figure 2, left panel (§5.5): p = (1/3,
+// 1/3, 1/3), q = (1/3, q2, 2/3 - q2), K = 2 i.i.d. drafts, one position. Its
+// values below are a computation of that setting made for the catalogue,
+// not numbers read from the paper (the figure is a plot).
 Instance Figure2Instance(double q2);
 struct Figure2Row {
   double q2;
@@ -98,7 +100,7 @@ struct Figure2Row {
   double spectr;
   double specinfer;
 };
-// The values tabulated in §5.5 (4 decimals).
+// The catalogue's computed values (§5.5, 4 decimals).
 const std::vector<Figure2Row>& Figure2Table();
 // A value read from a table of 4 decimals is within half a unit of its last
 // place of the exact one.

@@ -23,8 +23,9 @@ constexpr double kThreeDecimals = 0.5e-3;
 
 const std::vector<double> kAcceptance = {.65, .10, .05, .03, .02, .015, .01, .008};
 
-// docs/algorithms.md §5.4: optimal trees for kAcceptance, depth <= 20.
-TEST(SequoiaDpTest, ReproducesTheTableOfSection54) {
+// docs/algorithms.md §5.4: optimal trees for kAcceptance (an invented worked
+// example, not a table of the paper), depth <= 20.
+TEST(SequoiaDpTest, MatchesTheWorkedExampleOfSection54) {
   const std::vector<int> budgets = {2, 4, 8, 16, 32, 64, 128};
   const std::vector<double> expected = {1.650, 2.347, 2.817, 3.205, 3.588, 3.969, 4.333};
   auto table = SequoiaTable::Compute(kAcceptance, 128, /*max_levels=*/21);

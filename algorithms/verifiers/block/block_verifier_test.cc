@@ -46,6 +46,23 @@ TEST(BlockVerifierTest, NeverAcceptsLessThanTokenWiseRejection) {
             kLossyThreshold);  // strictly better somewhere, far beyond rounding
 }
 
+// The paper's own example (Sun et al., ICLR 2025): two tokens, the same p =
+// (1/3, 2/3) and q = (2/3, 1/3) at every position, gamma = 2. Token-wise
+// rejection accepts 2/3 + (2/3)^2 = 10/9 drafts in expectation, block
+// verification 11/9. Exact enumeration: a few dozen products and sums of
+// numbers in [0, 1], so rounding stays within kLosslessTolerance.
+TEST(BlockVerifierTest, ReproducesTheToyExampleOfSunEtAl) {
+  auto block = MakeVerifier("block");
+  auto tokenwise = MakeVerifier("rejection");
+  ASSERT_NE(block, nullptr);
+  ASSERT_NE(tokenwise, nullptr);
+  Instance instance = MakeInstance({1, 1}, 2, DraftMode::kIndependent, 1);
+  instance.target.constant_row = {1.0 / 3, 2.0 / 3};
+  instance.draft.constant_row = {2.0 / 3, 1.0 / 3};
+  EXPECT_NEAR(ExpectedAccepted(*tokenwise, instance), 10.0 / 9, kLosslessTolerance);
+  EXPECT_NEAR(ExpectedAccepted(*block, instance), 11.0 / 9, kLosslessTolerance);
+}
+
 TEST(BlockVerifierTest, AcceptsEverythingWhenDraftEqualsTarget) {
   // The degenerate case of §1.9: w_i = 1 and p = q, so Σr_i + 1 - w_i = 0.
   auto verifier = MakeVerifier("block");

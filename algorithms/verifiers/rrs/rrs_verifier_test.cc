@@ -34,7 +34,7 @@ TEST(RrsVerifierTest, EqualsSpecInferWhenSiblingsShareARow) {
   }
 }
 
-TEST(RrsVerifierTest, ReproducesKhistiFigure2) {
+TEST(RrsVerifierTest, MatchesTheComputedFigure2Setting) {
   auto verifier = MakeVerifier("rrs");
   ASSERT_NE(verifier, nullptr);
   for (const Figure2Row& row : Figure2Table())

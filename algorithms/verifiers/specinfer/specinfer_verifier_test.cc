@@ -23,7 +23,7 @@ TEST(SpecInferVerifierTest, LosslessForIndependentDraftsWithSharedOrPerChildRows
   ExpectLossless(*verifier, instances, "specinfer (iid, per-child, one-hot)");
 }
 
-TEST(SpecInferVerifierTest, ReproducesKhistiFigure2) {
+TEST(SpecInferVerifierTest, MatchesTheComputedFigure2Setting) {
   auto verifier = MakeVerifier("specinfer");
   ASSERT_NE(verifier, nullptr);
   for (const Figure2Row& row : Figure2Table())

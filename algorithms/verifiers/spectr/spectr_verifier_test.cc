@@ -51,7 +51,7 @@ TEST(SpecTrVerifierTest, LosslessForIidDrafts) {
   ExpectLossless(*verifier, Catalogue(DraftMode::kIndependent, false), "spectr (iid)");
 }
 
-TEST(SpecTrVerifierTest, ReproducesKhistiFigure2) {
+TEST(SpecTrVerifierTest, MatchesTheComputedFigure2Setting) {
   auto verifier = MakeVerifier("spectr");
   ASSERT_NE(verifier, nullptr);
   for (const Figure2Row& row : Figure2Table()) {
