@@ -132,16 +132,7 @@ class BestFirstTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder 
         root != nullptr ? device->DraftLevelsAt(*root, levels, pick) : device->DraftLevels(levels, pick);
     if (grown.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!grown.ok()) return grown.status();
-    const std::vector<at::Tensor>& tree = grown->back();
-    DraftTree draft;
-    draft.tree = TokenTree(request.root_token);
-    const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(tree[0].device())
-                                                  : at::full({1}, request.root_token, tree[0].options());
-    draft.tokens = at::cat({root_token, tree[0]});
-    draft.sampling = DraftSampling::kDeterministic;
-    draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3],
-                                                .depth_bound = rule.iterations};
-    return draft;
+    return tree_builders::KeptOnDevice(request, root, grown->back(), rule.iterations);
   }
 
   absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request) {

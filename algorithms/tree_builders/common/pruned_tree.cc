@@ -1,5 +1,7 @@
 #include "algorithms/tree_builders/common/pruned_tree.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -42,6 +44,19 @@ absl::StatusOr<DraftTree> TreeFromCandidates(int32_t root_token, const std::vect
   out.tokens = TokensToDevice(out.tree.tokens(), device);
   out.sampling = DraftSampling::kDeterministic;
   return out;
+}
+
+DraftTree KeptOnDevice(const BuildRequest& request, const DeviceRoot* root, const std::vector<at::Tensor>& kept,
+                       int64_t depth_bound) {
+  DraftTree draft;
+  draft.tree = TokenTree(request.root_token);
+  const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(kept[0].device())
+                                                : at::full({1}, request.root_token, kept[0].options());
+  draft.tokens = at::cat({root_token, kept[0]});
+  draft.sampling = DraftSampling::kDeterministic;
+  draft.device_shape = DraftTree::DeviceShape{.parents = kept[1], .depths = kept[2], .mask = kept[3],
+                                              .depth_bound = depth_bound};
+  return draft;
 }
 
 }  // namespace tree_builders

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "framework/core/token_tree.h"
+#include "framework/device/device_drafter.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -44,6 +45,14 @@ std::vector<int> BestCandidates(const std::vector<Candidate>& candidates, int ke
 // root. Fails if a selected candidate's parent is not selected.
 absl::StatusOr<DraftTree> TreeFromCandidates(int32_t root_token, const std::vector<Candidate>& candidates,
                                              std::vector<int> selected, c10::Device device);
+
+// The draft whose tree the device kept (the last level's kept tensors of
+// DeviceDrafter::DraftLevels: tokens [n - 1], parents [n], depths [n] and
+// mask [n, n]), rooted at request.root_token, or at root->last_two[1] where
+// only the device knows the root. Deterministic; its shape stays on the
+// device (DraftTree::DeviceShape), no deeper than depth_bound.
+DraftTree KeptOnDevice(const BuildRequest& request, const DeviceRoot* root, const std::vector<at::Tensor>& kept,
+                       int64_t depth_bound);
 
 }  // namespace tree_builders
 }  // namespace speclab

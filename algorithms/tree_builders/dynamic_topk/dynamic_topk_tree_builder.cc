@@ -124,16 +124,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
                         : device->DraftLevels(static_cast<int>(depth), pick);
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
-    const std::vector<at::Tensor>& tree = levels->back();
-    DraftTree draft;
-    draft.tree = TokenTree(request.root_token);
-    const at::Tensor root_token = root != nullptr ? root->last_two.narrow(0, 1, 1).to(tree[0].device())
-                                                  : at::full({1}, request.root_token, tree[0].options());
-    draft.tokens = at::cat({root_token, tree[0]});
-    draft.sampling = DraftSampling::kDeterministic;
-    draft.device_shape = DraftTree::DeviceShape{.parents = tree[1], .depths = tree[2], .mask = tree[3],
-                                                .depth_bound = depth + 1};
-    return draft;
+    return tree_builders::KeptOnDevice(request, root, levels->back(), depth + 1);
   }
 
   // The `kept` best candidates of the pool as a tree of kept + 1 nodes, in

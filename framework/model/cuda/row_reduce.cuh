@@ -30,6 +30,14 @@ __device__ __forceinline__ uint64_t ArgmaxKey(float v, uint32_t index) {
 
 __device__ __forceinline__ uint64_t MaxKey(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+// A float64 as an orderable key: unsigned order is numeric order, every NaN
+// above +inf, -0 equal to +0 (the tree builders' score rankings).
+__device__ __forceinline__ uint64_t OrderKey(double v) {
+  if (isnan(v)) return ~uint64_t{0};
+  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v + 0.0));  // -0 + 0 = +0
+  return (bits >> 63) ? ~bits : (bits | (uint64_t{1} << 63));
+}
+
 // The block's largest key (valid in every thread); kBlock threads.
 template <int kBlock = kThreads>
 __device__ __forceinline__ uint64_t BlockMaxKey(uint64_t key) {

@@ -9,19 +9,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "framework/model/cuda/row_reduce.cuh"
+
 namespace speclab {
 namespace growth_kernels {
 namespace {
 
-constexpr int kThreads = static_cast<int>(kMaxItems);
+using row_reduce::OrderKey;
 
-// A float64 as an orderable key: unsigned order is numeric order, every NaN
-// above +inf, -0 equal to +0.
-__device__ __forceinline__ uint64_t OrderKey(double v) {
-  if (isnan(v)) return ~uint64_t{0};
-  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v + 0.0));  // -0 + 0 = +0
-  return (bits >> 63) ? ~bits : (bits | (uint64_t{1} << 63));
-}
+constexpr int kThreads = static_cast<int>(kMaxItems);
 
 // Entries of keys[0..n) above entry i (a larger key, or an equal one earlier).
 __device__ __forceinline__ int Above(const uint64_t* keys, int n, int i) {

@@ -6,19 +6,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "framework/model/cuda/row_reduce.cuh"
+
 namespace speclab {
 namespace frontier_kernels {
 namespace {
 
-constexpr int kThreads = static_cast<int>(kMaxTreeItems);
+using row_reduce::OrderKey;
 
-// A float64 as an orderable key: unsigned order is numeric order, every NaN
-// above +inf, -0 equal to +0.
-__device__ __forceinline__ uint64_t OrderKey(double v) {
-  if (isnan(v)) return ~uint64_t{0};
-  const uint64_t bits = static_cast<uint64_t>(__double_as_longlong(v + 0.0));  // -0 + 0 = +0
-  return (bits >> 63) ? ~bits : (bits | (uint64_t{1} << 63));
-}
+constexpr int kThreads = static_cast<int>(kMaxTreeItems);
 
 // Entry i's place among the `count` largest of keys[0..n) kept in index
 // order (among equal keys the smaller index ranks higher), or -1 where i is
