@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,12 +19,22 @@ pid_t StartCli(const std::vector<std::string>& args, const std::string& log) {
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The test's environment, with two compute threads unless it sets its own:
+  // beside a parallel ctest on a many-core machine, LibTorch's default (a
+  // thread a core in every process) oversubscribes the cores a hundredfold.
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+  for (const char* threads : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (std::getenv(threads) == nullptr) environment.emplace_back(std::string(threads) + "=2");
+  std::vector<char*> envp;
+  for (std::string& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {  // only async-signal-safe calls until exec
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   return pid;

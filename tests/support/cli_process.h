@@ -12,7 +12,9 @@
 namespace speclab::testing {
 
 // Starts the speclab binary built beside the test binary with `args`; its
-// stdout and stderr go to the file `log`.
+// stdout and stderr go to the file `log`. It gets two compute threads
+// (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS) unless the test's environment
+// names its own.
 pid_t StartCli(const std::vector<std::string>& args, const std::string& log);
 
 // Waits for `pid`: its exit status, or minus the signal that ended it.
