@@ -109,9 +109,15 @@ struct Group {
   double tau() const { return forwards > 0 ? new_tokens / forwards : NAN; }
 };
 
+// The index of `name` among the group columns, or -1.
+int ColumnAt(const std::vector<std::string>& columns, const std::string& name) {
+  const auto at = std::find(columns.begin(), columns.end(), name);
+  return at == columns.end() ? -1 : static_cast<int>(at - columns.begin());
+}
+
 std::vector<Group> Pool(const Summary& s, const std::vector<std::string>& columns) {
   const CsvTable& t = s.table;
-  const bool by_task = std::find(columns.begin(), columns.end(), "task") != columns.end();
+  const bool by_task = ColumnAt(columns, "task") >= 0;
   std::vector<int> at;
   for (const std::string& c : columns) at.push_back(t.Column(c));
   auto field = [&](const std::vector<std::string>& row, const char* name) {
@@ -230,6 +236,14 @@ struct Plot {
   Chart chart;
 };
 
+// The series of `chart` labelled `label`, appended where it is new.
+ChartSeries& SeriesNamed(Chart& chart, const std::string& label) {
+  for (ChartSeries& series : chart.series)
+    if (series.label == label) return series;
+  chart.series.push_back({.label = label});
+  return chart.series.back();
+}
+
 // Drops the label parts ("key=value", split at ", ") that every series of
 // `chart` shares: they say nothing there (a sweep over one method, say).
 void ShortenLabels(Chart& chart) {
@@ -264,14 +278,11 @@ void SummaryPlots(const std::vector<Group>& groups, const std::vector<std::strin
                   .x_label = ShortName(columns[k]),
                   .y_label = tau ? "tokens per target forward (tau)" : "speedup over autoregressive",
                   .y_reference = tau ? -1.0 : 1.0};
-      std::map<std::string, size_t> series;
       for (const Group& g : groups) {
         if (g.method == kBaseline) continue;
-        const std::string label = Label(g.key, columns, static_cast<int>(k));
-        auto [it, fresh] = series.emplace(label, chart.series.size());
-        if (fresh) chart.series.push_back({.label = label});
-        chart.series[it->second].x.push_back(Number(g.key[k]));
-        chart.series[it->second].y.push_back(tau ? g.tau() : g.speedup.Get());
+        ChartSeries& series = SeriesNamed(chart, Label(g.key, columns, static_cast<int>(k)));
+        series.x.push_back(Number(g.key[k]));
+        series.y.push_back(tau ? g.tau() : g.speedup.Get());
       }
       for (ChartSeries& cs : chart.series) {  // in x order
         std::vector<size_t> order(cs.x.size());
@@ -287,35 +298,29 @@ void SummaryPlots(const std::vector<Group>& groups, const std::vector<std::strin
     }
   }
   if (!any_numeric) {
-    const auto t = std::find(columns.begin(), columns.end(), "temperature");
-    const int t_at = t == columns.end() ? -1 : static_cast<int>(t - columns.begin());
+    const int t_at = ColumnAt(columns, "temperature");
     Chart chart{.kind = Chart::Kind::kBars, .title = "speedup over autoregressive", .x_label = "",
                 .y_label = "speedup", .y_reference = 1.0};
-    std::map<std::string, size_t> category, series;
     for (const Group& g : groups) {
       if (g.method == kBaseline) continue;
-      const std::string c = Label(g.key, columns, t_at), s_label = t_at < 0 ? "all" : "T=" + g.key[t_at];
-      auto [ci, new_category] = category.emplace(c, chart.categories.size());
-      if (new_category) chart.categories.push_back(c);
-      auto [si, new_series] = series.emplace(s_label, chart.series.size());
-      if (new_series) chart.series.push_back({.label = s_label});
-      std::vector<double>& y = chart.series[si->second].y;
-      if (y.size() <= ci->second) y.resize(ci->second + 1, NAN);
-      y[ci->second] = g.speedup.Get();
+      const std::string category = Label(g.key, columns, t_at);
+      auto at = std::find(chart.categories.begin(), chart.categories.end(), category);
+      if (at == chart.categories.end()) at = chart.categories.insert(at, category);
+      const size_t c = static_cast<size_t>(at - chart.categories.begin());
+      std::vector<double>& y = SeriesNamed(chart, t_at < 0 ? "all" : "T=" + g.key[t_at]).y;
+      if (y.size() <= c) y.resize(c + 1, NAN);
+      y[c] = g.speedup.Get();
     }
     plots.push_back({.file = "speedup.svg", .title = chart.title, .chart = std::move(chart)});
   }
   Chart measured{.kind = Chart::Kind::kPoints, .title = "measured against predicted speedup",
                  .x_label = "predicted speedup (forwards priced at measured costs)", .y_label = "measured speedup",
                  .diagonal = true};
-  std::map<std::string, size_t> series;
   for (const Group& g : groups) {
     if (g.method == kBaseline || std::isnan(g.predicted.Get())) continue;
-    const std::string label = g.method.empty() ? "pooled" : g.method;
-    auto [it, fresh] = series.emplace(label, measured.series.size());
-    if (fresh) measured.series.push_back({.label = label});
-    measured.series[it->second].x.push_back(g.predicted.Get());
-    measured.series[it->second].y.push_back(g.speedup.Get());
+    ChartSeries& series = SeriesNamed(measured, g.method.empty() ? "pooled" : g.method);
+    series.x.push_back(g.predicted.Get());
+    series.y.push_back(g.speedup.Get());
   }
   if (!measured.series.empty())
     plots.push_back({.file = "measured_vs_predicted.svg", .title = measured.title, .chart = std::move(measured)});
@@ -419,8 +424,7 @@ absl::Status StepPlots(const ReportFlags& flags, const Summary& s, const std::ve
     }
   }
   // One chart a temperature where there are several (their lines differ most).
-  const auto t = std::find(columns.begin(), columns.end(), "temperature");
-  const int t_at = t == columns.end() ? -1 : static_cast<int>(t - columns.begin());
+  const int t_at = ColumnAt(columns, "temperature");
   std::map<std::string, std::vector<const KeyedSteps*>> by_temperature;
   for (const KeyedSteps& g : groups) by_temperature[t_at < 0 ? "" : g.key[t_at]].push_back(&g);
   for (const auto& [temperature, members] : by_temperature) {
