@@ -321,52 +321,25 @@ __global__ void __launch_bounds__(kSmallThreads)
 }
 
 // The order of float32 values as unsigned keys (NaN above every number, -0
-// as +0), for the radix select below.
+// as +0, -inf above 0, which no value maps to), for the selections below.
 __device__ __forceinline__ uint32_t OrderKey(float v) {
   const uint32_t bits = __float_as_uint(v + 0.0f);
   return isnan(v) ? 0xFFFFFFFFu : (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-// One block per row: y = x / t; the k-th largest key of y by a radix select
-// (4 passes of 8 bits over a 256-bin shared histogram, each warp adding its
-// lanes of one bin with one atomic, one warp finding the digit); then the
-// softmax of the entries at or above it (ties kept) and zeros elsewhere.
-// kCached: rows of at most kSmallRow entries, held in registers across the
-// six passes (loaded once) rather than read again each pass.
-template <bool kCached>
-__global__ void __launch_bounds__(kSmallThreads)
-    TopKSoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ out, int64_t cols, int64_t k, float t) {
+constexpr int kSmallWarps = kSmallThreads / kWarpSize;
+constexpr int kMaxCandidates = 256;
+
+// The k-th largest key of a row (k counted with multiplicity) by a radix
+// select: 4 passes of 8 bits over a 256-bin shared histogram, each warp
+// adding its lanes of one bin with one atomic, one warp finding the digit.
+// for_each(body) calls body(i, y, valid) for every entry the thread owns.
+template <typename ForEach>
+__device__ uint32_t RadixSelectKey(const ForEach& for_each, int64_t k) {
   __shared__ unsigned hist[257];  // bin 256: lanes with nothing to count
   __shared__ uint32_t chosen_prefix;
   __shared__ int64_t chosen_remaining;
-  const int64_t row = blockIdx.x;
-  const float* xr = x + row * cols;
-  float* outr = out + row * cols;
   const int lane = threadIdx.x % kWarpSize;
-  float cache[kCached ? kPerThread : 1];
-  if constexpr (kCached) {
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int64_t i = threadIdx.x + j * kSmallThreads;
-      cache[j] = i < cols ? xr[i] / t : 0.0f;
-    }
-  }
-  // body(i, y, valid) for every entry this thread owns, the same number of
-  // calls in every thread of the block (warp-wide operations inside).
-  const auto for_each = [&](auto&& body) {
-    if constexpr (kCached) {
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        const int64_t i = threadIdx.x + j * kSmallThreads;
-        body(i, cache[j], i < cols);
-      }
-    } else {
-      for (int64_t base = 0; base < cols; base += kSmallThreads) {
-        const int64_t i = base + threadIdx.x;
-        body(i, i < cols ? xr[i] / t : 0.0f, i < cols);
-      }
-    }
-  };
   uint32_t prefix = 0, mask = 0;
   int64_t remaining = k;
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -407,20 +380,155 @@ __global__ void __launch_bounds__(kSmallThreads)
     remaining = chosen_remaining;
     mask |= 0xFFu << shift;
   }
-  // prefix is now the k-th largest key: keep y >= it.
-  float m = -INFINITY, s = 0.0f;
+  return prefix;
+}
+
+// The top-k softmax of a row from its candidates, when k <= kSmallWarps: the
+// k-th largest of the warps' maxima, L, has at least k entries at or above
+// it, so the k-th largest entry, T, is at least L, and every kept entry is
+// among the entries at or above L (a few times k in a row of logits). Those
+// are gathered in shared memory and ranked (by key, then index); the kept
+// ones, in rank order, give the sum of exp(y - max) in a fixed order. Returns
+// false, with the block in step, where more than kMaxCandidates reach L
+// (rows with many ties near the top): the radix select then takes over.
+struct KeptRow {
+  uint32_t threshold;  // T's key
+  float max, sum;      // the largest y and the sum of exp(y - max) over kept y
+};
+
+template <typename ForEach>
+__device__ bool TopKByCandidates(const ForEach& for_each, int64_t k, KeptRow* kept) {
+  __shared__ uint32_t warp_max[kSmallWarps];
+  __shared__ uint32_t lower;
+  __shared__ int count;
+  __shared__ uint32_t keys[kMaxCandidates];
+  __shared__ uint32_t indices[kMaxCandidates];
+  __shared__ float values[kMaxCandidates];
+  __shared__ float ranked[kMaxCandidates];  // the candidates' y, largest first
+  __shared__ KeptRow result;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  uint32_t mine = 0;
   for_each([&](int64_t, float y, bool valid) {
-    if (!valid || OrderKey(y) < prefix) return;
-    if (y > m) {
-      s = s * expf(m - y) + 1.0f;
-      m = y;
-    } else if (y != -INFINITY) {
-      s += expf(y - m);
+    if (valid) mine = max(mine, OrderKey(y));
+  });
+  mine = __reduce_max_sync(0xFFFFFFFFu, mine);
+  if (lane == 0) warp_max[warp] = mine;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t m = warp_max[lane];
+    int rank = 0;
+    for (int o = 0; o < kSmallWarps; ++o) rank += warp_max[o] > m || (warp_max[o] == m && o < lane);
+    if (rank == k - 1) lower = m;
+  }
+  __syncthreads();
+  const uint32_t bound = lower;
+  for_each([&](int64_t i, float y, bool valid) {
+    const uint32_t key = valid ? OrderKey(y) : 0;
+    const bool take = valid && key >= bound;
+    const unsigned ballot = __ballot_sync(0xFFFFFFFFu, take);
+    if (ballot == 0) return;
+    const int leader = __ffs(ballot) - 1;
+    int base = 0;
+    if (lane == leader) base = atomicAdd(&count, __popc(ballot));
+    base = __shfl_sync(0xFFFFFFFFu, base, leader);
+    const int slot = base + __popc(ballot & ((1u << lane) - 1u));
+    if (take && slot < kMaxCandidates) {
+      keys[slot] = key;
+      indices[slot] = static_cast<uint32_t>(i);
+      values[slot] = y;
     }
   });
-  const float2 total = BlockMaxSum<kSmallThreads>(m, s);
+  __syncthreads();
+  const int n = count;
+  if (n > kMaxCandidates) return false;
+  for (int c = threadIdx.x; c < n; c += kSmallThreads) {
+    const uint32_t key = keys[c], index = indices[c];
+    int rank = 0;
+#pragma unroll 8
+    for (int d = 0; d < n; ++d) rank += keys[d] > key || (keys[d] == key && indices[d] < index);
+    ranked[rank] = values[c];
+    if (rank == k - 1) result.threshold = key;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // Kept: the ranks whose key is at least T (ties at T included), a prefix.
+    const uint32_t threshold = result.threshold;
+    int last = -1;
+    for (int r = lane; r < n; r += kWarpSize)
+      if (OrderKey(ranked[r]) >= threshold) last = r;
+    const int kept_n = __reduce_max_sync(0xFFFFFFFFu, last + 1);
+    const float m = ranked[0];
+    float s = 0.0f;
+    for (int r = lane; r < kept_n; r += kWarpSize) s += expf(ranked[r] - m);
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) s += __shfl_xor_sync(0xFFFFFFFFu, s, offset);
+    if (lane == 0) {
+      result.max = m;
+      result.sum = s;
+    }
+  }
+  __syncthreads();
+  *kept = result;
+  return true;
+}
+
+// One block per row: y = x / t; the softmax of the entries at or above the
+// k-th largest (ties kept) and zeros elsewhere: by candidates where k is
+// small, else by a radix select and a pass for the max and the sum.
+// kCached: rows of at most kSmallRow entries, held in registers across the
+// passes (loaded once) rather than read again each pass; chunks past the
+// row's end are skipped by the whole block alike.
+template <bool kCached>
+__global__ void __launch_bounds__(kSmallThreads)
+    TopKSoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ out, int64_t cols, int64_t k, float t) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  float* outr = out + row * cols;
+  float cache[kCached ? kPerThread : 1];
+  if constexpr (kCached) {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int64_t i = threadIdx.x + j * kSmallThreads;
+      cache[j] = i < cols ? xr[i] / t : 0.0f;
+    }
+  }
+  // body(i, y, valid) for every entry this thread owns, the same number of
+  // calls in every thread of the block (warp-wide operations inside).
+  const auto for_each = [&](auto&& body) {
+    if constexpr (kCached) {
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        if (j * kSmallThreads >= cols) break;
+        const int64_t i = threadIdx.x + j * kSmallThreads;
+        body(i, cache[j], i < cols);
+      }
+    } else {
+#pragma unroll 4
+      for (int64_t base = 0; base < cols; base += kSmallThreads) {
+        const int64_t i = base + threadIdx.x;
+        body(i, i < cols ? xr[i] / t : 0.0f, i < cols);
+      }
+    }
+  };
+  KeptRow kept;
+  if (k > kSmallWarps || !TopKByCandidates(for_each, k, &kept)) {
+    kept.threshold = RadixSelectKey(for_each, k);
+    float m = -INFINITY, s = 0.0f;
+    for_each([&](int64_t, float y, bool valid) {
+      if (!valid || OrderKey(y) < kept.threshold) return;
+      if (y > m) {
+        s = s * expf(m - y) + 1.0f;
+        m = y;
+      } else if (y != -INFINITY) {
+        s += expf(y - m);
+      }
+    });
+    const float2 total = BlockMaxSum<kSmallThreads>(m, s);
+    kept.max = total.x;
+    kept.sum = total.y;
+  }
   for_each([&](int64_t i, float y, bool valid) {
-    if (valid) outr[i] = OrderKey(y) < prefix ? 0.0f : expf(y - total.x) / total.y;
+    if (valid) outr[i] = OrderKey(y) < kept.threshold ? 0.0f : expf(y - kept.max) / kept.sum;
   });
 }
 
