@@ -20,7 +20,8 @@ struct CorpusIds {
   int64_t documents = 0;
 };
 
-// Errors name the file, and the line for text the tokenizer refuses.
+// The ids of the text file at `text` (a path). Errors name the file, and the
+// line for text the tokenizer refuses.
 absl::StatusOr<CorpusIds> TokenizeCorpusText(const Tokenizer& tokenizer, const std::string& text);
 
 }  // namespace speclab

@@ -1,4 +1,6 @@
-// `speclab train TRAIN.yaml`: trains a Llama-architecture language model.
+// `speclab train TRAIN.yaml`: trains a Llama-architecture language model (or,
+// for a YAML with `acceptance_head:`, a length policy's acceptance head:
+// experiments/train_acceptance_head.h).
 //
 // Config (every mapping is checked for unknown keys, errors name FILE:LINE):
 //

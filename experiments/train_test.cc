@@ -1,7 +1,10 @@
 #include "experiments/train.h"
 
+#include "algorithms/length_policies/common/acceptance_head.h"
+
 #include <ATen/ATen.h>
 #include <dirent.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -215,6 +218,39 @@ TEST_F(TrainTest, DistillsInBfloat16FromATeacher) {
   auto tensors = ReadSafetensors(student + "/model.safetensors");
   ASSERT_TRUE(tensors.ok());
   EXPECT_EQ(tensors->begin()->second.scalar_type(), at::kBFloat16);
+}
+
+// The acceptance head of the predicted_acceptance and disco policies: a
+// tiny pair (two short runs), then a head of each feature set, its held-out
+// numbers recorded and the file loadable as a head of the pair's
+// vocabulary; an unknown key is refused, named.
+TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/head_target", drafter = *dir_ + "/head_drafter";
+  ASSERT_TRUE(RunTraining(WriteConfig("head_target.yaml", target), {"training.steps=10"}).ok());
+  ASSERT_TRUE(RunTraining(WriteConfig("head_drafter.yaml", drafter), {"training.steps=3", "training.seed=9"}).ok());
+  for (const std::string features : {"log_probs", "summary"}) {
+    const std::string path = *dir_ + "/head_" + features + ".yaml";
+    const std::string output = *dir_ + "/heads/" + features + ".safetensors";
+    std::ofstream(path) << "acceptance_head:\n  features: " << features << "\n  hidden: 8\n  target: " << target
+                        << "\n  drafter: " << drafter << "\n  temperature: 1.0\ndata:\n  tokenizer: "
+                        << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
+                        << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 40\n  lr: 1e-2\n"
+                           "  log_every: 40\n  eval_windows: 4\noutput: "
+                        << output << "\n";
+    const absl::Status status = RunTraining(path, {});
+    ASSERT_TRUE(status.ok()) << status;
+    auto head = acceptance_head::LoadAcceptanceHead(output);
+    ASSERT_TRUE(head.ok()) << head.status();
+    auto model = LlamaModel::Load(drafter, c10::Device(c10::kCPU), at::kFloat, 16);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ(head->vocab_size, (*model)->config().vocab_size);
+    EXPECT_EQ(acceptance_head::FeaturesName(head->features), features);
+    auto log = ReadFileToString(output + ".log.json");
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_THAT(*log, ::testing::HasSubstr("\"held_out\": {\"positions\": 128"));
+    EXPECT_THAT(RunTraining(path, {"acceptance_head.layers=2"}).message(), ::testing::HasSubstr("layers"));
+  }
 }
 
 }  // namespace

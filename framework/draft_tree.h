@@ -31,7 +31,9 @@ struct DraftTree {
   // [n - 1, 3] float32 on the drafter's device, for chains drafted for a
   // length policy's device-side stop (BuildRequest::keep_draft_facts): each
   // drafted token's DraftProgress, in DeviceDraftFacts' column order (q of the
-  // token, the drafter's own entropy and top probability). Else undefined.
+  // token, the drafter's own entropy and top probability), then, for a policy
+  // that wants_log_probs(), the drafter's own log-probability row ([n - 1,
+  // 3 + vocab]). Else undefined.
   at::Tensor draft_facts;
 
   // Set by builders that choose the tree's shape on the device, so that the

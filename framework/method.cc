@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
 #include "framework/core/verifier_registry.h"
+#include "framework/model/language_model.h"
 
 namespace speclab {
 
@@ -31,7 +32,19 @@ absl::Status Method::CheckCompatible() const {
                                "length policy '", policy_name, "' would be ignored: remove length_policy, or use a "
                                "builder that follows one (chain, multi_sample, dynamic_topk without depth, best_first without "
                                "max_beam_len, opt_tree or trie without max_depth)"));
-  if (policy->wants_progress() && builder_traits.length_control != LengthControl::kPerToken)
+  if (policy->wants_log_probs() && token_only)
+    return refuse(absl::StrCat("length policy '", policy_name, "' reads the drafter's log-probabilities, but drafter '",
+                               drafter_name, "' gives tokens only"));
+  if (policy->wants_log_probs() && policy->log_probs_vocab() > 0) {
+    for (LanguageModel* model : drafter->models()) {
+      if (model->config().vocab_size != policy->log_probs_vocab())
+        return refuse(absl::StrCat("length policy '", policy_name, "' reads log-probability rows of ",
+                                   policy->log_probs_vocab(), " tokens (its head's input), but drafter '",
+                                   drafter_name, "' has a vocabulary of ", model->config().vocab_size));
+    }
+  }
+  if ((policy->wants_progress() || policy->wants_log_probs()) &&
+      builder_traits.length_control != LengthControl::kPerToken)
     return refuse(absl::StrCat("length policy '", policy_name, "' stops drafting token by token, which tree builder '",
                                tree_builder_name, "' never asks it (only chain does)"));
   if (verifier_traits.chain_only && builder_traits.may_branch)

@@ -6,6 +6,9 @@
 #ifndef SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_
 #define SPECLAB_FRAMEWORK_CORE_LENGTH_POLICY_H_
 
+#include <cstdint>
+
+#include "absl/types/span.h"
 #include "framework/core/registry.h"
 
 namespace speclab {
@@ -20,6 +23,10 @@ struct DraftProgress {
   // token-only drafts.
   double draft_entropy = 0;
   double top_probability = 1;
+  // The drafter's own log-probabilities there (log-softmax of its logits,
+  // before the warp), for policies that read them (wants_log_probs()): a
+  // trained head's input. Empty otherwise, and for token-only drafts.
+  absl::Span<const float> log_probs;
 };
 
 // What verification made of one step.
@@ -38,6 +45,14 @@ class DraftLengthPolicy {
   // True if ContinueDrafting() reads the progress: builders then read each
   // drafted token's probability back to the host (one sync per draft token).
   virtual bool wants_progress() const { return false; }
+  // True if ContinueDrafting() reads DraftProgress::log_probs (which implies
+  // wants_progress()): builders then read each drafted token's whole row back
+  // (step by step), or keep the rows on the device for the policy's device
+  // form (DeviceDraftFacts::log_probs).
+  virtual bool wants_log_probs() const { return false; }
+  // The drafter vocabulary those rows must have (a trained head's input
+  // width), checked when the method is loaded; 0: any.
+  virtual int64_t log_probs_vocab() const { return 0; }
   // True if MaxDraftLength() never changes and ContinueDrafting() always
   // continues: the engine may then queue a step before it has observed the
   // one before (pipelined chains); Observe() still sees every step, in order.

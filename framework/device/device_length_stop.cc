@@ -6,7 +6,8 @@ namespace speclab {
 
 DeviceDraftFacts FactsOfColumns(const at::Tensor& facts) {
   return {.draft_probability = facts.select(1, 0), .draft_entropy = facts.select(1, 1),
-          .top_probability = facts.select(1, 2)};
+          .top_probability = facts.select(1, 2),
+          .log_probs = facts.size(1) > 3 ? facts.narrow(1, 3, facts.size(1) - 3) : at::Tensor()};
 }
 
 at::Tensor FirstStopLength(const at::Tensor& stop) {

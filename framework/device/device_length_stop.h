@@ -29,10 +29,14 @@ struct DeviceDraftFacts {
   at::Tensor draft_probability;  // [gamma] float32: q(token) of the drafted token
   at::Tensor draft_entropy;      // [gamma] float32: the drafter's own entropy there, in nats
   at::Tensor top_probability;    // [gamma] float32: the drafter's own largest probability there
+  // [gamma, vocab] float32: the drafter's own log-probabilities there, where
+  // the policy wants_log_probs(); else undefined.
+  at::Tensor log_probs;
 };
 
 // facts [gamma, 3] float32, the columns in DeviceDraftFacts' order (how
-// chain builders keep them: DraftTree::draft_facts), as DeviceDraftFacts.
+// chain builders keep them: DraftTree::draft_facts), as DeviceDraftFacts;
+// [gamma, 3 + vocab] with the log-probability rows after them.
 DeviceDraftFacts FactsOfColumns(const at::Tensor& facts);
 
 class DeviceLengthStop {

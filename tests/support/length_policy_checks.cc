@@ -131,14 +131,22 @@ void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
   at::Generator generator = at::detail::createCPUGenerator(7);
   std::set<int64_t> kept_lengths;
   for (int chain = 0; chain < 200; ++chain) {
-    const at::Tensor facts = at::rand({gamma, 3}, generator, at::kFloat) * at::tensor({1.0f, 5.0f, 1.0f});
+    at::Tensor facts = at::rand({gamma, 3}, generator, at::kFloat) * at::tensor({1.0f, 5.0f, 1.0f});
+    if ((*host)->wants_log_probs()) {
+      // Rows from peaked to flat, as drafters give them.
+      const int64_t vocab = (*host)->log_probs_vocab() > 0 ? (*host)->log_probs_vocab() : 16;
+      const at::Tensor scale = at::rand({gamma, 1}, generator, at::kFloat) * 6;
+      facts = at::cat({facts, (at::randn({gamma, vocab}, generator, at::kFloat) * scale).log_softmax(1)}, 1);
+    }
     const at::Tensor host_facts = facts.to(at::kDouble);
     int expected = gamma;
     for (int d = 1; d <= gamma; ++d) {
       const DraftProgress progress{.depth = d,
                                    .draft_probability = host_facts[d - 1][0].item<double>(),
                                    .draft_entropy = host_facts[d - 1][1].item<double>(),
-                                   .top_probability = host_facts[d - 1][2].item<double>()};
+                                   .top_probability = host_facts[d - 1][2].item<double>(),
+                                   .log_probs = absl::MakeConstSpan(facts[d - 1].data_ptr<float>() + 3,
+                                                                    facts.size(1) - 3)};
       if (!(*host)->ContinueDrafting(progress)) {
         expected = d;
         break;

@@ -51,20 +51,34 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
       return ChainTree(request.root_token, length, {.tokens = tokens}, DraftSampling::kDeterministic);
     }
     ASSIGN_OR_RETURN(ChainResult chain, device->DraftChainAt(root, length, Pick(request)));
-    return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent, request.keep_draft_facts);
+    return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent,
+                     request.keep_draft_facts ? FactsColumns(request, chain.rows) : 0);
   }
 
  private:
   // A drafted token's DraftProgress as a [1, 3] row (DeviceDraftFacts'
   // columns): q(token), then the entropy and the top probability of the
-  // drafter's own distribution (its logits' softmax, before the warp). q
-  // undefined: an argmax draft, whose q is the token's one-hot.
-  static at::Tensor FactsRow(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& token) {
+  // drafter's own distribution (its logits' softmax, before the warp); with
+  // `log_probs`, that distribution's log-probability row after them ([1, 3 +
+  // vocab]). q undefined: an argmax draft, whose q is the token's one-hot.
+  static at::Tensor FactsRow(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& token,
+                             bool log_probs = false) {
     const at::Tensor own = logits.reshape({1, -1}).to(at::kFloat).softmax(-1);
     const at::Tensor top = own.amax(-1, /*keepdim=*/true);
     const at::Tensor entropy = -(own * own.clamp_min(1e-30).log()).sum(-1, /*keepdim=*/true);
     const at::Tensor picked = q.defined() ? q.reshape({1, -1}).gather(1, token.reshape({1, 1})) : at::ones_like(top);
-    return at::cat({picked, entropy, top}, 1);
+    if (!log_probs) return at::cat({picked, entropy, top}, 1);
+    return at::cat({picked, entropy, top, logits.reshape({1, -1}).to(at::kFloat).log_softmax(-1)}, 1);
+  }
+
+  // The facts' columns at the end of a chain's kept rows (PickWithFacts): 3,
+  // or 3 + vocab with the log-probability rows, the vocabulary then read off
+  // the rows' width (q's vocab columns before the facts where tokens are
+  // sampled).
+  static int64_t FactsColumns(const BuildRequest& request, const at::Tensor& rows) {
+    if (!request.policy->wants_log_probs()) return 3;
+    const int64_t vocab = request.sampling.greedy() ? rows.size(1) - 3 : (rows.size(1) - 3) / 2;
+    return 3 + vocab;
   }
 
   static absl::StatusOr<DraftTree> BuildFromContinuation(Drafter& drafter, const BuildRequest& request) {
@@ -93,7 +107,9 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   // (ChainTree splits them).
   static ChainPick Pick(const BuildRequest& request) {
     const SamplingParams sampling = request.sampling;
-    if (request.keep_draft_facts) return PickWithFacts(sampling, request.generator);
+    if (request.keep_draft_facts)
+      return request.policy->wants_log_probs() ? PickWithFacts<true>(sampling, request.generator)
+                                                 : PickWithFacts<false>(sampling, request.generator);
     if (sampling.greedy()) {
       // q is the one-hot of the argmax, exactly the law of an argmax draft;
       // no rows are kept (DraftTree::draft_probs).
@@ -111,11 +127,12 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
         Params{sampling.temperature, sampling.top_k, sampling.top_p}, request.generator);
   }
 
+  template <bool kLogProbs>
   static ChainPick PickWithFacts(const SamplingParams& sampling, at::Generator* generator) {
     if (sampling.greedy()) {
       return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
         const at::Tensor token = GreedyTokens(logits);
-        return std::make_pair(token, FactsRow(logits, at::Tensor(), token));
+        return std::make_pair(token, FactsRow(logits, at::Tensor(), token, kLogProbs));
       });
     }
     using Params = std::tuple<double, int64_t, double>;  // temperature, top_k, top_p
@@ -124,7 +141,7 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
           const auto& [temperature, top_k, top_p] = p;
           at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
           const at::Tensor token = RaceRows(q, noise);
-          return std::make_pair(token, at::cat({q, FactsRow(logits, q, token)}, 1));
+          return std::make_pair(token, at::cat({q, FactsRow(logits, q, token, kLogProbs)}, 1));
         },
         Params{sampling.temperature, sampling.top_k, sampling.top_p}, generator);
   }
@@ -141,17 +158,18 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   }
 
   // The draft tree of a chain the device drew: host tokens are placeholders.
-  // `with_facts`: the rows end with the facts' 3 columns (PickWithFacts).
+  // `facts_columns` > 0: the rows end with that many facts columns
+  // (PickWithFacts).
   static DraftTree ChainTree(int32_t root_token, int length, const ChainResult& chain, DraftSampling sampling,
-                             bool with_facts = false) {
+                             int64_t facts_columns = 0) {
     DraftTree out;
     out.tree = TokenTree(root_token);
     for (int node = 0; node < length; ++node) out.tree.AddNode(node, /*token=*/-1);
     out.tokens = chain.tokens;
     at::Tensor rows = chain.rows;
-    if (with_facts) {
-      const int64_t width = rows.size(1) - 3;
-      out.draft_facts = rows.narrow(1, width, 3);
+    if (facts_columns > 0) {
+      const int64_t width = rows.size(1) - facts_columns;
+      out.draft_facts = rows.narrow(1, width, facts_columns);
       rows = width > 0 ? rows.narrow(1, 0, width) : at::Tensor();  // argmax drafts keep facts only
     }
     // The root was not drafted: its row is 0.
@@ -181,11 +199,13 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
       rows.push_back(q);
       if (request.policy->wants_progress()) {
         // The token's facts in one read (those a device-side stop reads too).
-        const at::Tensor facts = FactsRow(logits, q, token).reshape({3}).to(at::kDouble).to(at::kCPU);
-        const double* f = facts.data_ptr<double>();
-        if (!request.policy->ContinueDrafting(
-                {.depth = depth, .draft_probability = f[0], .draft_entropy = f[1], .top_probability = f[2]}))
-          break;
+        const at::Tensor facts =
+            FactsRow(logits, q, token, request.policy->wants_log_probs()).reshape({-1}).to(at::kCPU).contiguous();
+        const float* f = facts.data_ptr<float>();
+        const DraftProgress progress{.depth = depth, .draft_probability = f[0], .draft_entropy = f[1],
+                                     .top_probability = f[2],
+                                     .log_probs = absl::MakeConstSpan(f + 3, facts.numel() - 3)};
+        if (!request.policy->ContinueDrafting(progress)) break;
       }
     }
     out.tokens = at::cat(tokens);

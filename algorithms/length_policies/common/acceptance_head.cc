@@ -1,0 +1,146 @@
+#include "algorithms/length_policies/common/acceptance_head.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "framework/model/safetensors.h"
+
+namespace speclab::acceptance_head {
+
+absl::StatusOr<Features> ParseFeatures(const std::string& name) {
+  if (name == "log_probs") return Features::kLogProbs;
+  if (name == "summary") return Features::kSummary;
+  return absl::InvalidArgumentError(absl::StrCat("unknown feature set '", name, "': expected log_probs or summary"));
+}
+
+const char* FeaturesName(Features features) {
+  return features == Features::kLogProbs ? "log_probs" : "summary";
+}
+
+int64_t FeatureCount(Features features, int64_t vocab_size) {
+  return features == Features::kLogProbs ? vocab_size : kSummaryTopK + 1;
+}
+
+at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs) {
+  const at::Tensor lp = log_probs.to(at::kDouble);
+  if (features == Features::kLogProbs) return lp.clamp_min(kLogProbFloor) / -kLogProbFloor;
+  const at::Tensor p = lp.exp();
+  const int64_t k = std::min<int64_t>(kSummaryTopK, lp.size(1));
+  at::Tensor top = std::get<0>(p.topk(k, /*dim=*/1));
+  if (k < kSummaryTopK) top = at::cat({top, at::zeros({lp.size(0), kSummaryTopK - k}, top.options())}, 1);
+  // p log p is 0 where p is (lp = -inf).
+  const at::Tensor entropy = -at::where(p > 0, p * lp, at::zeros_like(p)).sum(1, /*keepdim=*/true);
+  return at::cat({top, entropy}, 1);
+}
+
+AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t hidden, uint64_t seed, double prior_logit) {
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  const int64_t f = FeatureCount(features, vocab_size);
+  const auto options = at::TensorOptions().dtype(at::kDouble);
+  auto uniform = [&](std::vector<int64_t> shape, int64_t fan_in) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    return at::rand(shape, generator, options).mul_(2 * bound).sub_(bound);
+  };
+  return {.features = features, .vocab_size = vocab_size, .w1 = uniform({f, hidden}, f), .b1 = uniform({hidden}, f),
+          .w2 = uniform({hidden}, hidden), .b2 = at::full({1}, prior_logit, options)};
+}
+
+at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                               const at::Tensor& b2) {
+  return at::sigmoid(at::silu(at::addmm(b1, x, w1)).matmul(w2) + b2);
+}
+
+at::Tensor HeadOnDevice::Predict(const at::Tensor& log_probs) const {
+  if (!on_device_.w1.defined() || on_device_.w1.device() != log_probs.device()) {
+    const c10::Device device = log_probs.device();
+    on_device_ = head_;
+    on_device_.w1 = head_.w1.to(device);
+    on_device_.b1 = head_.b1.to(device);
+    on_device_.w2 = head_.w2.to(device);
+    on_device_.b2 = head_.b2.to(device);
+  }
+  return PredictFromFeatures(FeaturesOf(head_.features, log_probs), on_device_.w1, on_device_.b1, on_device_.w2,
+                             on_device_.b2);
+}
+
+absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
+  auto tensors = ReadSafetensors(path);
+  if (!tensors.ok()) return tensors.status();
+  auto get = [&](const std::string& name) -> absl::StatusOr<at::Tensor> {
+    auto it = tensors->find(name);
+    if (it == tensors->end())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": no tensor '", name, "' (not an acceptance head?)"));
+    return it->second;
+  };
+  auto scalar = [&](const std::string& name) -> absl::StatusOr<int64_t> {
+    auto t = get(name);
+    if (!t.ok()) return t.status();
+    if (t->scalar_type() != at::kLong || t->numel() != 1)
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' must be one I64 value"));
+    return t->item<int64_t>();
+  };
+  auto features = scalar("features");
+  if (!features.ok()) return features.status();
+  if (*features != 0 && *features != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor 'features' is ", *features, ", expected 0 (log_probs) or 1 (summary)"));
+  auto vocab = scalar("vocab_size");
+  if (!vocab.ok()) return vocab.status();
+  if (*vocab < 1) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'vocab_size' must be positive"));
+  AcceptanceHead head{.features = static_cast<Features>(*features), .vocab_size = *vocab};
+  const int64_t f = FeatureCount(head.features, head.vocab_size);
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
+    auto t = get(name);
+    if (!t.ok()) return t.status();
+    if (!t->is_floating_point() || t->sizes() != at::IntArrayRef(shape))
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape [",
+                                                     absl::StrJoin(t->sizes(), ", "), "], expected [",
+                                                     absl::StrJoin(shape, ", "), "] of floats"));
+    return t->to(at::kDouble);
+  };
+  auto w1 = get("w1");
+  if (!w1.ok()) return w1.status();
+  const int64_t hidden = w1->dim() == 2 ? w1->size(1) : -1;
+  if (hidden < 1)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'w1' must be [", f, ", hidden]"));
+  for (auto [name, shape, out] : {std::make_tuple("w1", std::vector<int64_t>{f, hidden}, &head.w1),
+                                  std::make_tuple("b1", std::vector<int64_t>{hidden}, &head.b1),
+                                  std::make_tuple("w2", std::vector<int64_t>{hidden}, &head.w2),
+                                  std::make_tuple("b2", std::vector<int64_t>{1}, &head.b2)}) {
+    auto t = matrix(name, shape);
+    if (!t.ok()) return t.status();
+    *out = *std::move(t);
+  }
+  return head;
+}
+
+absl::Status SaveAcceptanceHead(const std::string& path, const AcceptanceHead& head) {
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  return WriteSafetensors(path, {{"features", at::full({1}, static_cast<int64_t>(head.features), longs)},
+                                 {"vocab_size", at::full({1}, head.vocab_size, longs)},
+                                 {"w1", head.w1.to(at::kFloat)},
+                                 {"b1", head.b1.to(at::kFloat)},
+                                 {"w2", head.w2.to(at::kFloat)},
+                                 {"b2", head.b2.to(at::kFloat)}});
+}
+
+absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, Features expected) {
+  auto path = options.GetString("head");
+  if (!path.ok()) return path.status();
+  auto head = LoadAcceptanceHead(options.ResolvePath(*path));
+  if (!head.ok()) return options.Error("head", std::string(head.status().message()));
+  if (head->features != expected)
+    return options.Error("head", absl::StrCat(*path, " reads the '", FeaturesName(head->features),
+                                              "' features; this policy's head reads '", FeaturesName(expected),
+                                              "' (train it with acceptance_head.features: ", FeaturesName(expected),
+                                              ")"));
+  return head;
+}
+
+}  // namespace speclab::acceptance_head

@@ -1,0 +1,89 @@
+// AcceptanceHead: a small trained network that predicts, from the drafter's
+// own distribution at a drafted position, the probability that the target
+// accepts the token drafted there (given that the drafts before it were
+// accepted). The `predicted_acceptance` (SpecDec++) and `disco` length
+// policies stop drafting on its predictions; `speclab train` fits it
+// (experiments/train_acceptance_head.h).
+//
+// Its input is one of two feature sets of the drafter's log-probability row
+// (DraftProgress::log_probs, DeviceDraftFacts::log_probs):
+//   - kLogProbs: the row itself, clamped below at kLogProbFloor and divided
+//     by -kLogProbFloor (entries in [-1, 0], for the training's sake). The row is
+//     the LM head's image of the drafter's final hidden state less its
+//     log-normaliser, so a first layer on it spans every linear function of
+//     that hidden state (the input SpecDec++'s head reads) and the normaliser.
+//   - kSummary: the kSummaryTopK largest probabilities (zeros past the
+//     vocabulary) and the entropy in nats: DISCO's features of the draft.
+// The network: sigmoid(w2 . silu(x W1 + b1) + b2), in float64 so that the
+// host rule and the device form decide alike.
+#ifndef SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_H_
+#define SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "framework/core/options.h"
+
+namespace speclab::acceptance_head {
+
+enum class Features { kLogProbs = 0, kSummary = 1 };
+
+constexpr int64_t kSummaryTopK = 10;
+constexpr double kLogProbFloor = -30.0;
+
+struct AcceptanceHead {
+  Features features = Features::kLogProbs;
+  int64_t vocab_size = 0;  // the drafter's vocabulary, whatever the features
+  // float64 on the CPU: w1 [F, H], b1 [H], w2 [H], b2 [1].
+  at::Tensor w1, b1, w2, b2;
+};
+
+// "log_probs" or "summary", as configs name them; errors list both.
+absl::StatusOr<Features> ParseFeatures(const std::string& name);
+const char* FeaturesName(Features features);
+
+// F: the input width for a drafter vocabulary of `vocab_size`.
+int64_t FeatureCount(Features features, int64_t vocab_size);
+
+// log_probs [n, vocab] float32 (any device) -> [n, F] float64 there.
+at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs);
+
+// A head of hidden width `hidden`, initialised as a linear layer is
+// (uniform in +-1/sqrt(fan_in)) from `seed`, b2 = `prior_logit`.
+AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t hidden, uint64_t seed, double prior_logit);
+
+// The predicted acceptance of each row: [n] float64 on x's device, for x the
+// rows' features (FeaturesOf) and w1..b2 of the head on that device.
+at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                               const at::Tensor& b2);
+
+// The head's weights on `device` (copied once per device), and its
+// predictions for log-probability rows there.
+class HeadOnDevice {
+ public:
+  explicit HeadOnDevice(AcceptanceHead head) : head_(std::move(head)) {}
+  const AcceptanceHead& head() const { return head_; }
+  // log_probs [n, vocab] float32 -> [n] float64 on its device.
+  at::Tensor Predict(const at::Tensor& log_probs) const;
+
+ private:
+  AcceptanceHead head_;
+  mutable AcceptanceHead on_device_;  // the last device's copy
+};
+
+// The safetensors file speclab writes: w1, b1, w2, b2 (F32) and the I64
+// scalars `features` and `vocab_size`. Errors name the file and the tensor
+// (missing, wrong shape or dtype, an unknown feature set).
+absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path);
+absl::Status SaveAcceptanceHead(const std::string& path, const AcceptanceHead& head);
+
+// A policy's `head` option: the file (relative to the config), loaded, with
+// the feature set the policy reads; errors name the key and the file.
+absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, Features expected);
+
+}  // namespace speclab::acceptance_head
+
+#endif  // SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_H_

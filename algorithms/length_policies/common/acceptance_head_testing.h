@@ -1,0 +1,57 @@
+// Head files for the acceptance-head policies' tests.
+#ifndef SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_TESTING_H_
+#define SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_TESTING_H_
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <string>
+
+#include "algorithms/length_policies/common/acceptance_head.h"
+
+namespace speclab::acceptance_head::testing {
+
+// Writes `head` to a fresh file under the test's temporary folder; returns its path.
+inline std::string WriteHead(const AcceptanceHead& head, const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/acceptance_head_" + std::to_string(::getpid()) + "_" + name +
+                           ".safetensors";
+  const absl::Status status = SaveAcceptanceHead(path, head);
+  EXPECT_TRUE(status.ok()) << status;
+  return path;
+}
+
+// A head that predicts `acceptance` whatever it reads.
+inline AcceptanceHead ConstantHead(Features features, int64_t vocab, double acceptance) {
+  AcceptanceHead head = NewHead(features, vocab, /*hidden=*/4, /*seed=*/1, std::log(acceptance / (1 - acceptance)));
+  head.w2.zero_();
+  return head;
+}
+
+// A log_probs head whose prediction is above 1/2 exactly where the row's mean
+// log-probability (entries floored at kLogProbFloor) is above -`offset`: a
+// flat row (mean -log V) scores high, a peaked one low.
+inline AcceptanceHead MeanLogProbHead(int64_t vocab, double offset) {
+  AcceptanceHead head = NewHead(Features::kLogProbs, vocab, /*hidden=*/1, /*seed=*/1, /*prior_logit=*/0.0);
+  head.w1.fill_(-kLogProbFloor / static_cast<double>(vocab));  // the features' scale undone
+  head.b1.fill_(offset);
+  head.w2.fill_(4.0);
+  return head;
+}
+
+// A summary head whose score is above 1/2 exactly where the drafter's top
+// probability is above `top`: the confidence rule, learned form.
+inline AcceptanceHead TopProbabilityHead(int64_t vocab, double top) {
+  AcceptanceHead head = NewHead(Features::kSummary, vocab, /*hidden=*/1, /*seed=*/1, /*prior_logit=*/0.0);
+  head.w1.zero_();
+  head.w1[0][0] = 8.0;
+  head.b1.fill_(-8.0 * top);
+  head.w2.fill_(4.0);
+  return head;
+}
+
+}  // namespace speclab::acceptance_head::testing
+
+#endif  // SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_TESTING_H_

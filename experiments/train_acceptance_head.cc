@@ -1,0 +1,251 @@
+#include "experiments/train_acceptance_head.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "algorithms/length_policies/common/acceptance_head.h"
+#include "experiments/corpus_text.h"
+#include "framework/core/file_util.h"
+#include "framework/core/options.h"
+#include "framework/core/status_macros.h"
+#include "framework/error_text.h"
+#include "framework/model/llama_model.h"
+#include "framework/tokenizers/tokenizer.h"
+#include "yaml-cpp/yaml.h"
+
+namespace speclab {
+namespace {
+
+using acceptance_head::AcceptanceHead;
+using acceptance_head::Features;
+
+struct HeadSettings {
+  Features features = Features::kLogProbs;
+  int64_t hidden = 32;
+  std::string target, drafter, tokenizer, train, valid, output;
+  double temperature = 1.0;
+  int64_t seq_len = 128, batch_size = 8, steps = 300, log_every = 20, eval_windows = 32;
+  double lr = 3e-3;
+  uint64_t seed = 1;
+};
+
+absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(path, overrides));
+  HeadSettings s;
+  ASSIGN_OR_RETURN(Options head, root.GetMap("acceptance_head"));
+  ASSIGN_OR_RETURN(std::string features, head.GetString("features", "log_probs"));
+  auto parsed = acceptance_head::ParseFeatures(features);
+  if (!parsed.ok()) return head.Error("features", std::string(parsed.status().message()));
+  s.features = *parsed;
+  ASSIGN_OR_RETURN(s.hidden, head.GetInt("hidden", s.hidden));
+  if (s.hidden < 1 || s.hidden > 4096) return head.Error("hidden", "expected an integer in [1, 4096]");
+  ASSIGN_OR_RETURN(std::string target, head.GetString("target"));
+  ASSIGN_OR_RETURN(std::string drafter, head.GetString("drafter"));
+  s.target = head.ResolvePath(target);
+  s.drafter = head.ResolvePath(drafter);
+  ASSIGN_OR_RETURN(s.temperature, head.GetDouble("temperature", s.temperature));
+  if (!(s.temperature >= 0)) return head.Error("temperature", "expected a number >= 0");
+  RETURN_IF_ERROR(head.CheckAllUsed());
+
+  ASSIGN_OR_RETURN(Options data, root.GetMap("data"));
+  ASSIGN_OR_RETURN(std::string tokenizer, data.GetString("tokenizer"));
+  ASSIGN_OR_RETURN(std::string train, data.GetString("train"));
+  ASSIGN_OR_RETURN(std::string valid, data.GetString("valid"));
+  s.tokenizer = data.ResolvePath(tokenizer);
+  s.train = data.ResolvePath(train);
+  s.valid = data.ResolvePath(valid);
+  ASSIGN_OR_RETURN(s.seq_len, data.GetInt("seq_len", s.seq_len));
+  if (s.seq_len < 2) return data.Error("seq_len", "expected an integer >= 2");
+  RETURN_IF_ERROR(data.CheckAllUsed());
+
+  ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
+  ASSIGN_OR_RETURN(s.batch_size, training.GetInt("batch_size", s.batch_size));
+  ASSIGN_OR_RETURN(s.steps, training.GetInt("steps", s.steps));
+  ASSIGN_OR_RETURN(s.lr, training.GetDouble("lr", s.lr));
+  ASSIGN_OR_RETURN(int64_t seed, training.GetInt("seed", 1));
+  ASSIGN_OR_RETURN(s.log_every, training.GetInt("log_every", s.log_every));
+  ASSIGN_OR_RETURN(s.eval_windows, training.GetInt("eval_windows", s.eval_windows));
+  if (s.batch_size < 1) return training.Error("batch_size", "expected a positive integer");
+  if (s.steps < 1) return training.Error("steps", "expected a positive integer");
+  if (!(s.lr > 0)) return training.Error("lr", "expected a positive number");
+  if (s.log_every < 1) return training.Error("log_every", "expected a positive integer");
+  if (s.eval_windows < 1) return training.Error("eval_windows", "expected a positive integer");
+  s.seed = static_cast<uint64_t>(seed);
+  RETURN_IF_ERROR(training.CheckAllUsed());
+
+  ASSIGN_OR_RETURN(std::string output, root.GetString("output"));
+  s.output = root.ResolvePath(output);
+  RETURN_IF_ERROR(root.CheckAllUsed());
+  return s;
+}
+
+// The ids of a corpus text file, as a CPU int64 tensor.
+absl::StatusOr<at::Tensor> CorpusTokens(const Tokenizer& tokenizer, const std::string& path, int64_t seq_len) {
+  ASSIGN_OR_RETURN(CorpusIds ids, TokenizeCorpusText(tokenizer, path));
+  if (static_cast<int64_t>(ids.ids.size()) <= seq_len)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", ids.ids.size(), " tokens, fewer than one window of data.seq_len ", seq_len));
+  return at::tensor(std::vector<int64_t>(ids.ids.begin(), ids.ids.end()), at::kLong);
+}
+
+// Features [n, F] float32 and labels [n] of a batch of windows [b, seq_len].
+struct Batch {
+  at::Tensor features, labels;
+};
+
+class HeadTrainer {
+ public:
+  explicit HeadTrainer(HeadSettings s) : s_(std::move(s)) {}
+
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.tokenizer));
+    ASSIGN_OR_RETURN(train_, CorpusTokens(*tokenizer, s_.train, s_.seq_len));
+    ASSIGN_OR_RETURN(valid_, CorpusTokens(*tokenizer, s_.valid, s_.seq_len));
+    const c10::Device cpu(c10::kCPU);
+    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, cpu, at::kFloat, s_.seq_len));
+    ASSIGN_OR_RETURN(drafter_, LlamaModel::Load(s_.drafter, cpu, at::kFloat, s_.seq_len));
+    const int64_t vocab = drafter_->config().vocab_size;
+    if (target_->config().vocab_size != vocab)
+      return absl::InvalidArgumentError(absl::StrCat("acceptance_head: the target ", s_.target, " has ",
+                                                     target_->config().vocab_size, " tokens, the drafter ",
+                                                     s_.drafter, " ", vocab));
+    AcceptanceHead head = acceptance_head::NewHead(s_.features, vocab, s_.hidden, s_.seed, /*prior_logit=*/0.0);
+    std::vector<at::Tensor> params = {head.w1.to(at::kFloat), head.b1.to(at::kFloat), head.w2.to(at::kFloat),
+                                      head.b2.to(at::kFloat)};
+    for (at::Tensor& p : params) p.requires_grad_(true);
+    std::vector<at::Tensor> m, v;
+    for (const at::Tensor& p : params) {
+      m.push_back(at::zeros_like(p).detach());
+      v.push_back(at::zeros_like(p).detach());
+    }
+    std::printf("acceptance head: %s features, hidden %lld, labels at T = %g; %lld steps of %lld windows x %lld\n",
+                acceptance_head::FeaturesName(s_.features), static_cast<long long>(s_.hidden), s_.temperature,
+                static_cast<long long>(s_.steps), static_cast<long long>(s_.batch_size),
+                static_cast<long long>(s_.seq_len));
+    std::mt19937_64 rng(s_.seed);
+    std::string log = "{\"steps\": [";
+    for (int64_t step = 1; step <= s_.steps; ++step) {
+      const Batch batch = MakeBatch(train_, s_.batch_size, rng);
+      const at::Tensor predicted = acceptance_head::PredictFromFeatures(batch.features, params[0], params[1],
+                                                                        params[2], params[3]);
+      const at::Tensor loss = at::binary_cross_entropy(predicted.clamp(1e-6, 1 - 1e-6), batch.labels);
+      for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
+      loss.backward();
+      {
+        c10::NoGradGuard no_grad;
+        const double b1 = 0.9, b2 = 0.999;
+        for (size_t i = 0; i < params.size(); ++i) {
+          const at::Tensor g = params[i].grad();
+          m[i].mul_(b1).add_(g, 1 - b1);
+          v[i].mul_(b2).addcmul_(g, g, 1 - b2);
+          const double correction = std::sqrt(1 - std::pow(b2, step)) / (1 - std::pow(b1, step));
+          params[i].addcdiv_(m[i], v[i].sqrt().add_(1e-8), -s_.lr * correction);
+        }
+      }
+      if (step % s_.log_every == 0 || step == s_.steps) {
+        std::printf("step %5lld/%lld  loss %.4f\n", static_cast<long long>(step), static_cast<long long>(s_.steps),
+                    loss.item<double>());
+        std::fflush(stdout);
+        absl::StrAppend(&log, step == s_.log_every ? "" : ", ",
+                        absl::StrFormat("{\"step\": %d, \"loss\": %.6f}", step, loss.item<double>()));
+      }
+    }
+    for (int i = 0; i < 4; ++i) params[i] = params[i].detach().to(at::kDouble);
+    head.w1 = params[0];
+    head.b1 = params[1];
+    head.w2 = params[2];
+    head.b2 = params[3];
+    const std::string held_out = Evaluate(head);
+    absl::StrAppend(&log, "], \"held_out\": ", held_out, "}\n");
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(s_.output).parent_path(), ec);
+    if (ec) return absl::InternalError(absl::StrCat(s_.output, ": cannot create its folder: ", ec.message()));
+    RETURN_IF_ERROR(acceptance_head::SaveAcceptanceHead(s_.output, head));
+    RETURN_IF_ERROR(WriteFileAtomically(s_.output + ".log.json", log));
+    std::printf("wrote %s (and %s.log.json)\n", s_.output.c_str(), s_.output.c_str());
+    return absl::OkStatus();
+  }
+
+ private:
+  // Features and labels of `windows` random windows of `tokens`.
+  Batch MakeBatch(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
+    c10::NoGradGuard no_grad;
+    std::uniform_int_distribution<int64_t> start(0, tokens.numel() - s_.seq_len - 1);
+    std::vector<at::Tensor> rows;
+    for (int64_t w = 0; w < windows; ++w) rows.push_back(tokens.narrow(0, start(rng), s_.seq_len));
+    const at::Tensor x = at::stack(rows);
+    const int64_t vocab = drafter_->config().vocab_size;
+    const at::Tensor q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
+    const at::Tensor p_logits = target_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
+    Batch batch;
+    batch.features = acceptance_head::FeaturesOf(s_.features, q_logits.log_softmax(-1)).to(at::kFloat);
+    if (s_.temperature == 0) {
+      batch.labels = (q_logits.argmax(-1) == p_logits.argmax(-1)).to(at::kFloat);
+    } else {
+      const at::Tensor q = (q_logits / s_.temperature).softmax(-1);
+      const at::Tensor p = (p_logits / s_.temperature).softmax(-1);
+      batch.labels = at::minimum(p, q).sum(-1).clamp(0, 1);
+    }
+    return batch;
+  }
+
+  // Held-out loss, mean label, mean prediction and Brier score, printed and as JSON.
+  std::string Evaluate(const AcceptanceHead& head) {
+    c10::NoGradGuard no_grad;
+    std::mt19937_64 rng(s_.seed + 1);
+    const Batch batch = MakeBatch(valid_, s_.eval_windows, rng);
+    const at::Tensor predicted = acceptance_head::PredictFromFeatures(batch.features.to(at::kDouble), head.w1,
+                                                                      head.b1, head.w2, head.b2);
+    const at::Tensor labels = batch.labels.to(at::kDouble);
+    const double loss = at::binary_cross_entropy(predicted.clamp(1e-6, 1 - 1e-6), labels).item<double>();
+    const double brier = (predicted - labels).pow(2).mean().item<double>();
+    const double baseline = (labels - labels.mean()).pow(2).mean().item<double>();
+    const double mean_label = labels.mean().item<double>(), mean_prediction = predicted.mean().item<double>();
+    std::printf("held out (%lld positions): loss %.4f, Brier %.4f (a constant's %.4f), mean label %.3f, mean "
+                "prediction %.3f\n",
+                static_cast<long long>(labels.numel()), loss, brier, baseline, mean_label, mean_prediction);
+    return absl::StrFormat(
+        "{\"positions\": %d, \"loss\": %.6f, \"brier\": %.6f, \"constant_brier\": %.6f, \"mean_label\": %.6f, "
+        "\"mean_prediction\": %.6f}",
+        labels.numel(), loss, brier, baseline, mean_label, mean_prediction);
+  }
+
+  const HeadSettings s_;
+  at::Tensor train_, valid_;
+  std::unique_ptr<LlamaModel> target_, drafter_;
+};
+
+}  // namespace
+
+bool IsAcceptanceHeadConfig(const std::string& config_path) {
+  try {
+    const YAML::Node root = YAML::LoadFile(config_path);
+    return root.IsMap() && root["acceptance_head"].IsDefined();
+  } catch (const std::exception&) {
+    return false;  // the model trainer reports the file's problem
+  }
+}
+
+absl::Status RunAcceptanceHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides) {
+  try {
+    ASSIGN_OR_RETURN(HeadSettings settings, ParseHeadSettings(config_path, overrides));
+    return HeadTrainer(std::move(settings)).Run();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("training failed in LibTorch: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("training failed: ", ErrorText(e)));
+  }
+}
+
+}  // namespace speclab

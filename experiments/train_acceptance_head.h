@@ -1,0 +1,45 @@
+// `speclab train HEAD.yaml` where the YAML holds `acceptance_head:`: fits the
+// acceptance head the `predicted_acceptance` (SpecDec++) and `disco` length
+// policies stop on (algorithms/length_policies/common/acceptance_head.h).
+//
+// Config (unknown keys refused, errors name FILE and key):
+//   acceptance_head: features (log_probs | summary), hidden (32),
+//                    target, drafter (HF folders of one vocabulary),
+//                    temperature (1): the labels' sampling temperature.
+//   data:            tokenizer, train, valid (corpus text files), seq_len (128).
+//   training:        batch_size (8 windows), steps (300), lr (3e-3), seed (1),
+//                    log_every (20), eval_windows (32).
+//   output:          the head's .safetensors file; OUTPUT.log.json beside it
+//                    holds the training and held-out losses.
+//
+// Data: windows of the corpus, teacher-forced through both models (frozen,
+// fp32 on the CPU). At each position t the drafter's own log-probability row
+// gives the features, and the label is the chance that the target accepts a
+// token drafted there, given the drafts before it were accepted: at
+// temperature T > 0, sum_v min(p_T(v), q_T(v)) (rejection sampling's
+// acceptance of a draft from q_T); at T = 0, 1 if the drafter's argmax is the
+// target's. Loss: binary cross-entropy with those soft labels; Adam. The
+// held-out set (valid) reports the loss, the mean label and the mean
+// prediction, and the Brier score.
+//
+// SpecDec++ trains on the target's own responses and DISCO on oracle draft
+// lengths; teacher forcing on the corpus stands in for both here (see
+// docs/algorithms.md §3.4, §3.11).
+#ifndef SPECLAB_EXPERIMENTS_TRAIN_ACCEPTANCE_HEAD_H_
+#define SPECLAB_EXPERIMENTS_TRAIN_ACCEPTANCE_HEAD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace speclab {
+
+// True if the YAML file at `config_path` holds an `acceptance_head:` mapping.
+bool IsAcceptanceHeadConfig(const std::string& config_path);
+
+absl::Status RunAcceptanceHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_EXPERIMENTS_TRAIN_ACCEPTANCE_HEAD_H_
