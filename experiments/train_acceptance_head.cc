@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "algorithms/length_policies/common/acceptance_head.h"
 #include "experiments/corpus_text.h"
+#include "experiments/model_loading.h"
 #include "framework/core/file_util.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
@@ -33,10 +34,10 @@ using acceptance_head::Features;
 struct HeadSettings {
   Features features = Features::kLogProbs;
   int64_t hidden = 32;
-  std::string target, drafter, tokenizer, train, valid, output;
+  std::string target, drafter, tokenizer, train, valid, output, device = "auto";
   double temperature = 1.0;
   int64_t seq_len = 128, batch_size = 8, steps = 300, log_every = 20, eval_windows = 32;
-  double lr = 3e-3;
+  double lr = 1e-3;
   uint64_t seed = 1;
 };
 
@@ -70,6 +71,8 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   RETURN_IF_ERROR(data.CheckAllUsed());
 
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
+  ASSIGN_OR_RETURN(s.device, training.GetString("device", s.device));
+  if (auto device = ParseDevice(s.device); !device.ok()) return training.Error("device", std::string(device.status().message()));
   ASSIGN_OR_RETURN(s.batch_size, training.GetInt("batch_size", s.batch_size));
   ASSIGN_OR_RETURN(s.steps, training.GetInt("steps", s.steps));
   ASSIGN_OR_RETURN(s.lr, training.GetDouble("lr", s.lr));
@@ -112,25 +115,29 @@ class HeadTrainer {
     ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.tokenizer));
     ASSIGN_OR_RETURN(train_, CorpusTokens(*tokenizer, s_.train, s_.seq_len));
     ASSIGN_OR_RETURN(valid_, CorpusTokens(*tokenizer, s_.valid, s_.seq_len));
-    const c10::Device cpu(c10::kCPU);
-    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, cpu, at::kFloat, s_.seq_len));
-    ASSIGN_OR_RETURN(drafter_, LlamaModel::Load(s_.drafter, cpu, at::kFloat, s_.seq_len));
+    ASSIGN_OR_RETURN(device_, ParseDevice(s_.device));
+    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, device_, at::kFloat, s_.seq_len));
+    ASSIGN_OR_RETURN(drafter_, LlamaModel::Load(s_.drafter, device_, at::kFloat, s_.seq_len));
+    train_ = train_.to(device_);
+    valid_ = valid_.to(device_);
     const int64_t vocab = drafter_->config().vocab_size;
     if (target_->config().vocab_size != vocab)
       return absl::InvalidArgumentError(absl::StrCat("acceptance_head: the target ", s_.target, " has ",
                                                      target_->config().vocab_size, " tokens, the drafter ",
                                                      s_.drafter, " ", vocab));
     AcceptanceHead head = acceptance_head::NewHead(s_.features, vocab, s_.hidden, s_.seed, /*prior_logit=*/0.0);
-    std::vector<at::Tensor> params = {head.w1.to(at::kFloat), head.b1.to(at::kFloat), head.w2.to(at::kFloat),
-                                      head.b2.to(at::kFloat)};
+    std::vector<at::Tensor> params = {head.w1.to(device_, at::kFloat), head.b1.to(device_, at::kFloat),
+                                      head.w2.to(device_, at::kFloat), head.b2.to(device_, at::kFloat)};
     for (at::Tensor& p : params) p.requires_grad_(true);
     std::vector<at::Tensor> m, v;
     for (const at::Tensor& p : params) {
       m.push_back(at::zeros_like(p).detach());
       v.push_back(at::zeros_like(p).detach());
     }
-    std::printf("acceptance head: %s features, hidden %lld, labels at T = %g; %lld steps of %lld windows x %lld\n",
+    std::printf("acceptance head: %s features, hidden %lld, labels at T = %g, on %s; %lld steps of %lld windows x "
+                "%lld\n",
                 acceptance_head::FeaturesName(s_.features), static_cast<long long>(s_.hidden), s_.temperature,
+                device_.str().c_str(),
                 static_cast<long long>(s_.steps), static_cast<long long>(s_.batch_size),
                 static_cast<long long>(s_.seq_len));
     std::mt19937_64 rng(s_.seed);
@@ -161,7 +168,7 @@ class HeadTrainer {
                         absl::StrFormat("{\"step\": %d, \"loss\": %.6f}", step, loss.item<double>()));
       }
     }
-    for (int i = 0; i < 4; ++i) params[i] = params[i].detach().to(at::kDouble);
+    for (int i = 0; i < 4; ++i) params[i] = params[i].detach().to(at::kCPU, at::kDouble);
     head.w1 = params[0];
     head.b1 = params[1];
     head.w2 = params[2];
@@ -181,7 +188,7 @@ class HeadTrainer {
   // Features and labels of `windows` random windows of `tokens`.
   Batch MakeBatch(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
     c10::NoGradGuard no_grad;
-    std::uniform_int_distribution<int64_t> start(0, tokens.numel() - s_.seq_len - 1);
+    std::uniform_int_distribution<int64_t> start(0, tokens.numel() - s_.seq_len - 1);  // host draws: reproducible
     std::vector<at::Tensor> rows;
     for (int64_t w = 0; w < windows; ++w) rows.push_back(tokens.narrow(0, start(rng), s_.seq_len));
     const at::Tensor x = at::stack(rows);
@@ -205,9 +212,9 @@ class HeadTrainer {
     c10::NoGradGuard no_grad;
     std::mt19937_64 rng(s_.seed + 1);
     const Batch batch = MakeBatch(valid_, s_.eval_windows, rng);
-    const at::Tensor predicted = acceptance_head::PredictFromFeatures(batch.features.to(at::kDouble), head.w1,
-                                                                      head.b1, head.w2, head.b2);
-    const at::Tensor labels = batch.labels.to(at::kDouble);
+    const at::Tensor predicted = acceptance_head::PredictFromFeatures(
+        batch.features.to(at::kCPU, at::kDouble), head.w1, head.b1, head.w2, head.b2);
+    const at::Tensor labels = batch.labels.to(at::kCPU, at::kDouble);
     const double loss = at::binary_cross_entropy(predicted.clamp(1e-6, 1 - 1e-6), labels).item<double>();
     const double brier = (predicted - labels).pow(2).mean().item<double>();
     const double baseline = (labels - labels.mean()).pow(2).mean().item<double>();
@@ -222,6 +229,7 @@ class HeadTrainer {
   }
 
   const HeadSettings s_;
+  c10::Device device_ = c10::Device(c10::kCPU);
   at::Tensor train_, valid_;
   std::unique_ptr<LlamaModel> target_, drafter_;
 };

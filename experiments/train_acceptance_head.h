@@ -7,13 +7,14 @@
 //                    target, drafter (HF folders of one vocabulary),
 //                    temperature (1): the labels' sampling temperature.
 //   data:            tokenizer, train, valid (corpus text files), seq_len (128).
-//   training:        batch_size (8 windows), steps (300), lr (3e-3), seed (1),
-//                    log_every (20), eval_windows (32).
+//   training:        device (auto | cpu | cuda), batch_size (8 windows),
+//                    steps (300), lr (1e-3), seed (1), log_every (20),
+//                    eval_windows (32).
 //   output:          the head's .safetensors file; OUTPUT.log.json beside it
 //                    holds the training and held-out losses.
 //
 // Data: windows of the corpus, teacher-forced through both models (frozen,
-// fp32 on the CPU). At each position t the drafter's own log-probability row
+// fp32 on the training device). At each position t the drafter's own log-probability row
 // gives the features, and the label is the chance that the target accepts a
 // token drafted there, given the drafts before it were accepted: at
 // temperature T > 0, sum_v min(p_T(v), q_T(v)) (rejection sampling's

@@ -307,8 +307,10 @@ TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {
 // The comparison configs list only combinations that run: every method is
 // created with a tiny drafter, passes the load-time checks, and decodes at
 // every temperature of its config (verifiers also refuse laws at Verify time).
+// A policy whose trained head reads a vocabulary of its own (the shipped
+// pair's) gets a tiny target and drafter of that vocabulary.
 TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
-  auto target = TinyModel(1);
+  auto tiny_target = TinyModel(1);
   for (const char* name : {"tree_vs_chain.yaml", "tree_vs_chain_sampled.yaml", "length_policies.yaml"}) {
     auto root = Options::FromFile(std::string(SPECLAB_SOURCE_DIR) + "/configs/experiments/" + name);
     ASSERT_TRUE(root.ok()) << root.status();
@@ -325,7 +327,6 @@ TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
       Options policy = plugin("length_policy", "fixed");
       Method method;
       method.name = method_name;
-      method.drafter = std::make_unique<ModelDrafter>(TinyModel(2));
       auto created_builder = TreeBuilderRegistry::Create(builder, "tree builder");
       auto created_verifier = VerifierRegistry::Create(verifier, "verifier");
       auto created_policy = LengthPolicyRegistry::Create(policy, "length policy");
@@ -335,6 +336,10 @@ TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
       method.tree_builder = *std::move(created_builder);
       method.verifier = *std::move(created_verifier);
       method.policy = *std::move(created_policy);
+      const int64_t vocab = method.policy->log_probs_vocab();
+      std::unique_ptr<LlamaModel> own_target = vocab > 0 ? TinyModel(1, vocab) : nullptr;
+      LlamaModel* target = vocab > 0 ? own_target.get() : tiny_target.get();
+      method.drafter = std::make_unique<ModelDrafter>(vocab > 0 ? TinyModel(2, vocab) : TinyModel(2));
       ASSERT_TRUE(method.CheckCompatible().ok()) << name << " " << method_name << ": " << method.CheckCompatible();
       for (double temperature : temperatures) {
         DecodeOptions options = Decoding(temperature, 4, 0);

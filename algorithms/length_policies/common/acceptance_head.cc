@@ -24,12 +24,14 @@ const char* FeaturesName(Features features) {
 }
 
 int64_t FeatureCount(Features features, int64_t vocab_size) {
-  return features == Features::kLogProbs ? vocab_size : kSummaryTopK + 1;
+  return (features == Features::kLogProbs ? vocab_size : 0) + kSummaryTopK + 1;
 }
 
-at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs) {
-  const at::Tensor lp = log_probs.to(at::kDouble);
-  if (features == Features::kLogProbs) return lp.clamp_min(kLogProbFloor) / -kLogProbFloor;
+namespace {
+
+// The kSummaryTopK largest probabilities (zeros past the vocabulary) and the
+// entropy of float64 log-probability rows.
+at::Tensor Summary(const at::Tensor& lp) {
   const at::Tensor p = lp.exp();
   const int64_t k = std::min<int64_t>(kSummaryTopK, lp.size(1));
   at::Tensor top = std::get<0>(p.topk(k, /*dim=*/1));
@@ -37,6 +39,14 @@ at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs) {
   // p log p is 0 where p is (lp = -inf).
   const at::Tensor entropy = -at::where(p > 0, p * lp, at::zeros_like(p)).sum(1, /*keepdim=*/true);
   return at::cat({top, entropy}, 1);
+}
+
+}  // namespace
+
+at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs) {
+  const at::Tensor lp = log_probs.to(at::kDouble);
+  if (features == Features::kSummary) return Summary(lp);
+  return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(lp)}, 1);
 }
 
 AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t hidden, uint64_t seed, double prior_logit) {

@@ -7,13 +7,15 @@
 //
 // Its input is one of two feature sets of the drafter's log-probability row
 // (DraftProgress::log_probs, DeviceDraftFacts::log_probs):
-//   - kLogProbs: the row itself, clamped below at kLogProbFloor and divided
-//     by -kLogProbFloor (entries in [-1, 0], for the training's sake). The row is
-//     the LM head's image of the drafter's final hidden state less its
-//     log-normaliser, so a first layer on it spans every linear function of
-//     that hidden state (the input SpecDec++'s head reads) and the normaliser.
 //   - kSummary: the kSummaryTopK largest probabilities (zeros past the
 //     vocabulary) and the entropy in nats: DISCO's features of the draft.
+//   - kLogProbs: the row itself, clamped below at kLogProbFloor and divided
+//     by -kLogProbFloor (entries in [-1, 0], for the training's sake), then
+//     the summary. The row is the LM head's image of the drafter's final
+//     hidden state less its log-normaliser, so a first layer on it spans
+//     every linear function of that hidden state (the input SpecDec++'s head
+//     reads) and the normaliser; the summary gives the one hidden layer the
+//     statistics that SpecDec++'s deeper head can compute for itself.
 // The network: sigmoid(w2 . silu(x W1 + b1) + b2), in float64 so that the
 // host rule and the device form decide alike.
 #ifndef SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_H_

@@ -26,16 +26,20 @@ TEST(AcceptanceHeadTest, SummaryFeaturesAreTheTopProbabilitiesAndTheEntropy) {
   EXPECT_EQ(x[0][4].item<double>(), 0.0);  // past the vocabulary: zero
   EXPECT_NEAR(x[0][kSummaryTopK].item<double>(), 1.5 * std::log(2.0), 1e-6);  // the -inf entry adds nothing
   const at::Tensor rows = FeaturesOf(Features::kLogProbs, p.log().to(at::kFloat));
-  EXPECT_EQ(rows[0][3].item<double>(), -1.0);  // floored, then scaled to [-1, 0]
+  ASSERT_EQ(rows.size(1), 4 + kSummaryTopK + 1);  // the row, then the summary
+  EXPECT_EQ(rows[0][3].item<double>(), -1.0);     // floored, then scaled to [-1, 0]
+  EXPECT_TRUE(at::allclose(rows.narrow(1, 4, kSummaryTopK + 1), x));
   EXPECT_NEAR(rows[0][0].item<double>(), std::log(0.5) / -kLogProbFloor, 1e-7);
 }
 
 TEST(AcceptanceHeadTest, PredictsTheNetworksSigmoid) {
-  AcceptanceHead head = NewHead(Features::kLogProbs, 3, /*hidden=*/2, /*seed=*/1, /*prior_logit=*/0.5);
-  const at::Tensor x = at::tensor({-0.5, -1.0, -2.5}, at::kDouble).reshape({1, 3});
-  const at::Tensor h = (x / -kLogProbFloor).matmul(head.w1) + head.b1;
+  AcceptanceHead head = NewHead(Features::kSummary, 3, /*hidden=*/2, /*seed=*/1, /*prior_logit=*/0.5);
+  const at::Tensor p = at::tensor({0.6, 0.3, 0.1}, at::kDouble);
+  const at::Tensor x = at::cat({p, at::zeros({kSummaryTopK - 3}, at::kDouble), -(p * p.log()).sum().reshape({1})})
+                           .reshape({1, -1});
+  const at::Tensor h = x.matmul(head.w1) + head.b1;
   const double expected = 1 / (1 + std::exp(-((h * h.sigmoid()).matmul(head.w2).item<double>() + 0.5)));
-  EXPECT_NEAR(HeadOnDevice(head).Predict(x.to(at::kFloat)).item<double>(), expected, 1e-6);
+  EXPECT_NEAR(HeadOnDevice(head).Predict(p.log().reshape({1, 3}).to(at::kFloat)).item<double>(), expected, 1e-6);
 }
 
 TEST(AcceptanceHeadTest, RoundTripsThroughItsFile) {

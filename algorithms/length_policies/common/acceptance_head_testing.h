@@ -35,7 +35,8 @@ inline AcceptanceHead ConstantHead(Features features, int64_t vocab, double acce
 // flat row (mean -log V) scores high, a peaked one low.
 inline AcceptanceHead MeanLogProbHead(int64_t vocab, double offset) {
   AcceptanceHead head = NewHead(Features::kLogProbs, vocab, /*hidden=*/1, /*seed=*/1, /*prior_logit=*/0.0);
-  head.w1.fill_(-kLogProbFloor / static_cast<double>(vocab));  // the features' scale undone
+  head.w1.zero_();
+  head.w1.narrow(0, 0, vocab).fill_(-kLogProbFloor / static_cast<double>(vocab));  // the row's scale undone
   head.b1.fill_(offset);
   head.w2.fill_(4.0);
   return head;
