@@ -8,6 +8,7 @@
 //   speclab bench-decode [--out DIR] [--shapes shipped,1b,8b] [--new-tokens N] ...
 //   speclab bench-overhead [--target-shape CONFIG.json] [--drafter-shape CONFIG.json] ...
 //   speclab datastore --tokenizer PATH --out FILE TEXT... | --token-files --vocab-size N --out FILE IDS...
+//   speclab layer-search --target DIR --text FILE --out FILE.yaml [--windows N ...]
 //   speclab report DIR [--group-by KEYS] [--out DIR]
 #include <iostream>
 #include <string>
@@ -21,6 +22,7 @@
 #include "experiments/audit_report.h"
 #include "experiments/build_info.h"
 #include "experiments/datastore_command.h"
+#include "experiments/layer_search.h"
 #include "experiments/decode_bench.h"
 #include "experiments/experiment.h"
 #include "experiments/measure_acceptance.h"
@@ -48,6 +50,8 @@ constexpr char kUsage[] =
     "                         [--new-tokens N] [--prompt-tokens P] [--prompts K] [--device D] [--out DIR]\n"
     "                         [--trace DIR]\n"
     "  speclab datastore --tokenizer PATH --out FILE.splds TEXT...   (the retrieval drafter's datastore)\n"
+    "  speclab layer-search --target DIR --text FILE --out FILE.yaml [--windows N --seq-len N --temperature T\n"
+    "      --max-gamma N --device D --seed N]   (the layers a self_speculative drafter keeps)\n"
     "  speclab datastore --token-files --vocab-size N --out FILE.splds IDS.i32...\n"
     "  speclab report RUN_DIR [--group-by KEY,...] [--out DIR]   (tables, SVG plots, HTML of a run or sweep)\n"
     "  speclab --version | COMMAND --help\n";
@@ -198,6 +202,12 @@ int main(int argc, char** argv) {
     auto flags = speclab::ParseOverheadBenchFlags(args);
     if (!flags.ok()) return Usage(std::string(flags.status().message()));
     absl::Status status = speclab::RunOverheadBench(*flags);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "layer-search") {
+    auto flags = speclab::ParseLayerSearchFlags(args);
+    if (!flags.ok()) return Usage(std::string(flags.status().message()));
+    absl::Status status = speclab::RunLayerSearch(*flags);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "datastore") {
