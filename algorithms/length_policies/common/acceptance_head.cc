@@ -79,6 +79,12 @@ at::Tensor HeadOnDevice::Predict(const at::Tensor& log_probs) const {
                              on_device_.b2);
 }
 
+double HeadOnDevice::Predict(absl::Span<const float> log_probs) const {
+  const at::Tensor row = at::from_blob(const_cast<float*>(log_probs.data()),
+                                       {1, static_cast<int64_t>(log_probs.size())}, at::kFloat);
+  return Predict(row).item<double>();
+}
+
 absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
   auto tensors = ReadSafetensors(path);
   if (!tensors.ok()) return tensors.status();

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "framework/core/options.h"
 
 namespace speclab::acceptance_head {
@@ -70,6 +71,8 @@ class HeadOnDevice {
   const AcceptanceHead& head() const { return head_; }
   // log_probs [n, vocab] float32 -> [n] float64 on its device.
   at::Tensor Predict(const at::Tensor& log_probs) const;
+  // One host row (DraftProgress::log_probs), the same arithmetic on the CPU.
+  double Predict(absl::Span<const float> log_probs) const;
 
  private:
   AcceptanceHead head_;

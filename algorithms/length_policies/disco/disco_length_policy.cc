@@ -14,8 +14,6 @@
 #include <memory>
 #include <utility>
 
-#include <ATen/ATen.h>
-
 #include "algorithms/length_policies/disco/disco_options.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/status_macros.h"
@@ -34,10 +32,7 @@ class DiscoLengthPolicy final : public DraftLengthPolicy {
   int64_t log_probs_vocab() const override { return head_.head().vocab_size; }
 
   bool ContinueDrafting(const DraftProgress& progress) override {
-    const at::Tensor row =
-        at::from_blob(const_cast<float*>(progress.log_probs.data()),
-                      {1, static_cast<int64_t>(progress.log_probs.size())}, at::kFloat);
-    return !(head_.Predict(row).item<double>() < threshold_);
+    return !(head_.Predict(progress.log_probs) < threshold_);
   }
 
  private:

@@ -15,8 +15,6 @@
 #include <memory>
 #include <utility>
 
-#include <ATen/ATen.h>
-
 #include "algorithms/length_policies/predicted_acceptance/predicted_acceptance_options.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/status_macros.h"
@@ -36,10 +34,7 @@ class PredictedAcceptanceLengthPolicy final : public DraftLengthPolicy {
 
   bool ContinueDrafting(const DraftProgress& progress) override {
     if (progress.depth <= 1) survival_ = 1.0;
-    const at::Tensor row =
-        at::from_blob(const_cast<float*>(progress.log_probs.data()),
-                      {1, static_cast<int64_t>(progress.log_probs.size())}, at::kFloat);
-    survival_ *= head_.Predict(row).item<double>();
+    survival_ *= head_.Predict(progress.log_probs);
     return !StopsAt(options_, survival_);
   }
 
