@@ -2,6 +2,13 @@
 
 namespace speclab {
 
+std::vector<int32_t> SequenceThrough(absl::Span<const int32_t> context, const TokenTree& tree, int node) {
+  std::vector<int32_t> sequence(context.begin(), context.end());
+  const std::vector<int32_t> path = tree.PathTokens(node);
+  sequence.insert(sequence.end(), path.begin() + 1, path.end());
+  return sequence;
+}
+
 absl::StatusOr<at::Tensor> Drafter::NextTokenLogits(const TokenTree&, absl::Span<const int>,
                                                     const at::Tensor&) {
   return absl::FailedPreconditionError("this drafter gives tokens only, not next-token logits");

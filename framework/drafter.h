@@ -31,6 +31,11 @@ namespace speclab {
 
 enum class DrafterKind { kDistributions, kTokensOnly };
 
+// The text a token-only drafter looks up after `node`: the committed context
+// (which ends with the tree's root token) followed by the drafted tokens on
+// the path from the root to `node`.
+std::vector<int32_t> SequenceThrough(absl::Span<const int32_t> context, const TokenTree& tree, int node);
+
 class Drafter {
  public:
   virtual ~Drafter() = default;

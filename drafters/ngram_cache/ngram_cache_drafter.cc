@@ -55,7 +55,7 @@ class NgramCacheDrafter final : public Drafter {
   }
 
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
-    std::vector<int32_t> sequence = Sequence(tree, node);
+    std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
     const size_t base = sequence.size();
     while (static_cast<int>(sequence.size() - base) < max_tokens) {
       const std::vector<std::vector<int32_t>> followers = FollowersOf(sequence);
@@ -74,7 +74,7 @@ class NgramCacheDrafter final : public Drafter {
   // as its path (parents before children).
   absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
                                                                   int max_candidates) override {
-    const std::vector<int32_t> base = Sequence(tree, node);
+    const std::vector<int32_t> base = SequenceThrough(context_, tree, node);
     std::vector<std::vector<int32_t>> paths;
     absl::flat_hash_map<std::vector<int32_t>, int> seen;
     std::vector<std::vector<int32_t>> frontier = {{}};
@@ -107,14 +107,6 @@ class NgramCacheDrafter final : public Drafter {
   }
 
  private:
-  // The context (ending with the root) and the path to `node`.
-  std::vector<int32_t> Sequence(const TokenTree& tree, int node) const {
-    std::vector<int32_t> sequence = context_;
-    const std::vector<int32_t> path = tree.PathTokens(node);
-    sequence.insert(sequence.end(), path.begin() + 1, path.end());
-    return sequence;
-  }
-
   std::vector<std::vector<int32_t>> FollowersOf(const std::vector<int32_t>& sequence) const {
     const int leader = o_.shape.leader_length;
     if (static_cast<int>(sequence.size()) < leader) return {};

@@ -77,22 +77,15 @@ absl::Status PromptLookupDrafter::BeginStep(absl::Span<const int32_t> context) {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> PromptLookupDrafter::SequenceTo(const TokenTree& tree, int node) const {
-  std::vector<int32_t> sequence = context_;  // ends with the root
-  const std::vector<int32_t> path = tree.PathTokens(node);
-  sequence.insert(sequence.end(), path.begin() + 1, path.end());
-  return sequence;
-}
-
 absl::StatusOr<std::vector<int32_t>> PromptLookupDrafter::Continuation(const TokenTree& tree, int node,
                                                                        int max_tokens) {
-  return LookupContinuation(SequenceTo(tree, node), max_ngram_, std::min(max_tokens, num_pred_tokens_));
+  return LookupContinuation(SequenceThrough(context_, tree, node), max_ngram_, std::min(max_tokens, num_pred_tokens_));
 }
 
 absl::StatusOr<std::vector<std::vector<int32_t>>> PromptLookupDrafter::Continuations(const TokenTree& tree, int node,
                                                                                      int max_tokens,
                                                                                      int max_candidates) {
-  return LookupCandidates(SequenceTo(tree, node), max_ngram_, std::min(max_tokens, num_pred_tokens_), max_candidates);
+  return LookupCandidates(SequenceThrough(context_, tree, node), max_ngram_, std::min(max_tokens, num_pred_tokens_), max_candidates);
 }
 
 absl::StatusOr<at::Tensor> PromptLookupDrafter::ContinuationAt(const DeviceRoot& root, int length) {

@@ -64,7 +64,6 @@ class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
   int num_pred_tokens_;
   c10::Device device_;
   int64_t capacity_;
-  std::vector<int32_t> SequenceTo(const TokenTree& tree, int node) const;  // the context, then path(node)'s drafts
 
   std::vector<int32_t> context_;
   at::Tensor device_context_;  // int64 [>= capacity_]: the context ContinuationAt() has seen, then its drafts

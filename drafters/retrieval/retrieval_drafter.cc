@@ -48,10 +48,7 @@ class RetrievalDrafter final : public Drafter {
 
  private:
   retrieval::PrefixCounts Count(const TokenTree& tree, int node, int max_tokens) const {
-    std::vector<int32_t> sequence = context_;  // ends with the root
-    const std::vector<int32_t> path = tree.PathTokens(node);
-    sequence.insert(sequence.end(), path.begin() + 1, path.end());
-    return retrieval::CountContinuations(*store_, sequence, options_, max_tokens);
+    return retrieval::CountContinuations(*store_, SequenceThrough(context_, tree, node), options_, max_tokens);
   }
 
   std::shared_ptr<const Datastore> store_;

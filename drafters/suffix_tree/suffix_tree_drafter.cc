@@ -96,9 +96,7 @@ class SuffixTreeDrafter final : public Drafter {
   int CapTokens(int asked) const { return o_.max_spec_tokens > 0 ? std::min(asked, o_.max_spec_tokens) : asked; }
 
   Draft Speculate(const TokenTree& tree, int node, const SpeculationLimits& limits) const {
-    std::vector<int32_t> sequence = context_;  // ends with the root
-    const std::vector<int32_t> path = tree.PathTokens(node);
-    sequence.insert(sequence.end(), path.begin() + 1, path.end());
+    const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
     Draft own = local_.Speculate(sequence, limits);
     if (!o_.global_cache) return own;
     Draft earlier = global_.Speculate(sequence, limits);
