@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "experiments/corpus_text.h"
+#include "experiments/draft_acceptance.h"
 #include "experiments/model_loading.h"
 #include "framework/core/file_util.h"
 #include "framework/core/speculation_theory.h"
@@ -18,18 +19,6 @@
 #include "framework/tokenizers/tokenizer.h"
 
 namespace speclab {
-namespace {
-
-// The acceptance of a drafter's logits against the target's: the mean of
-// Σ min(p_T, q_T), or at T = 0 of argmax agreement. Both [n, vocab].
-double Acceptance(const at::Tensor& target_logits, const at::Tensor& drafter_logits, double temperature) {
-  if (temperature == 0) return (target_logits.argmax(-1) == drafter_logits.argmax(-1)).to(at::kDouble).mean().item<double>();
-  const at::Tensor p = (target_logits.to(at::kDouble) / temperature).softmax(-1);
-  const at::Tensor q = (drafter_logits.to(at::kDouble) / temperature).softmax(-1);
-  return at::minimum(p, q).sum(-1).clamp(0, 1).mean().item<double>();
-}
-
-}  // namespace
 
 double LayerSetCost(const ModelConfig& c, int64_t kept_layers) {
   const double h = static_cast<double>(c.hidden_size), d = static_cast<double>(c.head_dim);
@@ -41,6 +30,7 @@ double LayerSetCost(const ModelConfig& c, int64_t kept_layers) {
 
 namespace {
 
+// target_logits [n, vocab] float64: the target's over the windows.
 absl::StatusOr<LayerSetScore> Score(const LlamaModel& target, const at::Tensor& target_logits,
                                     const at::Tensor& windows, const std::vector<int>& layers,
                                     const LayerSearchOptions& options) {
@@ -49,7 +39,10 @@ absl::StatusOr<LayerSetScore> Score(const LlamaModel& target, const at::Tensor& 
   const at::Tensor logits = drafter->ForwardTraining(windows);
   if (!logits.defined()) return absl::InternalError("layer-search: the drafter's forward failed (see above)");
   LayerSetScore s{.layers = layers};
-  s.acceptance = Acceptance(target_logits, logits.reshape({-1, vocab}), options.temperature);
+  s.acceptance = DraftAcceptance(target_logits, logits.reshape({-1, vocab}).to(at::kDouble),
+                                 options.temperature)
+                     .mean()
+                     .item<double>();
   s.cost = LayerSetCost(target.config(), static_cast<int64_t>(layers.size()));
   s.gamma = theory::OptimalChainLength(s.acceptance, s.cost, options.max_gamma);
   s.speedup = s.gamma > 0 ? theory::ChainWalltimeImprovement(s.acceptance, s.gamma, s.cost) : 1.0;
@@ -74,7 +67,7 @@ absl::StatusOr<LayerSearchResult> SearchLayers(const LlamaModel& target, const a
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> whole, LlamaModel::ShareLayers(target, layers, /*kv_capacity=*/1));
   const at::Tensor target_logits = whole->ForwardTraining(windows);
   if (!target_logits.defined()) return absl::InternalError("layer-search: the target's forward failed (see above)");
-  const at::Tensor flat = target_logits.reshape({-1, vocab});
+  const at::Tensor flat = target_logits.reshape({-1, vocab}).to(at::kDouble);  // once, for every candidate
   LayerSearchResult result;
   ASSIGN_OR_RETURN(LayerSetScore all, Score(target, flat, windows, layers, options));
   result.path.push_back(all);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "algorithms/length_policies/common/acceptance_head.h"
 #include "experiments/corpus_text.h"
+#include "experiments/draft_acceptance.h"
 #include "experiments/model_loading.h"
 #include "framework/core/file_util.h"
 #include "framework/core/options.h"
@@ -197,13 +198,7 @@ class HeadTrainer {
     const at::Tensor p_logits = target_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
     Batch batch;
     batch.features = acceptance_head::FeaturesOf(s_.features, q_logits.log_softmax(-1)).to(at::kFloat);
-    if (s_.temperature == 0) {
-      batch.labels = (q_logits.argmax(-1) == p_logits.argmax(-1)).to(at::kFloat);
-    } else {
-      const at::Tensor q = (q_logits / s_.temperature).softmax(-1);
-      const at::Tensor p = (p_logits / s_.temperature).softmax(-1);
-      batch.labels = at::minimum(p, q).sum(-1).clamp(0, 1);
-    }
+    batch.labels = DraftAcceptance(p_logits, q_logits, s_.temperature);
     return batch;
   }
 
