@@ -29,12 +29,17 @@ struct DraftTree {
   at::Tensor draft_probs;
   DraftSampling sampling = DraftSampling::kDeterministic;
   // [n - 1, 3] float32 on the drafter's device, for chains drafted for a
-  // length policy's device-side stop (BuildRequest::keep_draft_facts): each
+  // length policy's device-side stop (BuildRequest::device_stop): each
   // drafted token's DraftProgress, in DeviceDraftFacts' column order (q of the
   // token, the drafter's own entropy and top probability), then, for a policy
   // that wants_log_probs(), the drafter's own log-probability row ([n - 1,
   // 3 + vocab]). Else undefined.
   at::Tensor draft_facts;
+  // [1] int64 on the drafter's device, for such chains where the drafter
+  // applied the stop itself (ChainPick::StoppedBy): the drafts it keeps, 1 to
+  // n - 1; past them tokens, rows and facts may be stale. Else undefined (the
+  // engine then applies the stop to draft_facts).
+  at::Tensor kept_length;
 
   // Set by builders that choose the tree's shape on the device, so that the
   // engine queues the target's forward without reading the draft back

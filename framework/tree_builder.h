@@ -20,17 +20,21 @@
 
 namespace speclab {
 
+class DeviceLengthStop;
+
 struct BuildRequest {
   int32_t root_token = 0;
   SamplingParams sampling;          // the experiment's processor chain, for q
   DraftLengthPolicy* policy = nullptr;
   at::Generator* generator = nullptr;  // drafting randomness (never the verifier's)
   c10::Device device = c10::Device(c10::kCPU);  // where the drafter's tensors live
-  // Chains drafted from a device root for a policy that stops token by token
-  // (framework/device/device_length_stop.h): draft the policy's maximum and
-  // keep each token's facts (DraftTree::draft_facts) instead of asking the
-  // policy after each token.
-  bool keep_draft_facts = false;
+  // Chains drafted from a device root for a policy that stops token by token:
+  // its device form (framework/device/device_length_stop.h), which decides
+  // on the device instead of ContinueDrafting() on the host. The builder
+  // keeps each token's facts (DraftTree::draft_facts) and, where the
+  // drafter's device chain applies the stop (ChainPick::StoppedBy), the kept
+  // length (DraftTree::kept_length). Null otherwise.
+  const DeviceLengthStop* device_stop = nullptr;
 };
 
 // What a builder needs from the rest of the method; checked at config load.

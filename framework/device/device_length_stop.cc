@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+
 namespace speclab {
 
 DeviceDraftFacts FactsOfColumns(const at::Tensor& facts) {
@@ -9,6 +13,17 @@ DeviceDraftFacts FactsOfColumns(const at::Tensor& facts) {
           .top_probability = facts.select(1, 2),
           .log_probs = facts.size(1) > 3 ? facts.narrow(1, 3, facts.size(1) - 3) : at::Tensor()};
 }
+
+namespace {
+std::string NextStopKey() {
+  static std::atomic<int64_t> next{0};
+  return absl::StrCat("stop#", next++);
+}
+}  // namespace
+
+DeviceLengthStop::DeviceLengthStop() : key_(NextStopKey()) {}
+
+at::Tensor DeviceLengthStop::KeptLength(const DeviceDraftFacts& facts) const { return FirstStopLength(Stops(facts)); }
 
 at::Tensor FirstStopLength(const at::Tensor& stop) {
   // argmax of the mask gives the first true index (0 where none is true).

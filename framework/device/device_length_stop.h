@@ -2,11 +2,13 @@
 //
 // A policy that stops drafting token by token (DraftLengthPolicy::
 // ContinueDrafting) reads each drafted token on the host: a synchronisation a
-// token, and no pipelining. Its device form lets the engine draft the chain
-// to the policy's maximum inside the drafter's graph, keeping each drafted
-// token's facts there, and cut it where the host rule would have stopped,
-// from those facts, with nothing read back: the target verifies the whole
-// chain, and the verdict is cut after the kept drafts (PipelinedChain). That
+// token, and no pipelining. Its device form lets the engine decide on the
+// device after each drafted token, from that token's facts, whether to go
+// on: the drafter's graph skips the forwards past the stop (conditional
+// nodes, where the drafter and LibTorch have them; elsewhere the chain is
+// drafted to the policy's maximum), nothing is read back, the target
+// verifies the whole chain, and the verdict is cut after the kept drafts
+// (PipelinedChain). That
 // is exact for rules that decide a chain's drafts from the root down, each on
 // what came before it (DeviceVerifier::verifies_prefixes_alone()), since the
 // drafts past the stop then never influence the verdict on those before it.
@@ -19,6 +21,8 @@
 #define SPECLAB_FRAMEWORK_DEVICE_DEVICE_LENGTH_STOP_H_
 
 #include <ATen/core/Tensor.h>
+
+#include <string>
 
 #include "framework/core/registry.h"
 
@@ -41,18 +45,34 @@ DeviceDraftFacts FactsOfColumns(const at::Tensor& facts);
 
 class DeviceLengthStop {
  public:
+  DeviceLengthStop();
   virtual ~DeviceLengthStop() = default;
+
+  // bool [n] on the facts' device, for the facts of a chain's first n drafts:
+  // stop[i] is true where the host rule's ContinueDrafting is false after
+  // draft i (that draft kept). stop[i] may read the facts of drafts 0..i
+  // only, never later ones: the engine asks after each draft, with the facts
+  // so far (ChainPick::StoppedBy), and skips the drafts past the first stop.
+  // Never waits for the host.
+  virtual at::Tensor Stops(const DeviceDraftFacts& facts) const = 0;
+
   // int64 [1] on the facts' device: how many of the gamma drafts the policy
-  // keeps, in [1, gamma]: the first depth d whose facts make the host rule's
-  // ContinueDrafting false (that draft kept), else gamma. Never waits for the
-  // host.
-  virtual at::Tensor KeptLength(const DeviceDraftFacts& facts) const = 0;
+  // keeps, in [1, gamma]: the first i whose Stops() is true, plus 1, else
+  // gamma.
+  at::Tensor KeptLength(const DeviceDraftFacts& facts) const;
+
+  // Distinct for every stop object (captured graphs that run it are cached
+  // under it).
+  const std::string& key() const { return key_; }
+
+ private:
+  const std::string key_;
 };
 
 using DeviceLengthStopRegistry = Registry<DeviceLengthStop>;
 
 // The first index i where stop[i] holds, plus 1, else stop's length: int64
-// [1] on stop's device, for KeptLength. stop [gamma] bool.
+// [1] on stop's device. stop [gamma] bool.
 at::Tensor FirstStopLength(const at::Tensor& stop);
 
 }  // namespace speclab

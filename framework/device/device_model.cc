@@ -8,11 +8,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_length_stop.h"
 #include "framework/error_text.h"
+#include "framework/model/fused_ops.h"
 
 namespace speclab {
 
 DeviceModel* DeviceFormOf(LanguageModel& model) { return dynamic_cast<DeviceModel*>(&model); }
+
+ChainPick ChainPick::StoppedBy(const DeviceLengthStop& stop, FactsColumns facts_columns) const {
+  ChainPick stopped = *this;
+  stopped.key_ = absl::StrCat(key_, "|", stop.key(), "@", PickFunctionKey(facts_columns));
+  stopped.stop_ = &stop;
+  stopped.facts_columns_ = facts_columns;
+  return stopped;
+}
+
+ChainPick::StopState ChainPick::StartStop(c10::Device device) const {
+  const auto options = at::TensorOptions().device(device);
+  return {.go = at::ones({1}, options.dtype(at::kBool)), .kept = at::zeros({1}, options.dtype(at::kLong))};
+}
+
+void ChainPick::ObserveStop(const at::Tensor& rows, StopState& state) const {
+  const int64_t columns = facts_columns_(rows.size(1));
+  const at::Tensor facts = rows.narrow(1, rows.size(1) - columns, columns);
+  fused::AdvanceStop(state.go, state.kept, stop_->Stops(FactsOfColumns(facts)).narrow(0, rows.size(0) - 1, 1));
+}
 
 namespace {
 
@@ -27,14 +48,17 @@ absl::StatusOr<ChainResult> ForwardEach(LanguageModel& model, const at::Tensor& 
           : at::empty({steps, model.config().vocab_size}, first.options().dtype(at::kFloat))
                 .exponential_(1.0, *pick.noise_generator());
   std::vector<at::Tensor> tokens{first.to(at::kLong)}, rows;
+  ChainPick::StopState stop;
+  if (pick.stops()) stop = pick.StartStop(first.device());
   for (int64_t i = 0; i < steps; ++i) {
     ASSIGN_OR_RETURN(at::Tensor logits,
                      model.Forward(tokens.back(), at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor()));
     auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
     tokens.push_back(token.view({1}));
     if (row.defined()) rows.push_back(row);
+    if (pick.stops()) pick.ObserveStop(at::cat(rows), stop);
   }
-  ChainResult result{.tokens = at::cat(tokens)};
+  ChainResult result{.tokens = at::cat(tokens), .kept = stop.kept};
   if (!rows.empty()) result.rows = at::cat(rows);
   return result;
 }

@@ -29,6 +29,8 @@
 
 namespace speclab {
 
+class DeviceLengthStop;
+
 // How ForwardChain() chooses each next token on the device from the logits
 // of the token before it. Built with Of() from a function that captures
 // nothing and its parameters; the key that captured graphs are cached under
@@ -59,20 +61,49 @@ class ChainPick {
     return pick;
   }
 
+  // This pick (one that gives rows), ending the chain at a length policy's
+  // stop (framework/device/device_length_stop.h): after each pick, `stop`
+  // reads the facts (DeviceDraftFacts' columns) in the last
+  // facts_columns(width) columns of the rows so far ([picks, width]), and
+  // the chain keeps the picks up to the first stop (ChainResult::kept).
+  // Where a model can, it skips the forwards past the stop (LlamaModel's
+  // graph: conditional nodes); the tokens and rows there are then stale,
+  // rows a copy of the first. `stop` must outlive the pick and the model's
+  // graphs (the method owns both).
+  using FactsColumns = int64_t (*)(int64_t row_width);
+  ChainPick StoppedBy(const DeviceLengthStop& stop, FactsColumns facts_columns) const;
+  bool stops() const { return stop_ != nullptr; }
+
   Result operator()(const at::Tensor& logits, const at::Tensor& noise) const { return function_(logits, noise); }
   const std::string& key() const { return key_; }
   at::Generator* noise_generator() const { return noise_generator_; }
   bool defined() const { return static_cast<bool>(function_); }
 
+  // A chain's stop, as models keep it on the device: go [1] bool (drafting
+  // goes on) and kept [1] int64 (picks so far, up to the stop).
+  struct StopState {
+    at::Tensor go, kept;
+  };
+  // The state before the first pick, on `device`.
+  StopState StartStop(c10::Device device) const;
+  // After a pick whose row is the last of `rows` ([picks so far, width]):
+  // counts it where drafting went on, and stops where stop() says so.
+  void ObserveStop(const at::Tensor& rows, StopState& state) const;
+
  private:
   std::string key_;
   std::function<Result(const at::Tensor& logits, const at::Tensor& noise)> function_;
   at::Generator* noise_generator_ = nullptr;
+  const DeviceLengthStop* stop_ = nullptr;
+  FactsColumns facts_columns_ = nullptr;
 };
 
 struct ChainResult {
   at::Tensor tokens;  // [steps + 1] int64: the first token, then each pick
   at::Tensor rows;    // [steps, vocab] float32: each pick's row (undefined when pick gives none)
+  // With a pick StoppedBy a stop: [1] int64, the picks kept (1 to steps);
+  // past them tokens and rows may be stale. Else undefined.
+  at::Tensor kept;
 };
 
 // How ForwardLevels() grows a tree on the device, one level of `width`

@@ -64,9 +64,13 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
   at::Tensor kept = at::full({1}, gamma, answer.options());
   if (method().device_stop != nullptr) {
-    if (!draft->draft_facts.defined())
+    if (draft->kept_length.defined()) {
+      kept = draft->kept_length.to(device);  // the drafter stopped there
+    } else if (draft->draft_facts.defined()) {
+      kept = method().device_stop->KeptLength(FactsOfColumns(draft->draft_facts.to(device)));
+    } else {
       return absl::InternalError("pipelined chain: the builder kept no facts for the length policy's stop");
-    kept = method().device_stop->KeptLength(FactsOfColumns(draft->draft_facts.to(device)));
+    }
     answer = CutChainAnswer(answer, kept, problem.target_probs, sampling().greedy(), verify_generator());
   }
   // The next step's root is the extra token, after the last accepted token.

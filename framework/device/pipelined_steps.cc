@@ -46,7 +46,7 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
   BuildRequest request{.root_token = -1, .sampling = method_.drafter_sampling.For(sampling_),
                        .policy = method_.policy.get(),
                        .generator = &draft_generator_, .device = target().device(),
-                       .keep_draft_facts = method_.device_stop != nullptr};
+                       .device_stop = method_.device_stop.get()};
   const DeviceRoot root{.last_two = last_two_,
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
                                      .min_start = min_root - 1},

@@ -6,8 +6,14 @@
 #ifdef SPECLAB_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "framework/model/cuda/graph_conditional.h"
 #endif
 
 namespace speclab {
@@ -30,7 +36,63 @@ class TorchCudaGraph final : public CudaGraph {
   at::cuda::MempoolId_t pool_{0, 0};
 };
 
+// The graph this thread is capturing (BeginIf's), or null.
+thread_local TorchCudaGraph* capturing = nullptr;
+
+// An IF body being captured: its stream, the stream that captured before it
+// and the id of that capture.
+struct ConditionalFrame {
+  c10::cuda::CUDAStream parent;
+  c10::cuda::CUDAStream body;
+  unsigned long long parent_capture = 0;
+};
+thread_local std::vector<ConditionalFrame> conditional_frames;
+
+void CheckCuda(int error, const char* what) {
+  TORCH_CHECK(error == cudaSuccess, what, ": ", cudaGetErrorString(static_cast<cudaError_t>(error)));
+}
+
+// From now on the graph's allocations are those of `capture`'s stream: the
+// allocator serves them from the graph's pool (as LibTorch's capture_begin
+// does for the capture it starts).
+void AllocateToPoolFor(const TorchCudaGraph& graph, unsigned long long capture) {
+  using namespace c10::cuda::CUDACachingAllocator;
+  endAllocateToPool(graph.device_.index(), graph.pool_);
+  beginAllocateToPool(graph.device_.index(), graph.pool_, [capture](cudaStream_t stream) {
+    cudaStreamCaptureStatus status{};
+    unsigned long long id = 0;
+    return cudaStreamGetCaptureInfo(stream, &status, &id) == cudaSuccess &&
+           status == cudaStreamCaptureStatusActive && id == capture;
+  });
+}
+
 }  // namespace
+
+bool CudaGraph::BeginIf(const at::Tensor& predicate) {
+  if (capturing == nullptr || !graph_conditional::Supported()) return false;
+  TORCH_CHECK(predicate.is_cuda() && predicate.scalar_type() == at::kBool && predicate.numel() == 1,
+              "CudaGraph::BeginIf: the predicate must be one bool on the device");
+  ConditionalFrame frame{.parent = c10::cuda::getCurrentCUDAStream(), .body = c10::cuda::getStreamFromPool()};
+  while (frame.body == frame.parent) frame.body = c10::cuda::getStreamFromPool();
+  CheckCuda(graph_conditional::CaptureId(frame.parent.stream(), &frame.parent_capture), "capture id");
+  void* body = nullptr;
+  CheckCuda(graph_conditional::AddIfNode(frame.parent.stream(), predicate.data_ptr<bool>(), &body), "IF node");
+  unsigned long long body_capture = 0;
+  CheckCuda(graph_conditional::BeginBodyCapture(frame.body.stream(), body, &body_capture), "IF body capture");
+  AllocateToPoolFor(*capturing, body_capture);
+  c10::cuda::setCurrentCUDAStream(frame.body);
+  conditional_frames.push_back(frame);
+  return true;
+}
+
+void CudaGraph::EndIf(bool began) {
+  if (!began) return;
+  const ConditionalFrame frame = conditional_frames.back();
+  conditional_frames.pop_back();
+  CheckCuda(graph_conditional::EndBodyCapture(frame.body.stream()), "IF body capture");
+  AllocateToPoolFor(*capturing, frame.parent_capture);
+  c10::cuda::setCurrentCUDAStream(frame.parent);
+}
 
 bool CudaGraph::Supported() { return true; }
 
@@ -53,7 +115,15 @@ absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device
       c10::cuda::CUDAStreamGuard stream_guard(side);
       work();  // the eager warm-up run: its results are the caller's results
       graph->graph_.capture_begin(graph->pool_);
-      work();
+      capturing = graph.get();
+      try {
+        work();
+      } catch (...) {
+        capturing = nullptr;
+        conditional_frames.clear();
+        throw;
+      }
+      capturing = nullptr;
       graph->graph_.capture_end();
     }
     at::cuda::CUDAEvent done;
@@ -68,6 +138,8 @@ absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device
 #else  // !SPECLAB_WITH_CUDA
 
 bool CudaGraph::Supported() { return false; }
+bool CudaGraph::BeginIf(const at::Tensor&) { return false; }
+void CudaGraph::EndIf(bool) {}
 
 absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device, const CudaGraph*,
                                                               const std::function<void()>&) {

@@ -8,6 +8,7 @@
 #ifndef SPECLAB_FRAMEWORK_MODEL_CUDA_GRAPH_H_
 #define SPECLAB_FRAMEWORK_MODEL_CUDA_GRAPH_H_
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <functional>
@@ -29,6 +30,16 @@ class CudaGraph {
   // `work` must not synchronise with the host.
   static absl::StatusOr<std::unique_ptr<CudaGraph>> Capture(c10::Device device, const CudaGraph* pool_owner,
                                                             const std::function<void()>& work);
+
+  // Inside Capture's `work`: what `work` enqueues from here to EndIf() runs,
+  // in each replay, only where `predicate` ([1] bool on the device) holds
+  // when the replay reaches this point (a conditional node). Everywhere else
+  // (the eager warm-up run, the CPU, CUDA before 12.4)
+  // that work always runs, so it must leave the same results where the
+  // predicate is false. The work inside draws no random numbers. True where
+  // the work was made conditional; pass the result to EndIf().
+  static bool BeginIf(const at::Tensor& predicate);
+  static void EndIf(bool began);
 
   virtual ~CudaGraph() = default;
   // Enqueues the captured work on the current stream of the capture device.

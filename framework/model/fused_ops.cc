@@ -610,6 +610,23 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   return (temperature == 1.0 ? x : x / temperature).softmax(-1);
 }
 
+at::Tensor SoftmaxSummaryRows(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2, "SoftmaxSummaryRows: x must be [rows, cols], got ", x.sizes());
+#ifdef SPECLAB_WITH_CUDA
+  if (kernel_launch::FloatRows(x)) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor out = at::empty({x.size(0), 2}, x.options());
+    CheckLaunch(row_kernels::LaunchSoftmaxSummaryRows(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0),
+                                                      x.size(1), CurrentStream(x)),
+                "SoftmaxSummaryRows");
+    return out;
+  }
+#endif
+  const at::Tensor p = x.softmax(-1);
+  const at::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1, /*keepdim=*/true);
+  return at::cat({entropy, p.amax(-1, /*keepdim=*/true)}, 1);
+}
+
 namespace {
 
 // The first k columns of a stable descending sort of every row of `keys`
@@ -801,6 +818,25 @@ void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const
     at::Tensor plane = *cache;
     plane.index_copy_(2, destination, plane.index_select(2, source));
   }
+}
+
+void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop) {
+  TORCH_CHECK(go.numel() == 1 && kept.numel() == 1 && stop.numel() == 1 && go.scalar_type() == at::kBool &&
+                  stop.scalar_type() == at::kBool && kept.scalar_type() == at::kLong,
+              "AdvanceStop: go and stop must be one bool, kept one int64");
+#ifdef SPECLAB_WITH_CUDA
+  if (go.is_cuda() && go.is_contiguous() && kept.is_contiguous()) {
+    const c10::cuda::CUDAGuard guard(go.device());
+    const at::Tensor stopped = stop.contiguous();
+    CheckLaunch(tree_kernels::LaunchAdvanceStop(go.data_ptr<bool>(), kept.data_ptr<int64_t>(),
+                                                stopped.data_ptr<bool>(), CurrentStream(go)),
+                "AdvanceStop");
+    return;
+  }
+#endif
+  at::Tensor counted = kept, going = go;
+  counted.add_(go);
+  going.logical_and_(stop.logical_not());
 }
 
 TreeRootAdvance AdvanceTreeRoot(const at::Tensor& walk, const at::Tensor& tokens, const at::Tensor& parents,

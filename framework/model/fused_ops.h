@@ -228,6 +228,13 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tenso
 // order (results agree to a few ulps). temperature > 0.
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
 
+// For x [rows, cols] float32 and p its rows' softmax: [rows, 2] float32,
+// p's entropy in nats and its largest entry (a drafted token's facts for the
+// length policies, framework/core/length_policy.h). One launch on CUDA (the
+// entropy as log S - sum exp(x - M) (x - M) / S: it agrees with ATen's
+// -sum p log p to float rounding); ATen: the softmax, its max and -sum p log p.
+at::Tensor SoftmaxSummaryRows(const at::Tensor& x);
+
 // The k largest x / max(divisor, FLT_MIN) of each row of x [rows, cols]
 // float32 (x alone for an undefined divisor), best first, among equal values
 // the smaller index, NaN above every number: (values [rows, k] float32,
@@ -282,6 +289,11 @@ void TreeAtInputs(const at::Tensor& start, const at::Tensor& tokens, const at::T
 // zeros; ATen also copies the root's entries past the path, harmlessly).
 void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& start,
                      const at::Tensor& nodes);
+
+// A drafted chain's stop after one more draft, in place on the device:
+// where go ([1] bool), kept ([1] int64) += 1 and go = !stop ([1] bool).
+// One launch on CUDA.
+void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop);
 
 // A pipelined tree step's bookkeeping from its walk (verifiers::TreeWalk's answer
 // [n + 1], a accepted) over tokens and parents [n] int64: writes the

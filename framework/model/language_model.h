@@ -78,15 +78,20 @@ class LanguageModel {
 
   // Successful Forward() calls by token count since the last
   // ResetForwardCounts(). With forward costs measured per count, they predict
-  // a run's time (experiments report it next to the measured time).
-  const std::map<int64_t, int64_t>& forward_counts() const { return forward_counts_; }
-  void ResetForwardCounts() { forward_counts_.clear(); }
+  // a run's time (experiments report it next to the measured time). Reads
+  // back the counts only the device knows (one synchronisation, where any).
+  std::map<int64_t, int64_t> forward_counts() const;
+  void ResetForwardCounts();
 
  protected:
   void CountForward(int64_t tokens) { ++forward_counts_[tokens]; }
+  // `count` forwards of `tokens` tokens, where only the device knows how many
+  // ran ([1] int64 on the device: a chain's steps before its stop).
+  void CountForwardsOnDevice(int64_t tokens, const at::Tensor& count);
 
  private:
   std::map<int64_t, int64_t> forward_counts_;
+  std::map<int64_t, at::Tensor> device_counts_;  // [1] int64 each, summed on the device
 };
 
 }  // namespace speclab

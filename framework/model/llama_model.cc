@@ -468,8 +468,14 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, in
     c10::InferenceMode guard;
     return m.ForwardChainStatic(first, position, steps, pick);
   });
-  if (result.ok())
-    for (int64_t i = 0; i < steps; ++i) CountForward(1);
+  if (result.ok()) {
+    CountForward(1);
+    if (m.last_chain_skips) {
+      CountForwardsOnDevice(1, result->kept - 1);  // the steps before the stop
+    } else {
+      for (int64_t i = 1; i < steps; ++i) CountForward(1);
+    }
+  }
   return result;
 }
 
@@ -500,7 +506,11 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
   });
   if (result.ok()) {
     CountForward(prefix.size(0));
-    for (int64_t i = 1; i < steps; ++i) CountForward(1);
+    if (m.last_chain_skips) {
+      CountForwardsOnDevice(1, result->kept - 1);  // the steps before the stop
+    } else {
+      for (int64_t i = 1; i < steps; ++i) CountForward(1);
+    }
   }
   return result;
 }

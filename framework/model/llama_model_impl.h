@@ -241,9 +241,14 @@ struct LlamaModel::Impl {
     std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
     at::Tensor noise;                  // [steps, vocab] float32, refilled before each run; undefined without noise
     at::Tensor rows;                   // output: [steps, vocab] (or undefined)
+    at::Tensor kept;                   // output with a stop: [1] int64 (ChainResult::kept)
+    bool conditional = false;          // the steps past a stop are skipped (ChainBody)
   };
   // By (steps, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedChain> chain_graphs;
+  // Whether the last chain run skipped the steps past its stop (so that only
+  // the device knows how many forwards ran).
+  bool last_chain_skips = false;
   // Trees grown level by level (ForwardLevels): the prefix, the cache slot
   // of its first token and its position.
   struct LevelsInputs {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "framework/core/file_util.h"
 #include "framework/core/token_tree.h"
+#include "framework/device/device_length_stop.h"
 #include "framework/model/model_config.h"
 #include "framework/model/safetensors.h"
 #include "framework/sampling.h"
@@ -611,6 +612,56 @@ TEST(LlamaModelTest, DevicePositionedForwardsEqualHostPositionedOnes) {
     ASSERT_TRUE(reference->Commit(Iota(5)).ok());
     ASSERT_TRUE(subject->Truncate(257).ok());
     EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), FeedChain(*reference, {7, 8})), kTol);
+  });
+}
+
+// A length policy's stop for tests: after each draft whose token (the pick
+// keeps it as the facts' first column, StoppedPick) is even.
+class EvenTokenStop final : public DeviceLengthStop {
+ public:
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
+    return facts.draft_probability.to(at::kLong).remainder(2) == 0;
+  }
+};
+
+// A greedy pick whose rows are facts: the token, then two zeros.
+ChainPick StoppedPick(const DeviceLengthStop& stop) {
+  return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+           const at::Tensor token = GreedyTokens(logits);
+           return std::make_pair(token, at::cat({token.to(at::kFloat).reshape({1, 1}),
+                                                 at::zeros({1, 2}, logits.options().dtype(at::kFloat))}, 1));
+         })
+      .StoppedBy(stop, [](int64_t) -> int64_t { return 3; });
+}
+
+TEST(LlamaModelTest, StoppedChainsKeepThePicksUpToTheStop) {
+  // A chain StoppedBy a stop: the same picks as the chain without it up to
+  // the first stop, and that many kept. A CUDA graph skips the forwards past
+  // the stop (conditional nodes) and counts only those that ran; elsewhere
+  // every step runs and counts.
+  const EvenTokenStop stop;
+  ForEachPairAtBucketEdge([&](const Variant& variant, bool static_shapes, LlamaModel* reference, LlamaModel* subject) {
+    ASSERT_TRUE(reference->Commit({0}).ok());
+    const ChainPick pick = StoppedPick(stop);
+    auto expected = reference->ForwardChain(Longs({5}), 251, 6, pick);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    const at::Tensor drafts = expected->tokens.narrow(0, 1, 6).cpu();
+    int64_t kept = 6;
+    for (int64_t i = 0; i < 6; ++i)
+      if (drafts[i].item<int64_t>() % 2 == 0) {
+        kept = i + 1;
+        break;
+      }
+    ASSERT_EQ(expected->kept.cpu().item<int64_t>(), kept);
+    auto chain = subject->ForwardChainAt(Longs({5}), {.start = Longs({251}), .max_start = 300}, 6, pick);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    ASSERT_TRUE(chain->kept.defined());
+    EXPECT_EQ(chain->kept.cpu().item<int64_t>(), kept);
+    EXPECT_TRUE(at::equal(chain->tokens.narrow(0, 1, kept).cpu(), drafts.narrow(0, 0, kept)))
+        << chain->tokens << drafts;
+    EXPECT_TRUE(at::equal(chain->rows.narrow(0, 0, kept).cpu(), expected->rows.narrow(0, 0, kept).cpu()));
+    const bool skips = subject->device().is_cuda() && static_shapes && variant.config.sliding_window == 0;
+    EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{1, skips ? kept : 6}})) << "kept " << kept;
   });
 }
 

@@ -156,21 +156,37 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::CausalBody(const at::Tensor&
 // The chain of ForwardChain over chain_in: the first forward feeds tokens[0,
 // prefix) at slots start.. and positions position.., each seeing every slot up
 // to its own; each later forward feeds the token the step before picked. Pick
-// writes token i + prefix (from the last row of step i's forward).
+// writes token i + prefix (from the last row of step i's forward). With a
+// stop (ChainPick::StoppedBy), each step after the first is conditional on
+// drafting going on (CudaGraph::BeginIf; chain.conditional says whether the
+// capture made it so); its row lands in a buffer holding copies of the
+// first step's row until then.
 void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
                                  CapturedChain& chain) {
   std::vector<at::Tensor> rows;
+  ChainPick::StopState stop;
+  if (pick.stops()) stop = pick.StartStop(device);
   for (int64_t i = 0; i < steps; ++i) {
+    const bool conditional = i > 0 && pick.stops() && CudaGraph::BeginIf(stop.go);
+    chain.conditional = chain.conditional || conditional;
     const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
     const int64_t fed = i == 0 ? prefix : 1;
     const at::Tensor logits =
         CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length).first;
     auto [token, row] = pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
-                                  chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
+                             chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
     chain_in.tokens.narrow(0, offset + fed, 1).copy_(token.view({1}));
-    if (row.defined()) rows.push_back(row);
+    if (pick.stops()) {
+      if (i == 0) rows.push_back(row.expand({steps, row.size(1)}).contiguous());
+      rows.front().narrow(0, i, 1).copy_(row);
+      pick.ObserveStop(rows.front().narrow(0, 0, i + 1), stop);
+    } else if (row.defined()) {
+      rows.push_back(row);
+    }
+    CudaGraph::EndIf(conditional);
   }
-  chain.rows = rows.empty() ? at::Tensor() : at::cat(rows);
+  chain.rows = rows.empty() ? at::Tensor() : pick.stops() ? rows.front() : at::cat(rows);
+  chain.kept = stop.kept;
 }
 
 // The chain for (steps, prefix, kv_length, pick.key()). On CUDA its first use
@@ -240,9 +256,11 @@ ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int6
   } else {
     ChainBody(steps, prefix, kv_length, pick, chain);
   }
+  last_chain_skips = chain.graph && chain.conditional;
   last_hidden = at::Tensor();  // chains keep no hidden states
   ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, prefix + steps).clone()};
   if (chain.rows.defined()) result.rows = chain.rows.clone();
+  if (chain.kept.defined()) result.kept = chain.kept.clone();
   return result;
 }
 

@@ -154,6 +154,12 @@ void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
     }
     const int64_t kept = (*device)->KeptLength(FactsOfColumns(facts)).item<int64_t>();
     EXPECT_EQ(kept, expected) << policy_yaml << ", chain " << chain << ":\n" << facts;
+    // Each stop reads the drafts up to its own only: the engine asks after
+    // each draft with the facts so far.
+    const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts));
+    for (int64_t n = 1; n < gamma; ++n)
+      EXPECT_TRUE(at::equal((*device)->Stops(FactsOfColumns(facts.narrow(0, 0, n))), stops.narrow(0, 0, n)))
+          << policy_yaml << ", chain " << chain << ": the stops of the first " << n << " drafts moved with later ones";
     kept_lengths.insert(kept);
   }
   EXPECT_GT(kept_lengths.size(), 1u) << policy_yaml << ": the random facts never moved the length";

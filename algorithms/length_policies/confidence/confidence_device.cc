@@ -15,9 +15,9 @@ namespace {
 class ConfidenceStop final : public DeviceLengthStop {
  public:
   explicit ConfidenceStop(double threshold) : threshold_(threshold) {}
-  at::Tensor KeptLength(const DeviceDraftFacts& facts) const override {
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
     // As the host rule's double comparison: the float32 facts widened first.
-    return FirstStopLength(facts.top_probability.to(at::kDouble) < threshold_);
+    return facts.top_probability.to(at::kDouble) < threshold_;
   }
 
  private:

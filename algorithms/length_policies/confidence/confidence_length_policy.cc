@@ -10,7 +10,7 @@
 // The decision reads only the drafter's side of the step, never the
 // verifier's: lossless. With the chain builder only. Step by step it is taken
 // after every drafted token, on the host (one read a token); pipelined, its
-// device form (confidence_device.cc) cuts a chain drafted to `max` where it
+// device form (confidence_device.cc) stops a pipelined chain on the device where it
 // would have stopped.
 #include <memory>
 

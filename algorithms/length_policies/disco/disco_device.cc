@@ -18,8 +18,8 @@ namespace {
 class DiscoStop final : public DeviceLengthStop {
  public:
   explicit DiscoStop(DiscoOptions options) : threshold_(options.threshold), head_(std::move(options.head)) {}
-  at::Tensor KeptLength(const DeviceDraftFacts& facts) const override {
-    return FirstStopLength(head_.Predict(facts.log_probs) < threshold_);
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
+    return head_.Predict(facts.log_probs) < threshold_;
   }
 
  private:

@@ -10,7 +10,7 @@
 // The decision reads only the drafter's side of the step: lossless. With the
 // chain builder and a distribution drafter. Step by step it reads each
 // drafted token's row on the host; pipelined, its device form
-// (disco_device.cc) cuts a chain drafted to `max`.
+// (disco_device.cc) stops a pipelined chain on the device.
 #include <memory>
 #include <utility>
 

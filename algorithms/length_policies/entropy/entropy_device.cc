@@ -15,9 +15,9 @@ namespace {
 class EntropyStop final : public DeviceLengthStop {
  public:
   explicit EntropyStop(const EntropyOptions& options) : options_(options) {}
-  at::Tensor KeptLength(const DeviceDraftFacts& facts) const override {
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
     const at::Tensor estimate = 1.0 - (facts.draft_entropy.to(at::kDouble) * options_.gamma_e).sqrt();
-    return FirstStopLength(estimate < options_.threshold);
+    return estimate < options_.threshold;
   }
 
  private:

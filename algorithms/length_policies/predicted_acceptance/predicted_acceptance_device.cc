@@ -19,9 +19,9 @@ class PredictedAcceptanceStop final : public DeviceLengthStop {
  public:
   explicit PredictedAcceptanceStop(PredictedAcceptanceOptions options)
       : threshold_(options.threshold), head_(std::move(options.head)) {}
-  at::Tensor KeptLength(const DeviceDraftFacts& facts) const override {
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
     const at::Tensor survival = head_.Predict(facts.log_probs).cumprod(0);
-    return FirstStopLength((1.0 - survival) > threshold_);
+    return (1.0 - survival) > threshold_;
   }
 
  private:

@@ -11,7 +11,7 @@
 // The decision reads only the drafter's side of the step: lossless. With the
 // chain builder and a distribution drafter of the head's vocabulary. Step by
 // step it reads each drafted token's row on the host; pipelined, its device
-// form (predicted_acceptance_device.cc) cuts a chain drafted to `max`.
+// form (predicted_acceptance_device.cc) stops a pipelined chain on the device.
 #include <memory>
 #include <utility>
 

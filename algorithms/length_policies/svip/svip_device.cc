@@ -15,8 +15,8 @@ namespace {
 class SvipStop final : public DeviceLengthStop {
  public:
   explicit SvipStop(const SvipOptions& options) : options_(options) {}
-  at::Tensor KeptLength(const DeviceDraftFacts& facts) const override {
-    return FirstStopLength((options_.gamma * facts.draft_entropy.to(at::kDouble)).sqrt() > options_.threshold);
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
+    return (options_.gamma * facts.draft_entropy.to(at::kDouble)).sqrt() > options_.threshold;
   }
 
  private:

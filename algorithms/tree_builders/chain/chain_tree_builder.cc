@@ -11,7 +11,8 @@
 // with device-rooted continuations (DeviceDrafter::ContinuationAt). For a
 // policy that stops token by token and has a device form, BuildAt drafts its
 // maximum and keeps each token's facts (DraftTree::draft_facts), for the
-// engine to cut the chain on the device.
+// engine to cut the chain on the device; drafters whose device chain applies
+// the stop (ChainPick::StoppedBy) skip the forwards past it.
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -21,6 +22,7 @@
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device/device_tree_builder.h"
+#include "framework/model/fused_ops.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -40,19 +42,24 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
 
   absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request,
                                          const DeviceRoot& root) override {
-    if (request.policy->wants_progress() && !request.keep_draft_facts)
+    if (request.policy->wants_progress() && request.device_stop == nullptr)
       return absl::UnimplementedError("the length policy reads each drafted token on the host");
     const int length = request.policy->MaxDraftLength();
     DeviceDrafter* device = DeviceFormOf(drafter);
     if (device == nullptr) return absl::UnimplementedError("the drafter has no device form");
     if (drafter.kind() == DrafterKind::kTokensOnly) {
-      if (request.keep_draft_facts) return absl::UnimplementedError("the drafter gives tokens only, without facts");
+      if (request.device_stop != nullptr)
+        return absl::UnimplementedError("the drafter gives tokens only, without facts");
       ASSIGN_OR_RETURN(at::Tensor tokens, device->ContinuationAt(root, length));
       return ChainTree(request.root_token, length, {.tokens = tokens}, DraftSampling::kDeterministic);
     }
-    ASSIGN_OR_RETURN(ChainResult chain, device->DraftChainAt(root, length, Pick(request)));
-    return ChainTree(request.root_token, length, chain, DraftSampling::kIndependent,
-                     request.keep_draft_facts ? FactsColumns(request, chain.rows) : 0);
+    ChainPick pick = Pick(request);
+    if (request.device_stop != nullptr) pick = pick.StoppedBy(*request.device_stop, FactsColumns(request));
+    ASSIGN_OR_RETURN(ChainResult chain, device->DraftChainAt(root, length, pick));
+    DraftTree draft = ChainTree(request.root_token, length, chain, DraftSampling::kIndependent,
+                                request.device_stop != nullptr ? FactsColumns(request)(chain.rows.size(1)) : 0);
+    draft.kept_length = chain.kept;
+    return draft;
   }
 
  private:
@@ -63,22 +70,22 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   // vocab]). q undefined: an argmax draft, whose q is the token's one-hot.
   static at::Tensor FactsRow(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& token,
                              bool log_probs = false) {
-    const at::Tensor own = logits.reshape({1, -1}).to(at::kFloat).softmax(-1);
-    const at::Tensor top = own.amax(-1, /*keepdim=*/true);
-    const at::Tensor entropy = -(own * own.clamp_min(1e-30).log()).sum(-1, /*keepdim=*/true);
-    const at::Tensor picked = q.defined() ? q.reshape({1, -1}).gather(1, token.reshape({1, 1})) : at::ones_like(top);
-    if (!log_probs) return at::cat({picked, entropy, top}, 1);
-    return at::cat({picked, entropy, top, logits.reshape({1, -1}).to(at::kFloat).log_softmax(-1)}, 1);
+    const at::Tensor row = logits.reshape({1, -1}).to(at::kFloat);
+    const at::Tensor summary = fused::SoftmaxSummaryRows(row);  // entropy, top probability
+    const at::Tensor picked = q.defined() ? q.reshape({1, -1}).gather(1, token.reshape({1, 1}))
+                                          : at::ones({1, 1}, summary.options());
+    if (!log_probs) return at::cat({picked, summary}, 1);
+    return at::cat({picked, summary, row.log_softmax(-1)}, 1);
   }
 
-  // The facts' columns at the end of a chain's kept rows (PickWithFacts): 3,
-  // or 3 + vocab with the log-probability rows, the vocabulary then read off
-  // the rows' width (q's vocab columns before the facts where tokens are
-  // sampled).
-  static int64_t FactsColumns(const BuildRequest& request, const at::Tensor& rows) {
-    if (!request.policy->wants_log_probs()) return 3;
-    const int64_t vocab = request.sampling.greedy() ? rows.size(1) - 3 : (rows.size(1) - 3) / 2;
-    return 3 + vocab;
+  // The facts' columns at the end of a chain's kept rows of `width` columns
+  // (PickWithFacts): 3, or 3 + vocab with the log-probability rows, the
+  // vocabulary then read off the width (q's vocab columns before the facts
+  // where tokens are sampled).
+  static ChainPick::FactsColumns FactsColumns(const BuildRequest& request) {
+    if (!request.policy->wants_log_probs()) return [](int64_t) -> int64_t { return 3; };
+    if (request.sampling.greedy()) return [](int64_t width) { return width; };
+    return [](int64_t width) { return (width - 3) / 2 + 3; };
   }
 
   static absl::StatusOr<DraftTree> BuildFromContinuation(Drafter& drafter, const BuildRequest& request) {
@@ -103,11 +110,11 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
 
   // q and the draw for one chain step: q = the processed distribution, the
   // token its argmax (temperature 0) or its exponential race with the noise.
-  // With keep_draft_facts, each step keeps its FactsRow after q's columns
+  // With a device stop, each step keeps its FactsRow after q's columns
   // (ChainTree splits them).
   static ChainPick Pick(const BuildRequest& request) {
     const SamplingParams sampling = request.sampling;
-    if (request.keep_draft_facts)
+    if (request.device_stop != nullptr)
       return request.policy->wants_log_probs() ? PickWithFacts<true>(sampling, request.generator)
                                                  : PickWithFacts<false>(sampling, request.generator);
     if (sampling.greedy()) {

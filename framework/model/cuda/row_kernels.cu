@@ -165,6 +165,36 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x
   }
 }
 
+// SoftmaxSummaryRows: each thread's (max, sum) online, merged; then the
+// block's sum of exp(x - M) (x - M) with the merged M.
+__global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float* x, float* out, int64_t cols) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
+    const float v = xr[i];
+    if (v == -INFINITY) continue;
+    if (v > m) {
+      s = s * expf(m - v) + 1.0f;
+      m = v;
+    } else {
+      s += expf(v - m);
+    }
+  }
+  const float2 total = BlockMaxSum<kSmallThreads>(m, s);
+  float e = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
+    const float v = xr[i];
+    if (v == -INFINITY) continue;
+    const float d = v - total.x;
+    e += expf(d) * d;
+  }
+  const float weighted = BlockSumAll<kSmallThreads>(e);
+  if (threadIdx.x == 0) {
+    out[2 * blockIdx.x] = logf(total.y) - weighted / total.y;
+    out[2 * blockIdx.x + 1] = 1.0f / total.y;
+  }
+}
+
 // A thread's K best keys, sorted (in registers: every index a compile-time
 // constant): `key` takes its place among them.
 template <int K>
@@ -592,6 +622,13 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));
   SoftmaxChunks<<<grid, kThreads, 0, s>>>(x, parts, cols, temperature);
   SoftmaxNormalize<<<grid, kThreads, 0, s>>>(x, parts, out, cols, temperature);
+  return cudaGetLastError();
+}
+
+int LaunchSoftmaxSummaryRows(const float* x, float* out, int64_t rows, int64_t cols, void* stream) {
+  if (rows < 1 || cols < 1 || rows > 65535) return cudaErrorInvalidValue;
+  SoftmaxSummaryRows<<<static_cast<unsigned>(rows), kSmallThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, out,
+                                                                                                          cols);
   return cudaGetLastError();
 }
 

@@ -47,6 +47,12 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
+// For each row of x, with p its softmax: out[r] = (the entropy of p in nats,
+// the largest p[i]), as log S - sum exp(x - M) (x - M) / S and 1 / S (M the
+// row's maximum, S its sum of exp(x - M); -inf entries count as p = 0).
+// x [rows, cols] float32, out [rows, 2] float32. One block a row, one launch.
+int LaunchSoftmaxSummaryRows(const float* x, float* out, int64_t rows, int64_t cols, void* stream);
+
 // The k largest x[r][i] / max(divisor[r][i], FLT_MIN) of each row (of x
 // alone where divisor is null), best first; among equal values the smaller
 // index, NaN above every number (ArgmaxRows' order). values [rows, k]

@@ -81,6 +81,13 @@ __global__ void AdvanceTreeRoot(const int64_t* __restrict__ walk, const int64_t*
   next_last_two[1] = walk[n];
 }
 
+__global__ void AdvanceStop(bool* go, int64_t* kept, const bool* stop) {
+  if (*go) {
+    *kept += 1;
+    *go = !*stop;
+  }
+}
+
 }  // namespace
 
 int LaunchTreeAtInputs(const int64_t* start, const int64_t* tokens, const int64_t* depths, const bool* mask, int64_t n,
@@ -111,6 +118,11 @@ int LaunchAdvanceTreeRoot(const int64_t* walk, const int64_t* tokens, const int6
   AdvanceTreeRoot<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(walk, tokens, parents, static_cast<int>(n),
                                                                     positions, context, next_positions, next_last_two,
                                                                     record);
+  return cudaGetLastError();
+}
+
+int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, void* stream) {
+  AdvanceStop<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(go, kept, stop);
   return cudaGetLastError();
 }
 

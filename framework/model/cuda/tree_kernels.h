@@ -48,6 +48,10 @@ int LaunchTreeAtInputs(const int64_t* start, const int64_t* tokens, const int64_
 int LaunchMovePathEntries(uint32_t* k, uint32_t* v, const int64_t* start, const int64_t* nodes, int64_t m,
                           int64_t planes, int64_t slots, int64_t row_words, void* stream);
 
+// A drafted chain's stop after one more draft (ChainPick::ObserveStop):
+// where *go, *kept += 1 and *go = !*stop. One thread.
+int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, void* stream);
+
 // A pipelined tree step's bookkeeping after its walk (the answer of the tree
 // walk, algorithms/verifiers/common/cuda/tree_walk.h: walk [n + 1], a
 // accepted): context[root + i] = tokens[walk[i]] for
