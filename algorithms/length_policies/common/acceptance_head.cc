@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "framework/model/fused_ops.h"
 #include "framework/model/safetensors.h"
 
 namespace speclab::acceptance_head {
@@ -29,12 +30,22 @@ int64_t FeatureCount(Features features, int64_t vocab_size) {
 
 namespace {
 
+// The k largest probabilities of log-probability rows, in float64, best
+// first. float32 rows take the one-launch top-k (fused::TopKRows: at::topk's
+// select costs about 27 us on an 8000-token row on CUDA); the values are the
+// same: exp of each entry widened.
+at::Tensor TopProbabilities(const at::Tensor& log_probs, int64_t k) {
+  if (log_probs.scalar_type() == at::kFloat && log_probs.dim() == 2)
+    return fused::TopKRows(log_probs.contiguous(), at::Tensor(), k).first.to(at::kDouble).exp();
+  return std::get<0>(log_probs.to(at::kDouble).exp().topk(k, /*dim=*/1));
+}
+
 // The kSummaryTopK largest probabilities (zeros past the vocabulary) and the
-// entropy of float64 log-probability rows.
-at::Tensor Summary(const at::Tensor& lp) {
+// entropy of log-probability rows (`lp`: them in float64).
+at::Tensor Summary(const at::Tensor& log_probs, const at::Tensor& lp) {
   const at::Tensor p = lp.exp();
   const int64_t k = std::min<int64_t>(kSummaryTopK, lp.size(1));
-  at::Tensor top = std::get<0>(p.topk(k, /*dim=*/1));
+  at::Tensor top = TopProbabilities(log_probs, k);
   if (k < kSummaryTopK) top = at::cat({top, at::zeros({lp.size(0), kSummaryTopK - k}, top.options())}, 1);
   // p log p is 0 where p is (lp = -inf).
   const at::Tensor entropy = -at::where(p > 0, p * lp, at::zeros_like(p)).sum(1, /*keepdim=*/true);
@@ -45,8 +56,8 @@ at::Tensor Summary(const at::Tensor& lp) {
 
 at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs) {
   const at::Tensor lp = log_probs.to(at::kDouble);
-  if (features == Features::kSummary) return Summary(lp);
-  return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(lp)}, 1);
+  if (features == Features::kSummary) return Summary(log_probs, lp);
+  return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(log_probs, lp)}, 1);
 }
 
 AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t hidden, uint64_t seed, double prior_logit) {
