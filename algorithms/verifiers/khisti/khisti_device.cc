@@ -8,6 +8,7 @@
 #include <cmath>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +30,7 @@ namespace speclab::khisti {
 namespace {
 
 constexpr char kName[] = "khisti";
-constexpr int kWarpSize = 32;  // the kernel sums a y's tuples a warp's lanes at a time
+constexpr int kLawLanes = 256;  // the kernel sums a y's tuples a block of 256 threads at a time
 
 #ifdef SPECLAB_WITH_CUDA
 static_assert(kDeviceMaxSupport == canonical_kernels::kMaxSupport && kDeviceMaxDrafts == canonical_kernels::kMaxDrafts);
@@ -49,7 +50,7 @@ int64_t Race(const float* law, const float* noise, int64_t vocab) {
 }
 
 // r on q's support (index order) at K >= 2, as the kernel sums it: tail
-// tuples dealt to 32 lanes in turn, then the lanes' butterfly.
+// tuples dealt to 256 partial sums in turn, then their butterfly.
 std::vector<float> SupportLaw(const std::vector<float>& q, const std::vector<float>& w, int k) {
   const int64_t s = static_cast<int64_t>(q.size());
   int64_t tails = 1;
@@ -57,7 +58,7 @@ std::vector<float> SupportLaw(const std::vector<float>& q, const std::vector<flo
   std::vector<float> law(s);
   std::vector<int64_t> digits(k);
   for (int64_t j = 0; j < s; ++j) {
-    float lanes[kWarpSize] = {};
+    std::vector<float> lanes(kLawLanes, 0.0f);
     for (int64_t t = 0; t < tails; ++t) {
       float probability = 1.0f, weights = w[j];
       int distinct = 1, copies = 1;
@@ -77,12 +78,12 @@ std::vector<float> SupportLaw(const std::vector<float>& q, const std::vector<flo
         }
       }
       const float alpha = weights > 0.0f ? w[j] / weights : 1.0f / static_cast<float>(distinct);
-      lanes[t % kWarpSize] += probability * alpha / static_cast<float>(copies);
+      lanes[t % kLawLanes] += probability * alpha / static_cast<float>(copies);
     }
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      float next[kWarpSize];
-      for (int l = 0; l < kWarpSize; ++l) next[l] = lanes[l] + lanes[l ^ offset];
-      std::copy(next, next + kWarpSize, lanes);
+    for (int offset = kLawLanes / 2; offset > 0; offset /= 2) {
+      std::vector<float> next(kLawLanes);
+      for (int l = 0; l < kLawLanes; ++l) next[l] = lanes[l] + lanes[l ^ offset];
+      lanes = std::move(next);
     }
     law[j] = static_cast<float>(k) * q[j] * lanes[0];
   }
@@ -242,11 +243,12 @@ at::Tensor CanonicalTreeWalk(const at::Tensor& parents, const at::Tensor& tokens
     const c10::cuda::CUDAGuard guard(p.device());
     const at::Tensor up = parents.contiguous(), ids = tokens.contiguous();
     at::Tensor scratch = at::empty({2, n}, parents.options());
+    at::Tensor laws = at::empty({n, kernels::kMaxSupport}, p.options());
     at::Tensor out = at::empty({n + 1}, parents.options());
     kernel_launch::Check(
         kernels::LaunchCanonicalTree(up.data_ptr<int64_t>(), ids.data_ptr<int64_t>(), p.data_ptr<float>(),
                                      q.data_ptr<float>(), uniforms.data_ptr<float>(), noise.data_ptr<float>(),
-                                     max_selection_tuples, scratch[0].data_ptr<int64_t>(),
+                                     max_selection_tuples, laws.data_ptr<float>(), scratch[0].data_ptr<int64_t>(),
                                      scratch[1].data_ptr<int64_t>(), out.data_ptr<int64_t>(), n, p.size(1),
                                      kernel_launch::Stream(p)),
         "CanonicalTreeWalk");
