@@ -1,0 +1,207 @@
+// `hierarchy`: Hierarchy Drafting (docs/algorithms.md §4.11): drafts from
+// three n-gram databases queried in order of temporal locality, the most
+// local first, moving to the next only while fewer than the drafts asked for
+// have been found:
+//   1. this generation: the prompt and the tokens generated so far;
+//   2. earlier generations: the outputs of the prompts this drafter served
+//      before (a generation's output joins them when the next prompt starts);
+//   3. a static corpus: a datastore `speclab datastore` wrote (optional).
+// Levels 1 and 2 are suffix tries (drafters/suffix_tree/suffix_trie.h: the
+// best-scored speculation of their longest matches), level 3 REST's lookup
+// (drafters/retrieval/rest_lookup.h: the most frequent continuations of the
+// longest matching suffix). Gives tokens only: verify with greedy or
+// point_mass; the `trie` builder takes the merged drafts as a tree, `chain`
+// the most local level's path.
+//
+//   drafter: {type: hierarchy, datastore: results/corpus.splds}
+//   tree_builder: {type: trie, budget: 16, max_candidates: 16}
+//
+// Options: max_depth (32: the longest n-gram the tries count), min_token_prob
+// (0.1: continuations estimated less likely are dropped), datastore (none),
+// max_suffix (16) and min_suffix (2) for the datastore's lookup,
+// continuation_tokens (10).
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "drafters/retrieval/datastore.h"
+#include "drafters/retrieval/rest_lookup.h"
+#include "drafters/suffix_tree/suffix_trie.h"
+#include "framework/core/status_macros.h"
+#include "framework/drafter.h"
+
+namespace speclab {
+namespace {
+
+using retrieval::Datastore;
+using retrieval::RestOptions;
+using suffix_decoding::Draft;
+using suffix_decoding::SpeculationLimits;
+using suffix_decoding::SuffixTrie;
+
+struct HierarchyOptions {
+  int max_depth = 32;
+  double min_token_prob = 0.1;
+  RestOptions corpus;
+};
+
+// Drafts gathered level by level: each new path once, parents before
+// children (so that the `trie` builder adds one node a path).
+class DraftPaths {
+ public:
+  explicit DraftPaths(int max_candidates) : max_candidates_(max_candidates) {}
+  bool full() const { return static_cast<int>(paths_.size()) >= max_candidates_; }
+  void Add(std::vector<int32_t> path) {
+    if (!full() && seen_.insert(path).second) paths_.push_back(std::move(path));
+  }
+  // A speculation's nodes, each as its path.
+  void AddDraft(const Draft& draft) {
+    std::vector<std::vector<int32_t>> own;
+    for (size_t i = 0; i < draft.tokens.size(); ++i) {
+      std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : own[draft.parents[i]];
+      path.push_back(draft.tokens[i]);
+      own.push_back(path);
+      Add(std::move(path));
+    }
+  }
+  std::vector<std::vector<int32_t>> Take() && { return std::move(paths_); }
+
+ private:
+  const int max_candidates_;
+  std::vector<std::vector<int32_t>> paths_;
+  std::set<std::vector<int32_t>> seen_;
+};
+
+class HierarchyDrafter final : public Drafter {
+ public:
+  HierarchyDrafter(HierarchyOptions o, std::shared_ptr<const Datastore> corpus)
+      : o_(o), corpus_(std::move(corpus)), generation_(o.max_depth), earlier_(o.max_depth) {}
+
+  DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
+
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) override {
+    if (!output_.empty()) {
+      earlier_.Extend(output_);
+      earlier_.EndSequence();
+    }
+    output_.clear();
+    generation_ = SuffixTrie(o_.max_depth);
+    generation_.Extend(prompt);
+    seen_ = prompt.size();
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginStep(absl::Span<const int32_t> context) override {
+    if (context.size() < seen_) return absl::FailedPreconditionError("hierarchy: the context shrank between steps");
+    const absl::Span<const int32_t> fresh = context.subspan(seen_);
+    generation_.Extend(fresh);
+    output_.insert(output_.end(), fresh.begin(), fresh.end());
+    context_.assign(context.begin(), context.end());
+    seen_ = context.size();
+    return absl::OkStatus();
+  }
+
+  // The most local level's path that drafts anything.
+  absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
+    const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
+    SpeculationLimits limits = Limits(max_tokens, max_tokens);
+    limits.tree = false;
+    for (const SuffixTrie* level : {&generation_, &earlier_}) {
+      Draft draft = level->Speculate(sequence, limits);
+      if (!draft.tokens.empty()) return std::move(draft.tokens);
+    }
+    if (corpus_ == nullptr) return std::vector<int32_t>{};
+    return retrieval::MostFrequentPath(retrieval::CountContinuations(*corpus_, sequence, o_.corpus, max_tokens));
+  }
+
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
+                                                                  int max_candidates) override {
+    const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
+    DraftPaths paths(max_candidates);
+    for (const SuffixTrie* level : {&generation_, &earlier_}) {
+      if (paths.full()) break;
+      paths.AddDraft(level->Speculate(sequence, Limits(max_tokens, max_candidates)));
+    }
+    if (corpus_ != nullptr && !paths.full()) {
+      const retrieval::PrefixCounts counts = retrieval::CountContinuations(*corpus_, sequence, o_.corpus, max_tokens);
+      for (std::vector<int32_t>& path : retrieval::MostFrequentPrefixes(counts, max_candidates)) {
+        // A prefix already drafted by a more local level is kept once; the
+        // lookup lists each prefix before its extensions, so none is orphaned.
+        paths.Add(std::move(path));
+      }
+    }
+    return std::move(paths).Take();
+  }
+
+  absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
+    return absl::OkStatus();
+  }
+
+ private:
+  SpeculationLimits Limits(int max_path, int max_tokens) const {
+    SpeculationLimits limits;
+    limits.max_tokens = max_tokens;
+    limits.max_path = max_path;
+    // A level drafts as much as it finds: the hierarchy, not the match
+    // length, decides how far to look.
+    limits.max_spec_factor = 0.0;
+    limits.max_spec_offset = max_tokens;
+    limits.min_token_prob = o_.min_token_prob;
+    return limits;
+  }
+
+  HierarchyOptions o_;
+  std::shared_ptr<const Datastore> corpus_;  // null: no third level
+  SuffixTrie generation_;                    // this prompt and its generation so far
+  SuffixTrie earlier_;                       // earlier generations' outputs
+  std::vector<int32_t> output_;              // this generation's output so far
+  std::vector<int32_t> context_;
+  size_t seen_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
+  HierarchyOptions o;
+  ASSIGN_OR_RETURN(int64_t depth, options.GetInt("max_depth", o.max_depth));
+  if (depth < 1 || depth > 1024) return options.Error("max_depth", "expected an integer in [1, 1024]");
+  o.max_depth = static_cast<int>(depth);
+  ASSIGN_OR_RETURN(o.min_token_prob, options.GetDouble("min_token_prob", o.min_token_prob));
+  if (!(o.min_token_prob >= 0 && o.min_token_prob <= 1))
+    return options.Error("min_token_prob", "expected a probability in [0, 1]");
+  ASSIGN_OR_RETURN(std::string file, options.GetString("datastore", ""));
+  ASSIGN_OR_RETURN(int64_t max_suffix, options.GetInt("max_suffix", o.corpus.max_suffix));
+  ASSIGN_OR_RETURN(int64_t min_suffix, options.GetInt("min_suffix", o.corpus.min_suffix));
+  ASSIGN_OR_RETURN(int64_t tokens, options.GetInt("continuation_tokens", o.corpus.continuation_tokens));
+  if (max_suffix < 1 || max_suffix > 1024) return options.Error("max_suffix", "expected an integer in [1, 1024]");
+  if (min_suffix < 1 || min_suffix > max_suffix)
+    return options.Error("min_suffix", absl::StrCat("expected an integer in [1, max_suffix = ", max_suffix, "]"));
+  if (tokens < 1 || tokens > 1024) return options.Error("continuation_tokens", "expected an integer in [1, 1024]");
+  o.corpus.max_suffix = static_cast<int>(max_suffix);
+  o.corpus.min_suffix = static_cast<int>(min_suffix);
+  o.corpus.continuation_tokens = static_cast<int>(tokens);
+  std::shared_ptr<const Datastore> corpus;
+  if (!file.empty()) {
+    auto store = retrieval::ReadDatastore(options.ResolvePath(file));
+    if (!store.ok()) return options.Error("datastore", std::string(store.status().message()));
+    if (env.target != nullptr && store->vocab_size > env.target->config().vocab_size)
+      return options.Error("datastore", absl::StrCat(file, " holds ids of a vocabulary of ", store->vocab_size,
+                                                     " tokens, but the target's has ",
+                                                     env.target->config().vocab_size,
+                                                     ": build it with the target's tokenizer"));
+    corpus = std::make_shared<const Datastore>(*std::move(store));
+  }
+  return std::unique_ptr<Drafter>(std::make_unique<HierarchyDrafter>(o, std::move(corpus)));
+}
+
+const bool kRegistered = DrafterRegistry::Add({
+    .name = "hierarchy",
+    .description = "Hierarchy Drafting: n-gram databases queried from the most local down (this generation, "
+                   "earlier generations, a `speclab datastore` corpus) until enough drafts are found; gives tokens "
+                   "only (trie builder for trees)",
+    .lossless = "-",
+    .create = Create,
+});
+
+}  // namespace
+}  // namespace speclab
