@@ -82,19 +82,11 @@ TEST(NgramCacheDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
       "length_policy: {type: fixed, gamma: 3}}",
       target.get());
   ASSERT_TRUE(method.ok()) << method.status();
-  const auto law = testing::ExactTwoTokenLaw(*target, prompt, 1.0);
-  testing::TwoTokenCounts counts;
-  int branching = 0;
-  for (int i = 0; i < kRuns; ++i) {
-    auto out = GenerateSpeculative(*target, *method, prompt, {.sampling = {.temperature = 1}, .max_new_tokens = 2,
-                                                               .seed = static_cast<uint64_t>(1000 + i)});
-    ASSERT_TRUE(out.ok()) << out.status();
-    ++counts[{out->tokens[0], out->tokens[1]}];
-    for (const StepStats& step : out->steps) branching += step.tree_nodes > step.longest_path;
-  }
-  const testing::ChiSquareResult result = testing::ChiSquareTest(counts, law, kRuns);
+  const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, prompt, kRuns, 1000);
+  const testing::ChiSquareResult result =
+      testing::ChiSquareTest(sample.counts, testing::ExactTwoTokenLaw(*target, prompt, 1.0), kRuns);
   EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
-  EXPECT_GT(branching, kRuns / 2) << "the trees branched";
+  EXPECT_GT(sample.branching, kRuns / 2) << "the trees branched";
 }
 
 TEST(NgramCacheDrafterTest, OptionErrorsNameTheKey) {

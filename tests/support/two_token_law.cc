@@ -22,7 +22,10 @@ TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::ve
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return sample;
     ++sample.counts[{out->tokens[0], out->tokens[1]}];
-    for (const StepStats& s : out->steps) sample.accepted += s.accepted;
+    for (const StepStats& s : out->steps) {
+      sample.accepted += s.accepted;
+      sample.branching += s.tree_nodes > s.longest_path;
+    }
   }
   return sample;
 }

@@ -26,11 +26,13 @@ struct ChiSquareResult {
 };
 
 // The first two tokens of `runs` generations of `method` at temperature 1
-// (seeds first_seed, first_seed + 1, ...), and the drafts they accepted;
-// `pipeline` as DecodeOptions::pipeline.
+// (seeds first_seed, first_seed + 1, ...), the drafts they accepted and the
+// steps whose draft branched (more nodes than its longest path); `pipeline`
+// as DecodeOptions::pipeline.
 struct TwoTokenSample {
   TwoTokenCounts counts;
   int accepted = 0;
+  int branching = 0;
 };
 TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt, int runs,
                                uint64_t first_seed, bool pipeline = true);
