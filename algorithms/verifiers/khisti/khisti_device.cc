@@ -223,7 +223,7 @@ class KhistiOnDevice final : public verifiers::SampledTreeRule {
 
 const bool kRegistered = DeviceVerifierRegistry::Add(
     {.name = kName,
-     .description = "Khisti canonical two-step on the device, one block a node (§1.8)",
+     .description = "Khisti canonical two-step on the device: the selection law a block a support token, then a block a node (§1.8)",
      .lossless = "lossless",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DeviceVerifier>> {
        ASSIGN_OR_RETURN(double limit, ReadMaxSelectionTuples(options));
