@@ -450,6 +450,15 @@ absl::StatusOr<at::Tensor> LlamaModel::Forward(const at::Tensor& tokens, const a
   return logits;
 }
 
+void LlamaModel::CountChainForwards(int64_t first_tokens, int64_t steps, const ChainResult& result) {
+  CountForward(first_tokens);
+  if (impl_->last_chain_skips) {
+    CountForwardsOnDevice(1, result.kept - 1);  // the steps before the stop
+  } else {
+    for (int64_t i = 1; i < steps; ++i) CountForward(1);
+  }
+}
+
 absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, int64_t position, int64_t steps,
                                                      const ChainPick& pick) {
   Impl& m = *impl_;
@@ -468,14 +477,7 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, in
     c10::InferenceMode guard;
     return m.ForwardChainStatic(first, position, steps, pick);
   });
-  if (result.ok()) {
-    CountForward(1);
-    if (m.last_chain_skips) {
-      CountForwardsOnDevice(1, result->kept - 1);  // the steps before the stop
-    } else {
-      for (int64_t i = 1; i < steps; ++i) CountForward(1);
-    }
-  }
+  if (result.ok()) CountChainForwards(1, steps, *result);
   return result;
 }
 
@@ -504,14 +506,7 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
     c10::InferenceMode guard;
     return m.ForwardChainAtStatic(prefix, at, steps, pick);
   });
-  if (result.ok()) {
-    CountForward(prefix.size(0));
-    if (m.last_chain_skips) {
-      CountForwardsOnDevice(1, result->kept - 1);  // the steps before the stop
-    } else {
-      for (int64_t i = 1; i < steps; ++i) CountForward(1);
-    }
-  }
+  if (result.ok()) CountChainForwards(prefix.size(0), steps, *result);
   return result;
 }
 

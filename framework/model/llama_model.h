@@ -159,6 +159,10 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   struct Impl;
   explicit LlamaModel(std::unique_ptr<Impl> impl);
   void CountLevelForwards(int64_t prefix, int64_t levels, int64_t width);
+  // A chain's forwards: its first, of `first_tokens`, then one-token ones up
+  // to `steps` in all, or, where the last chain skipped the steps past its
+  // stop, up to result.kept (counted on the device).
+  void CountChainForwards(int64_t first_tokens, int64_t steps, const ChainResult& result);
   std::unique_ptr<Impl> impl_;
 };
 
