@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "drafters/retrieval/datastore.h"
 #include "drafters/retrieval/rest_lookup.h"
+#include "drafters/suffix_tree/generation_tries.h"
 #include "drafters/suffix_tree/suffix_trie.h"
 #include "framework/core/status_macros.h"
 #include "framework/drafter.h"
@@ -38,6 +39,7 @@ namespace {
 using retrieval::Datastore;
 using retrieval::RestOptions;
 using suffix_decoding::Draft;
+using suffix_decoding::GenerationTries;
 using suffix_decoding::SpeculationLimits;
 using suffix_decoding::SuffixTrie;
 
@@ -77,38 +79,25 @@ class DraftPaths {
 class HierarchyDrafter final : public Drafter {
  public:
   HierarchyDrafter(HierarchyOptions o, std::shared_ptr<const Datastore> corpus)
-      : o_(o), corpus_(std::move(corpus)), generation_(o.max_depth), earlier_(o.max_depth) {}
+      : o_(o), corpus_(std::move(corpus)), tries_(o.max_depth, /*keep_earlier=*/true) {}
 
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
 
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) override {
-    if (!output_.empty()) {
-      earlier_.Extend(output_);
-      earlier_.EndSequence();
-    }
-    output_.clear();
-    generation_ = SuffixTrie(o_.max_depth);
-    generation_.Extend(prompt);
-    seen_ = prompt.size();
+    tries_.Reset(prompt);
     return absl::OkStatus();
   }
 
   absl::Status BeginStep(absl::Span<const int32_t> context) override {
-    if (context.size() < seen_) return absl::FailedPreconditionError("hierarchy: the context shrank between steps");
-    const absl::Span<const int32_t> fresh = context.subspan(seen_);
-    generation_.Extend(fresh);
-    output_.insert(output_.end(), fresh.begin(), fresh.end());
-    context_.assign(context.begin(), context.end());
-    seen_ = context.size();
-    return absl::OkStatus();
+    return tries_.BeginStep(context, "hierarchy");
   }
 
   // The most local level's path that drafts anything.
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
-    const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
+    const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
     SpeculationLimits limits = Limits(max_tokens, max_tokens);
     limits.tree = false;
-    for (const SuffixTrie* level : {&generation_, &earlier_}) {
+    for (const SuffixTrie* level : {&tries_.generation(), &tries_.earlier()}) {
       Draft draft = level->Speculate(sequence, limits);
       if (!draft.tokens.empty()) return std::move(draft.tokens);
     }
@@ -118,9 +107,9 @@ class HierarchyDrafter final : public Drafter {
 
   absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
                                                                   int max_candidates) override {
-    const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
+    const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
     DraftPaths paths(max_candidates);
-    for (const SuffixTrie* level : {&generation_, &earlier_}) {
+    for (const SuffixTrie* level : {&tries_.generation(), &tries_.earlier()}) {
       if (paths.full()) break;
       paths.AddDraft(level->Speculate(sequence, Limits(max_tokens, max_candidates)));
     }
@@ -154,11 +143,7 @@ class HierarchyDrafter final : public Drafter {
 
   HierarchyOptions o_;
   std::shared_ptr<const Datastore> corpus_;  // null: no third level
-  SuffixTrie generation_;                    // this prompt and its generation so far
-  SuffixTrie earlier_;                       // earlier generations' outputs
-  std::vector<int32_t> output_;              // this generation's output so far
-  std::vector<int32_t> context_;
-  size_t seen_ = 0;
+  GenerationTries tries_;                    // levels 1 and 2
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "drafters/suffix_tree/generation_tries.h"
 #include "drafters/suffix_tree/suffix_trie.h"
 #include "framework/core/status_macros.h"
 #include "framework/drafter.h"
@@ -26,6 +27,7 @@ namespace speclab {
 namespace {
 
 using suffix_decoding::Draft;
+using suffix_decoding::GenerationTries;
 using suffix_decoding::SpeculationLimits;
 using suffix_decoding::SuffixTrie;
 
@@ -38,31 +40,17 @@ struct SuffixOptions {
 
 class SuffixTreeDrafter final : public Drafter {
  public:
-  explicit SuffixTreeDrafter(SuffixOptions o) : o_(o), global_(o.max_depth), local_(o.max_depth) {}
+  explicit SuffixTreeDrafter(SuffixOptions o) : o_(o), tries_(o.max_depth, o.global_cache) {}
 
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
 
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) override {
-    if (o_.global_cache && !response_.empty()) {
-      global_.Extend(response_);
-      global_.EndSequence();
-    }
-    response_.clear();
-    local_ = SuffixTrie(o_.max_depth);
-    local_.Extend(prompt);
-    seen_ = prompt.size();
+    tries_.Reset(prompt);
     return absl::OkStatus();
   }
 
   absl::Status BeginStep(absl::Span<const int32_t> context) override {
-    if (context.size() < seen_)
-      return absl::FailedPreconditionError("suffix_tree: the context shrank between steps");
-    const absl::Span<const int32_t> fresh = context.subspan(seen_);
-    local_.Extend(fresh);
-    response_.insert(response_.end(), fresh.begin(), fresh.end());
-    context_.assign(context.begin(), context.end());
-    seen_ = context.size();
-    return absl::OkStatus();
+    return tries_.BeginStep(context, "suffix_tree");
   }
 
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
@@ -96,19 +84,15 @@ class SuffixTreeDrafter final : public Drafter {
   int CapTokens(int asked) const { return o_.max_spec_tokens > 0 ? std::min(asked, o_.max_spec_tokens) : asked; }
 
   Draft Speculate(const TokenTree& tree, int node, const SpeculationLimits& limits) const {
-    const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
-    Draft own = local_.Speculate(sequence, limits);
+    const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
+    Draft own = tries_.generation().Speculate(sequence, limits);
     if (!o_.global_cache) return own;
-    Draft earlier = global_.Speculate(sequence, limits);
+    Draft earlier = tries_.earlier().Speculate(sequence, limits);
     return own.score >= earlier.score ? own : earlier;
   }
 
   SuffixOptions o_;
-  SuffixTrie global_;  // earlier generations' outputs
-  SuffixTrie local_;   // this prompt and its generation so far
-  std::vector<int32_t> response_;
-  std::vector<int32_t> context_;
-  size_t seen_ = 0;
+  GenerationTries tries_;
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment&) {
