@@ -16,20 +16,8 @@ absl::StatusOr<ChainResult> MedusaDrafter::DrawChain(const at::Tensor& root, con
     return absl::InvalidArgumentError(absl::StrCat("medusa: a chain of ", length, " tokens needs as many heads; there are ",
                                                    heads_.size()));
   const at::Tensor logits = HeadLogits(state);  // [K, vocab]: head i gives token i + 1
-  // The noise rows a model's chain would draw for its picks (DeviceModel::ForwardChain).
-  const at::Tensor noise = pick.noise_generator() == nullptr
-                               ? at::Tensor()
-                               : at::empty({length, logits.size(1)}, logits.options())
-                                     .exponential_(1.0, *pick.noise_generator());
-  std::vector<at::Tensor> tokens{root.to(at::kLong).view({1})}, rows;
-  for (int i = 0; i < length; ++i) {
-    auto [token, row] = pick(logits.narrow(0, i, 1), noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
-    tokens.push_back(token.view({1}));
-    if (row.defined()) rows.push_back(row);
-  }
-  ChainResult chain{.tokens = at::cat(tokens)};
-  if (!rows.empty()) chain.rows = at::cat(rows);
-  return chain;
+  return PickEach(root, length, logits.size(1), pick,
+                  [&](int64_t i, const at::Tensor&) -> absl::StatusOr<at::Tensor> { return logits.narrow(0, i, 1); });
 }
 
 absl::StatusOr<ChainResult> MedusaDrafter::DraftChain(int length, const ChainPick& pick) {

@@ -39,28 +39,11 @@ namespace {
 
 absl::StatusOr<ChainResult> ForwardEach(LanguageModel& model, const at::Tensor& first, int64_t position, int64_t steps,
                                         const ChainPick& pick) {
-  if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardChain: steps must be >= 1, got ", steps));
   if (!first.defined() || first.dim() != 1 || first.size(0) != 1)
     return absl::InvalidArgumentError("ForwardChain: the first token must be a [1] tensor");
-  const at::Tensor noise =
-      pick.noise_generator() == nullptr
-          ? at::Tensor()
-          : at::empty({steps, model.config().vocab_size}, first.options().dtype(at::kFloat))
-                .exponential_(1.0, *pick.noise_generator());
-  std::vector<at::Tensor> tokens{first.to(at::kLong)}, rows;
-  ChainPick::StopState stop;
-  if (pick.stops()) stop = pick.StartStop(first.device());
-  for (int64_t i = 0; i < steps; ++i) {
-    ASSIGN_OR_RETURN(at::Tensor logits,
-                     model.Forward(tokens.back(), at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor()));
-    auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
-    tokens.push_back(token.view({1}));
-    if (row.defined()) rows.push_back(row);
-    if (pick.stops()) pick.ObserveStop(at::cat(rows), stop);
-  }
-  ChainResult result{.tokens = at::cat(tokens), .kept = stop.kept};
-  if (!rows.empty()) result.rows = at::cat(rows);
-  return result;
+  return PickEach(first, steps, model.config().vocab_size, pick, [&](int64_t i, const at::Tensor& token) {
+    return model.Forward(token, at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor());
+  });
 }
 
 // Commits every tentative slot.
@@ -94,14 +77,19 @@ at::Tensor Positions(int64_t from, int64_t count, const at::Tensor& like) {
   return at::arange(from, from + count, like.options().dtype(at::kLong));
 }
 
-// Checks ForwardLevels' arguments (every implementation's).
-absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) {
-  if (!prefix.defined() || prefix.dim() != 1 || prefix.size(0) < 1)
-    return absl::InvalidArgumentError("ForwardLevels: the prefix must be a non-empty [c] tensor");
+// Checks the levels and pick of a growth.
+absl::Status ValidateGrowth(int64_t levels, const LevelPick& pick) {
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: levels must be >= 1, got ", levels));
   if (!pick.defined()) return absl::InvalidArgumentError("ForwardLevels: pick has no function");
   if (pick.width() < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: width must be >= 1, got ", pick.width()));
   return absl::OkStatus();
+}
+
+// Checks ForwardLevels' arguments (every implementation's).
+absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) {
+  if (!prefix.defined() || prefix.dim() != 1 || prefix.size(0) < 1)
+    return absl::InvalidArgumentError("ForwardLevels: the prefix must be a non-empty [c] tensor");
+  return ValidateGrowth(levels, pick);
 }
 
 // The nodes of a level, each checked against the pick's width; depths are
@@ -121,6 +109,28 @@ absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick,
 }
 
 }  // namespace
+
+absl::StatusOr<ChainResult> PickEach(const at::Tensor& first, int64_t steps, int64_t vocab, const ChainPick& pick,
+                                     const LogitsAfter& logits_after) {
+  if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardChain: steps must be >= 1, got ", steps));
+  const at::Tensor noise = pick.noise_generator() == nullptr
+                               ? at::Tensor()
+                               : at::empty({steps, vocab}, first.options().dtype(at::kFloat))
+                                     .exponential_(1.0, *pick.noise_generator());
+  std::vector<at::Tensor> tokens{first.to(at::kLong).view({1})}, rows;
+  ChainPick::StopState stop;
+  if (pick.stops()) stop = pick.StartStop(first.device());
+  for (int64_t i = 0; i < steps; ++i) {
+    ASSIGN_OR_RETURN(at::Tensor logits, logits_after(i, tokens.back()));
+    auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
+    tokens.push_back(token.view({1}));
+    if (row.defined()) rows.push_back(row);
+    if (pick.stops()) pick.ObserveStop(at::cat(rows), stop);
+  }
+  ChainResult result{.tokens = at::cat(tokens), .kept = stop.kept};
+  if (!rows.empty()) result.rows = at::cat(rows);
+  return result;
+}
 
 at::Tensor LevelNoise(const LevelPick& pick, int64_t levels, int64_t vocab, c10::Device device) {
   if (pick.noise_generator() == nullptr) return at::Tensor();
@@ -211,29 +221,33 @@ absl::StatusOr<ChainResult> DeviceModel::ForwardChain(const at::Tensor& first, i
   }
 }
 
-absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
-                                                        const LevelPick& pick) {
-  RETURN_IF_ERROR(ValidateLevels(prefix, levels, pick));
+absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t tentative, int64_t levels,
+                                      const LevelPick& pick, const FeedLevel& feed) {
+  RETURN_IF_ERROR(ValidateGrowth(levels, pick));
   try {
-    const int64_t c = prefix.size(0), m = pick.width();
-    ASSIGN_OR_RETURN(at::Tensor prefix_logits, model().Forward(prefix.to(at::kLong), Positions(position, c, prefix), at::Tensor()));
-    const at::Tensor noise = LevelNoise(pick, levels, prefix_logits.size(-1), prefix_logits.device());
+    const int64_t m = pick.width();
+    const at::Tensor noise = LevelNoise(pick, levels, root_logits.size(-1), root_logits.device());
     const auto level_noise = [&](int64_t level) { return noise.defined() ? noise[level] : at::Tensor(); };
-    LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, c - 1, 1), {}, level_noise(0));
+    LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
     const bool free = choice.depths.defined();
     RETURN_IF_ERROR(CheckChoice(choice, pick, 0, free));
     LevelsKept kept{std::move(choice.kept)};
     // A node sees what its parent sees, and itself: `visible` holds the rows
     // of the level being fed, over every tentative slot up to its own; with
     // free parents `fed` holds every fed node's row (the root's first).
-    const auto bools = prefix.options().dtype(at::kBool);
-    at::Tensor fed = at::ones({1, model().tentative_length()}, bools);
-    at::Tensor visible = at::cat({at::ones({m, model().tentative_length()}, bools), at::eye(m, bools)}, 1);
+    const auto bools = root_logits.options().dtype(at::kBool);
+    at::Tensor fed = at::ones({1, tentative}, bools);
+    at::Tensor visible = at::cat({at::ones({m, tentative}, bools), at::eye(m, bools)}, 1);
     for (int64_t level = 1; level <= levels; ++level) {
-      const at::Tensor tokens = choice.tokens.to(at::kLong);
-      const at::Tensor positions = free ? choice.depths.to(at::kLong) + (position + c - 1)
-                                        : at::full({m}, position + c - 1 + level, tokens.options());
-      ASSIGN_OR_RETURN(at::Tensor logits, model().Forward(tokens, positions, visible));
+      LevelFeed step{.tokens = choice.tokens.to(at::kLong), .visible = visible};
+      if (free) {
+        step.depths = choice.depths.to(at::kLong);
+        step.parents = choice.parents.to(at::kLong);
+      } else {
+        step.depths = at::full({m}, level, step.tokens.options());
+        step.parents = choice.parents.to(at::kLong) + (level == 1 ? 0 : 1 + (level - 2) * m);
+      }
+      ASSIGN_OR_RETURN(at::Tensor logits, feed(step));
       const std::vector<at::Tensor> carry = std::move(choice.carry);
       choice = pick(level, logits, carry, level_noise(level));
       kept.push_back(std::move(choice.kept));
@@ -247,6 +261,22 @@ absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, 
       }
     }
     return kept;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardLevels: ", ErrorText(e)));
+  }
+}
+
+absl::StatusOr<LevelsKept> DeviceModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
+                                                        const LevelPick& pick) {
+  RETURN_IF_ERROR(ValidateLevels(prefix, levels, pick));
+  try {
+    const int64_t c = prefix.size(0);
+    ASSIGN_OR_RETURN(at::Tensor prefix_logits,
+                     model().Forward(prefix.to(at::kLong), Positions(position, c, prefix), at::Tensor()));
+    return GrowLevels(prefix_logits.narrow(0, c - 1, 1), model().tentative_length(), levels, pick,
+                      [&](const LevelFeed& level) {
+                        return model().Forward(level.tokens, level.depths + (position + c - 1), level.visible);
+                      });
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("ForwardLevels: ", ErrorText(e)));
   }

@@ -190,12 +190,36 @@ class LevelPick {
 // undefined for a pick without one.
 at::Tensor LevelNoise(const LevelPick& pick, int64_t levels, int64_t vocab, c10::Device device);
 
+// A chain drawn one pick at a time, with the host free to queue each step:
+// `logits_after(i, token)` gives the logits [1, vocab] float32 after the
+// chain's token i (token: [1] int64 on the device; i = 0 is `first`). The
+// noise, rows and stop are ForwardChain's. The plain form of every
+// ForwardChain, and of drafters' DraftChain where no graph serves them.
+using LogitsAfter = std::function<absl::StatusOr<at::Tensor>(int64_t i, const at::Tensor& token)>;
+absl::StatusOr<ChainResult> PickEach(const at::Tensor& first, int64_t steps, int64_t vocab, const ChainPick& pick,
+                                     const LogitsAfter& logits_after);
+
 // A pick among another pick's parameters is keyed by its own key.
 inline std::string PickKeyPart(const ChainPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
 inline std::string PickKeyPart(const LevelPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
 
 // ForwardLevels' result: each level's Choice::kept, level 0 (the prefix's) first.
 using LevelsKept = std::vector<std::vector<at::Tensor>>;
+
+// ForwardLevels' growth after the root, for models and drafters that feed a
+// level their own way: from the root's logits [1, vocab], `pick` chooses each
+// level and `feed` runs it, giving its logits [width, vocab] float32. The
+// first level's nodes see `tentative` slots written before them (besides the
+// committed ones); each later node sees what its parent sees, and itself.
+struct LevelFeed {
+  at::Tensor tokens;   // [width] int64
+  at::Tensor depths;   // [width] int64: below the root (>= 1)
+  at::Tensor parents;  // [width] int64: in feeding order, 0 the root, 1 + (l - 1) * width + j node j of level l
+  at::Tensor visible;  // [width, tentative + nodes fed so far + width] bool: the forward's mask
+};
+using FeedLevel = std::function<absl::StatusOr<at::Tensor>(const LevelFeed& level)>;
+absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t tentative, int64_t levels,
+                                      const LevelPick& pick, const FeedLevel& feed);
 
 // Where a forward's tokens go when only the device knows it: decoding loops
 // that queue a step before reading the previous one back (the engine's

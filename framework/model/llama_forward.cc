@@ -14,26 +14,38 @@
 
 namespace speclab {
 
+namespace {
+
+absl::Status BadForward(const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat("LlamaModel::Forward: ", msg));
+}
+
+absl::Status CheckInput(const at::Tensor& t, const char* name, at::ScalarType type, int64_t dims,
+                        c10::Device device) {
+  if (!t.defined()) return BadForward(absl::StrCat(name, " is undefined"));
+  if (t.dim() != dims)
+    return BadForward(absl::StrCat(name, " must have ", dims, " dims, got shape ", ShapeString(t.sizes())));
+  if (t.scalar_type() != type)
+    return BadForward(absl::StrCat(name, " must be ", c10::toString(type), ", got ", c10::toString(t.scalar_type())));
+  if (t.device() != device)
+    return BadForward(absl::StrCat(name, " is on ", t.device().str(), ", model on ", device.str()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LlamaModel::Impl::ValidateForward(const at::Tensor& tokens, const at::Tensor& positions,
                                                const at::Tensor& mask) const {
-  auto bad = [](const std::string& msg) {
-    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::Forward: ", msg));
-  };
-  auto check = [&](const at::Tensor& t, const char* name, at::ScalarType type, int64_t dims) -> absl::Status {
-    if (!t.defined()) return bad(absl::StrCat(name, " is undefined"));
-    if (t.dim() != dims) {
-      return bad(absl::StrCat(name, " must have ", dims, " dims, got shape ", ShapeString(t.sizes())));
-    }
-    if (t.scalar_type() != type) {
-      return bad(absl::StrCat(name, " must be ", c10::toString(type), ", got ", c10::toString(t.scalar_type())));
-    }
-    if (t.device() != device) return bad(absl::StrCat(name, " is on ", t.device().str(), ", model on ", device.str()));
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(check(tokens, "tokens", at::kLong, 1));
-  RETURN_IF_ERROR(check(positions, "positions", at::kLong, 1));
-  if (mask.defined()) RETURN_IF_ERROR(check(mask, "mask", at::kBool, 2));
-  const int64_t n = tokens.size(0);
+  RETURN_IF_ERROR(CheckInput(tokens, "tokens", at::kLong, 1, device));
+  return ValidatePlacement(tokens.size(0), positions, mask);
+}
+
+// Positions and mask of n new tokens, and room for them in the cache.
+absl::Status LlamaModel::Impl::ValidatePlacement(int64_t n, const at::Tensor& positions,
+                                                 const at::Tensor& mask) const {
+  auto bad = BadForward;
+  RETURN_IF_ERROR(CheckInput(positions, "positions", at::kLong, 1, device));
+  if (mask.defined()) RETURN_IF_ERROR(CheckInput(mask, "mask", at::kBool, 2, device));
   if (n == 0) return bad("no tokens");
   if (positions.size(0) != n) {
     return bad(absl::StrCat("positions has shape ", ShapeString(positions.sizes()), ", expected [", n, "]"));
@@ -129,9 +141,18 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::Forward(const at::Tensor& tokens, c
   return static_shapes && fits_static ? ForwardStatic(tokens, positions, mask) : ForwardEager(tokens, positions, mask);
 }
 
+absl::Status LlamaModel::Impl::ValidateInputs(const at::Tensor& inputs, const at::Tensor& positions,
+                                              const at::Tensor& mask) const {
+  RETURN_IF_ERROR(CheckInput(inputs, "inputs", dtype, 2, device));
+  if (inputs.size(1) != config.hidden_size)
+    return BadForward(absl::StrCat("inputs has shape ", ShapeString(inputs.sizes()), ", expected [n, ",
+                                   config.hidden_size, "]"));
+  return ValidatePlacement(inputs.size(0), positions, mask);
+}
+
 absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& tokens, const at::Tensor& positions,
-                                                          const at::Tensor& mask) {
-  const int64_t n = tokens.size(0);
+                                                          const at::Tensor& mask, const at::Tensor& inputs) {
+  const int64_t n = inputs.defined() ? inputs.size(0) : tokens.size(0);
   const int64_t start = committed + tentative;
   const int64_t total = start + n;
 
@@ -143,7 +164,8 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
   // lookup that an unchecked position could overrun).
   int64_t max_position = std::numeric_limits<int64_t>::max();
   if (!device.is_cuda()) {
-    const at::Tensor bounds = at::stack({tokens.min(), tokens.max(), positions.min(), positions.max()}).cpu();
+    const at::Tensor ids = inputs.defined() ? at::zeros({1}, positions.options()) : tokens;
+    const at::Tensor bounds = at::stack({ids.min(), ids.max(), positions.min(), positions.max()}).cpu();
     const int64_t* b = bounds.data_ptr<int64_t>();
     if (b[0] < 0 || b[1] >= config.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("LlamaModel::Forward: token ids must lie in [0, ",
@@ -172,6 +194,7 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
   ctx.mask = ctx.fused ? AttentionMask{.allowed = allowed} : MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.start = start;
   ctx.kv_length = total;
+  ctx.inputs = inputs;
 
   last_hidden = CachedLayers(tokens, ctx);
   tentative += n;
@@ -183,10 +206,10 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
 // fused_ops.h): the residual add rides with the next norm, RoPE with the
 // K/V cache write. Otherwise (a trainer re-pointed some views) the plain layers.
 at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx) {
-  ++passes[tokens.size(0)];
+  at::Tensor x = ctx.inputs.defined() ? ctx.inputs : at::embedding(embed, tokens);
+  ++passes[x.size(0)];
   const ModelConfig& c = config;
   const double eps = c.rms_norm_eps;
-  at::Tensor x = at::embedding(embed, tokens);
   // transformers' hidden_states[index]: the embeddings, each layer's output, the final norm's.
   std::vector<at::Tensor> kept;
   auto keep = [&](int64_t index, const at::Tensor& state) {
@@ -203,7 +226,7 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
     keep(c.num_hidden_layers, fused::RmsNorm(x[0], final_norm, eps));
     return stacked();
   }
-  const int64_t n = tokens.size(0);
+  const int64_t n = x.size(0);
   const at::Tensor write_slots =
       ctx.write_slots.defined() ? ctx.write_slots
                                 : at::arange(ctx.start, ctx.start + n, at::TensorOptions().dtype(at::kLong).device(device));
@@ -234,17 +257,25 @@ at::Tensor LlamaModel::Impl::CachedLayers(const at::Tensor& tokens, const Forwar
 at::Tensor LlamaModel::Impl::ForwardTraining(const at::Tensor& tokens) {
   TORCH_CHECK(tokens.dim() == 2, "ForwardTraining: tokens must be [B, T], got ", tokens.sizes());
   TORCH_CHECK(tokens.scalar_type() == at::kLong, "ForwardTraining: tokens must be int64");
-  const int64_t t = tokens.size(1);
-  const at::Tensor positions = at::arange(t, at::TensorOptions().dtype(at::kLong).device(device));
+  return at::linear(ForwardTrainingEmbedded(at::embedding(embed, tokens.to(device)), 0), lm_head);
+}
+
+at::Tensor LlamaModel::Impl::ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position) {
+  TORCH_CHECK(inputs.dim() == 3 && inputs.size(2) == config.hidden_size,
+              "ForwardTrainingEmbedded: inputs must be [B, T, ", config.hidden_size, "], got ", inputs.sizes());
+  TORCH_CHECK(first_position >= 0, "ForwardTrainingEmbedded: negative first position");
+  const int64_t t = inputs.size(1);
+  const at::Tensor positions =
+      at::arange(first_position, first_position + t, at::TensorOptions().dtype(at::kLong).device(device));
   ForwardContext ctx;
-  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, t - 1);
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, first_position + t - 1);
   at::Tensor allowed = at::ones({t, t}, at::TensorOptions().dtype(at::kBool).device(device)).tril();
   if (config.sliding_window > 0) allowed = allowed.triu(-(config.sliding_window - 1));
   ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.fused = false;  // autograd must reach the HuggingFace-named views
-  at::Tensor x = at::embedding(embed, tokens.to(device));
+  at::Tensor x = inputs.to(device);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/false);
-  return at::linear(fused::RmsNorm(x, final_norm, config.rms_norm_eps), lm_head);
+  return fused::RmsNorm(x, final_norm, config.rms_norm_eps);
 }
 
 absl::Status LlamaModel::Impl::Commit(absl::Span<const int64_t> slots) {

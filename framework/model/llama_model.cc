@@ -66,13 +66,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel::Impl>> LlamaModel::Impl::Create(const
   return impl;
 }
 
-void LlamaModel::Impl::AllocateParameters() {
+void LlamaModel::Impl::AllocateLayers() {
   const ModelConfig& c = config;
   const int64_t hidden = c.hidden_size;
   const int64_t q_rows = c.num_attention_heads * c.head_dim;
   const int64_t kv_rows = c.num_key_value_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
-  embed = at::empty({c.vocab_size, hidden}, Options());
   layers.resize(c.num_hidden_layers);
   for (LayerWeights& w : layers) {
     w.qkv_weight = at::empty({q_rows + 2 * kv_rows, hidden}, Options());
@@ -94,8 +93,14 @@ void LlamaModel::Impl::AllocateParameters() {
     w.input_norm = at::empty({hidden}, Options());
     w.post_attention_norm = at::empty({hidden}, Options());
   }
+}
+
+void LlamaModel::Impl::AllocateParameters() {
+  const int64_t hidden = config.hidden_size;
+  embed = at::empty({config.vocab_size, hidden}, Options());
+  AllocateLayers();
   final_norm = at::empty({hidden}, Options());
-  lm_head = c.tie_word_embeddings ? embed : at::empty({c.vocab_size, hidden}, Options());
+  lm_head = config.tie_word_embeddings ? embed : at::empty({config.vocab_size, hidden}, Options());
 }
 
 void LlamaModel::Impl::AllocateCache(int64_t kv_capacity) {
@@ -213,24 +218,33 @@ absl::StatusOr<Checkpoint> FindCheckpoint(const std::string& dir) {
 LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LlamaModel::~LlamaModel() = default;
 
+namespace {
+
+// Norms 1, everything else normal(0, 0.02), drawn on the CPU in float32 so
+// that every device and dtype gets the same model.
+void DrawRandom(const std::vector<std::pair<std::string, at::Tensor>>& params, uint64_t seed) {
+  c10::InferenceMode normal_tensors(false);
+  c10::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  for (const auto& [name, param] : params) {
+    at::Tensor values = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
+    if (absl::EndsWith(name, "norm.weight")) {
+      values.fill_(1.0);
+    } else {
+      values.normal_(0.0, 0.02, gen);
+    }
+    param.copy_(values);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRandom(const ModelConfig& config, c10::Device device,
                                                                      at::ScalarType dtype, int64_t kv_capacity,
                                                                      uint64_t seed) {
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, device, dtype, kv_capacity));
-  RETURN_IF_ERROR(Guarded("LlamaModel::CreateRandom", [&]() -> absl::Status {
-    c10::InferenceMode normal_tensors(false);
-    c10::NoGradGuard no_grad;
-    // Drawn on the CPU in float32 so every device and dtype gets the same model.
-    at::Generator gen = at::detail::createCPUGenerator(seed);
-    for (auto& [name, param] : impl->NamedParameters()) {
-      at::Tensor values = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
-      if (absl::EndsWith(name, "norm.weight")) {
-        values.fill_(1.0);
-      } else {
-        values.normal_(0.0, 0.02, gen);
-      }
-      param.copy_(values);
-    }
+  RETURN_IF_ERROR(Guarded("LlamaModel::CreateRandom", [&] {
+    DrawRandom(impl->NamedParameters(), seed);
     return absl::OkStatus();
   }));
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
@@ -275,6 +289,31 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::ShareLayers(const LlamaM
   // at::Tensor copies are handles: the same storage, nothing copied.
   impl->embed = t.embed;
   for (int layer : layers) impl->layers.push_back(t.layers[layer]);
+  impl->final_norm = t.final_norm;
+  impl->lm_head = t.lm_head;
+  impl->static_shapes = t.static_shapes;
+  impl->batch_invariant = t.batch_invariant;
+  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::WithNewLayers(const LlamaModel& target, int64_t layers,
+                                                                      int64_t kv_capacity, uint64_t seed) {
+  const Impl& t = *target.impl_;
+  if (layers < 1 || layers > 64)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::WithNewLayers: ", layers, " layers, expected 1 to 64"));
+  ModelConfig config = t.config;
+  config.num_hidden_layers = layers;
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, t.device, t.dtype, kv_capacity,
+                                                            /*allocate=*/false));
+  RETURN_IF_ERROR(Guarded("LlamaModel::WithNewLayers", [&] {
+    impl->AllocateLayers();
+    std::vector<std::pair<std::string, at::Tensor>> own;
+    for (auto& named : impl->NamedParameters())
+      if (absl::StartsWith(named.first, "model.layers.")) own.push_back(named);
+    DrawRandom(own, seed);
+    return absl::OkStatus();
+  }));
+  impl->embed = t.embed;
   impl->final_norm = t.final_norm;
   impl->lm_head = t.lm_head;
   impl->static_shapes = t.static_shapes;
@@ -450,6 +489,17 @@ absl::StatusOr<at::Tensor> LlamaModel::Forward(const at::Tensor& tokens, const a
   return logits;
 }
 
+absl::StatusOr<at::Tensor> LlamaModel::ForwardEmbedded(const at::Tensor& inputs, const at::Tensor& positions,
+                                                       const at::Tensor& mask) {
+  absl::StatusOr<at::Tensor> logits = Guarded("LlamaModel::ForwardEmbedded", [&]() -> absl::StatusOr<at::Tensor> {
+    RETURN_IF_ERROR(impl_->ValidateInputs(inputs, positions, mask));
+    c10::InferenceMode guard;
+    return impl_->ForwardEager(at::Tensor(), positions, mask, inputs);
+  });
+  if (logits.ok()) CountForward(inputs.size(0));
+  return logits;
+}
+
 void LlamaModel::CountChainForwards(int64_t first_tokens, int64_t steps, const ChainResult& result) {
   CountForward(first_tokens);
   if (impl_->last_chain_skips) {
@@ -617,6 +667,17 @@ at::Tensor LlamaModel::ForwardTraining(const at::Tensor& tokens) {
     std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", e.what_without_backtrace());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", ErrorText(e));
+  }
+  return at::Tensor();
+}
+
+at::Tensor LlamaModel::ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position) {
+  try {
+    return impl_->ForwardTrainingEmbedded(inputs, first_position);
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "LlamaModel::ForwardTrainingEmbedded: %s\n", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "LlamaModel::ForwardTrainingEmbedded: %s\n", ErrorText(e));
   }
   return at::Tensor();
 }

@@ -49,6 +49,13 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   static absl::StatusOr<std::unique_ptr<LlamaModel>> ShareLayers(const LlamaModel& target,
                                                                  absl::Span<const int> layers, int64_t kv_capacity);
 
+  // A model of `layers` new decoder layers (random, drawn as CreateRandom
+  // draws them, from `seed`) on `target`'s embedding, final norm and LM head,
+  // shared as ShareLayers shares them: the body of an EAGLE head, which reads
+  // out its predicted features through the target's LM head.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> WithNewLayers(const LlamaModel& target, int64_t layers,
+                                                                   int64_t kv_capacity, uint64_t seed);
+
   // The model's parts, for drafters built on them (EAGLE's head embeds tokens
   // and reads its predictions through the target's LM head):
   // tokens [n] int64 -> [n, hidden] in the model's dtype;
@@ -69,6 +76,12 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   int64_t tentative_length() const override;
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions,
                                      const at::Tensor& mask) override;
+  // Forward() with the first layer's inputs [n, hidden] (in the model's
+  // dtype) given in place of the tokens' embeddings: an EAGLE head's fused
+  // features. Always the eager forward (no CUDA graph); hidden states are kept
+  // as Forward() keeps them.
+  absl::StatusOr<at::Tensor> ForwardEmbedded(const at::Tensor& inputs, const at::Tensor& positions,
+                                             const at::Tensor& mask);
   // Keeping more hidden states drops captured graphs (they return what they
   // captured): keep them before PrepareForDecoding().
   absl::Status KeepHiddenStates(absl::Span<const int> layers) override;
@@ -148,6 +161,10 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   // Training: causal forward of tokens [B, T] (positions 0..T-1), no cache,
   // autograd enabled. Returns logits [B, T, vocab] in the parameters' dtype.
   at::Tensor ForwardTraining(const at::Tensor& tokens);
+  // Training from the first layer's inputs [B, T, hidden] at positions
+  // first_position, first_position + 1, ...: the final norm's output
+  // [B, T, hidden] (what LmHead() reads), autograd enabled.
+  at::Tensor ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position);
   // HuggingFace names ("model.layers.0.self_attn.q_proj.weight", ...) and tensors.
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
   // Casts parameters (for mixed-precision training copies) and resizes the cache.

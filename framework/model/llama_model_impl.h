@@ -136,6 +136,9 @@ struct ForwardContext {
   int64_t start = 0;
   at::Tensor write_slots;
   int64_t kv_length = 0;
+  // [n, hidden]: the first layer's input in place of the tokens' embeddings
+  // (LlamaModel::ForwardEmbedded).
+  at::Tensor inputs;
 };
 
 // Static shapes for CUDA graphs: token counts round up to a power of two (up
@@ -271,6 +274,7 @@ struct LlamaModel::Impl {
   static absl::StatusOr<std::unique_ptr<Impl>> Create(const ModelConfig& config, c10::Device device,
                                                      at::ScalarType dtype, int64_t kv_capacity, bool allocate = true);
   void AllocateParameters();
+  void AllocateLayers();
   void AllocateCache(int64_t kv_capacity);
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
   at::TensorOptions Options() const { return at::TensorOptions().device(device).dtype(dtype); }
@@ -281,8 +285,11 @@ struct LlamaModel::Impl {
   at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache);
   at::Tensor CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx);
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask);
+  // `tokens` or, where defined, `inputs` [n, hidden] (their embeddings).
   absl::StatusOr<at::Tensor> ForwardEager(const at::Tensor& tokens, const at::Tensor& positions,
-                                          const at::Tensor& mask);
+                                          const at::Tensor& mask, const at::Tensor& inputs = at::Tensor());
+  absl::Status ValidatePlacement(int64_t n, const at::Tensor& positions, const at::Tensor& mask) const;
+  absl::Status ValidateInputs(const at::Tensor& inputs, const at::Tensor& positions, const at::Tensor& mask) const;
   absl::StatusOr<at::Tensor> ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
                                            const at::Tensor& mask);
   std::pair<at::Tensor, at::Tensor> StaticBody(int64_t bucket, int64_t kv_length);
@@ -344,6 +351,7 @@ struct LlamaModel::Impl {
   void AllocateStaticInputs();
   std::vector<const void*> WeightAddresses() const;
   at::Tensor ForwardTraining(const at::Tensor& tokens);
+  at::Tensor ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position);
   absl::Status Commit(absl::Span<const int64_t> slots);
 };
 
