@@ -32,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "experiments/corpus_text.h"
 #include "experiments/train_acceptance_head.h"
+#include "experiments/train_draft_head.h"
 #include "experiments/model_loading.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
@@ -1120,6 +1121,7 @@ class Trainer {
 
 absl::Status RunTraining(const std::string& config_path, const std::vector<std::string>& overrides) {
   if (IsAcceptanceHeadConfig(config_path)) return RunAcceptanceHeadTraining(config_path, overrides);
+  if (IsDraftHeadConfig(config_path)) return RunDraftHeadTraining(config_path, overrides);
   try {
     ASSIGN_OR_RETURN(Settings settings, ParseSettings(config_path, overrides));
     Trainer trainer(std::move(settings));

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <c10/util/Exception.h>
 
 #include <cmath>
 #include <cstdio>
@@ -15,16 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "algorithms/length_policies/common/acceptance_head.h"
-#include "experiments/corpus_text.h"
+#include "experiments/corpus_windows.h"
+#include "experiments/head_training.h"
 #include "experiments/draft_acceptance.h"
 #include "experiments/model_loading.h"
 #include "framework/core/file_util.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
-#include "framework/error_text.h"
 #include "framework/model/llama_model.h"
 #include "framework/tokenizers/tokenizer.h"
-#include "yaml-cpp/yaml.h"
 
 namespace speclab {
 namespace {
@@ -60,16 +58,11 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   if (!(s.temperature >= 0)) return head.Error("temperature", "expected a number >= 0");
   RETURN_IF_ERROR(head.CheckAllUsed());
 
-  ASSIGN_OR_RETURN(Options data, root.GetMap("data"));
-  ASSIGN_OR_RETURN(std::string tokenizer, data.GetString("tokenizer"));
-  ASSIGN_OR_RETURN(std::string train, data.GetString("train"));
-  ASSIGN_OR_RETURN(std::string valid, data.GetString("valid"));
-  s.tokenizer = data.ResolvePath(tokenizer);
-  s.train = data.ResolvePath(train);
-  s.valid = data.ResolvePath(valid);
-  ASSIGN_OR_RETURN(s.seq_len, data.GetInt("seq_len", s.seq_len));
-  if (s.seq_len < 2) return data.Error("seq_len", "expected an integer >= 2");
-  RETURN_IF_ERROR(data.CheckAllUsed());
+  ASSIGN_OR_RETURN(const CorpusData data, ParseCorpusData(root, 2));
+  s.tokenizer = data.tokenizer;
+  s.train = data.train;
+  s.valid = data.valid;
+  s.seq_len = data.seq_len;
 
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
   ASSIGN_OR_RETURN(s.device, training.GetString("device", s.device));
@@ -92,15 +85,6 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   s.output = root.ResolvePath(output);
   RETURN_IF_ERROR(root.CheckAllUsed());
   return s;
-}
-
-// The ids of a corpus text file, as a CPU int64 tensor.
-absl::StatusOr<at::Tensor> CorpusTokens(const Tokenizer& tokenizer, const std::string& path, int64_t seq_len) {
-  ASSIGN_OR_RETURN(CorpusIds ids, TokenizeCorpusText(tokenizer, path));
-  if (static_cast<int64_t>(ids.ids.size()) <= seq_len)
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", ids.ids.size(), " tokens, fewer than one window of data.seq_len ", seq_len));
-  return at::tensor(std::vector<int64_t>(ids.ids.begin(), ids.ids.end()), at::kLong);
 }
 
 // Features [n, F] float32 and labels [n] of a batch of windows [b, seq_len].
@@ -189,10 +173,7 @@ class HeadTrainer {
   // Features and labels of `windows` random windows of `tokens`.
   Batch MakeBatch(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
     c10::NoGradGuard no_grad;
-    std::uniform_int_distribution<int64_t> start(0, tokens.numel() - s_.seq_len - 1);  // host draws: reproducible
-    std::vector<at::Tensor> rows;
-    for (int64_t w = 0; w < windows; ++w) rows.push_back(tokens.narrow(0, start(rng), s_.seq_len));
-    const at::Tensor x = at::stack(rows);
+    const at::Tensor x = RandomWindows(tokens, windows, s_.seq_len, rng);
     const int64_t vocab = drafter_->config().vocab_size;
     const at::Tensor q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
     const at::Tensor p_logits = target_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
@@ -232,23 +213,14 @@ class HeadTrainer {
 }  // namespace
 
 bool IsAcceptanceHeadConfig(const std::string& config_path) {
-  try {
-    const YAML::Node root = YAML::LoadFile(config_path);
-    return root.IsMap() && root["acceptance_head"].IsDefined();
-  } catch (const std::exception&) {
-    return false;  // the model trainer reports the file's problem
-  }
+  return ConfigHasSection(config_path, {"acceptance_head"});
 }
 
 absl::Status RunAcceptanceHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides) {
-  try {
+  return RunTrainingGuarded([&]() -> absl::Status {
     ASSIGN_OR_RETURN(HeadSettings settings, ParseHeadSettings(config_path, overrides));
     return HeadTrainer(std::move(settings)).Run();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("training failed in LibTorch: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("training failed: ", ErrorText(e)));
-  }
+  });
 }
 
 }  // namespace speclab

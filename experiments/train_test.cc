@@ -1,6 +1,8 @@
 #include "experiments/train.h"
 
 #include "algorithms/length_policies/common/acceptance_head.h"
+#include "drafters/eagle/eagle_head.h"
+#include "drafters/medusa/medusa_drafter.h"
 
 #include <ATen/ATen.h>
 #include <dirent.h>
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -251,6 +254,69 @@ TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
     EXPECT_THAT(*log, ::testing::HasSubstr("\"held_out\": {\"positions\": 128"));
     EXPECT_THAT(RunTraining(path, {"acceptance_head.layers=2"}).message(), ::testing::HasSubstr("layers"));
   }
+}
+
+
+// An EAGLE head on a tiny target: the losses fall, the held-out numbers of
+// every depth are recorded, and the file loads as a head of that target.
+TEST_F(TrainTest, FitsAnEagleHeadOnATarget) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/eagle_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("eagle_target.yaml", target), {"training.steps=20"}).ok());
+  const std::string path = *dir_ + "/eagle.yaml", output = *dir_ + "/heads/eagle.safetensors";
+  std::ofstream(path) << "eagle_head:\n  target: " << target << "\n  layers: 1\ndata:\n  tokenizer: "
+                      << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
+                      << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 60\n  warmup_steps: 5\n"
+                         "  lr: 1e-2\n  log_every: 10\n  eval_windows: 4\noutput: "
+                      << output << "\n";
+  const absl::Status status = RunTraining(path, {});
+  ASSERT_TRUE(status.ok()) << status;
+  auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto head = LoadEagleHead(output, **model, 64);
+  ASSERT_TRUE(head.ok()) << head.status();
+  auto log = ReadFileToString(output + ".log.json");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<double> losses;
+  const std::regex loss("\"feature_loss\": ([0-9.]+), \"token_loss\": ([0-9.]+)\\}");
+  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]) + 0.1 * std::stod((*it)[2]));
+  ASSERT_GE(losses.size(), 6u) << *log;
+  EXPECT_LT(losses[5], losses[0]) << *log;  // the last training step's against the first logged
+  EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 4, \"agreement\": "));
+  EXPECT_THAT(RunTraining(path, {"eagle_head.heads=2"}).message(), ::testing::HasSubstr("eagle_head.heads"));
+}
+
+// Medusa's heads on the same kind of target: head 0's loss falls, the
+// held-out numbers of every head are recorded, and the file loads as heads
+// that read out through the target's LM head.
+TEST_F(TrainTest, FitsMedusaHeadsOnATarget) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/medusa_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("medusa_target.yaml", target), {"training.steps=20"}).ok());
+  const std::string path = *dir_ + "/medusa.yaml", output = *dir_ + "/heads/medusa.safetensors";
+  std::ofstream(path) << "medusa_head:\n  target: " << target << "\n  heads: 2\ndata:\n  tokenizer: "
+                      << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
+                      << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 60\n  warmup_steps: 5\n"
+                         "  lr: 1e-2\n  log_every: 10\n  eval_windows: 4\noutput: "
+                      << output << "\n";
+  const absl::Status status = RunTraining(path, {});
+  ASSERT_TRUE(status.ok()) << status;
+  auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto heads = LoadMedusaHeads(output, 2, 1, **model);
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  EXPECT_FALSE((*heads)[0].lm_head.defined());
+  auto log = ReadFileToString(output + ".log.json");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<double> losses;
+  const std::regex loss("\"head0_loss\": ([0-9.]+)");
+  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(losses.size(), 6u) << *log;
+  EXPECT_LT(losses.back(), losses.front()) << *log;
+  EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 2, \"agreement\": "));
+  EXPECT_THAT(RunTraining(path, {"medusa_head.decay=2"}).message(), ::testing::HasSubstr("medusa_head.decay"));
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
     tensors.erase(it);
     return out;
   };
+  // Every head has its own LM head, or none does (the target's).
+  const bool own_lm_heads = tensors.count(absl::StrCat(0, ".", layers, ".weight")) > 0;
   std::vector<MedusaHead> out(heads);
   for (int k = 0; k < heads; ++k) {
     for (int l = 0; l < layers; ++l) {
@@ -39,7 +41,9 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
       out[k].weights.push_back(std::move(a));
       out[k].biases.push_back(std::move(b));
     }
-    ASSIGN_OR_RETURN(out[k].lm_head, take(absl::StrCat(k, ".", layers, ".weight"), {vocab, hidden}));
+    if (own_lm_heads) {
+      ASSIGN_OR_RETURN(out[k].lm_head, take(absl::StrCat(k, ".", layers, ".weight"), {vocab, hidden}));
+    }
   }
   if (!tensors.empty())
     return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", tensors.begin()->first, "' is not part of ",
@@ -47,16 +51,32 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
   return out;
 }
 
+absl::Status SaveMedusaHeads(const std::string& path, const std::vector<MedusaHead>& heads, at::ScalarType dtype) {
+  std::map<std::string, at::Tensor> tensors;
+  for (size_t k = 0; k < heads.size(); ++k) {
+    const MedusaHead& head = heads[k];
+    for (size_t l = 0; l < head.weights.size(); ++l) {
+      tensors[absl::StrCat(k, ".", l, ".linear.weight")] = head.weights[l].detach().to(at::kCPU, dtype);
+      tensors[absl::StrCat(k, ".", l, ".linear.bias")] = head.biases[l].detach().to(at::kCPU, dtype);
+    }
+    if (head.lm_head.defined())
+      tensors[absl::StrCat(k, ".", head.weights.size(), ".weight")] = head.lm_head.detach().to(at::kCPU, dtype);
+  }
+  return WriteSafetensors(path, tensors);
+}
+
+at::Tensor MedusaHeadLogits(const MedusaHead& head, const LlamaModel& target, const at::Tensor& hidden) {
+  at::Tensor x = hidden;
+  for (size_t l = 0; l < head.weights.size(); ++l) x = x + at::silu(at::linear(x, head.weights[l], head.biases[l]));
+  return head.lm_head.defined() ? at::linear(x, head.lm_head).to(at::kFloat) : target.LmHead(x);
+}
+
 MedusaDrafter::MedusaDrafter(const LlamaModel& target, std::vector<MedusaHead> heads)
     : target_(target), heads_(std::move(heads)) {}
 
 at::Tensor MedusaDrafter::HeadLogits(const at::Tensor& hidden) const {
   std::vector<at::Tensor> rows;
-  for (const MedusaHead& head : heads_) {
-    at::Tensor x = hidden;
-    for (size_t l = 0; l < head.weights.size(); ++l) x = x + at::silu(at::linear(x, head.weights[l], head.biases[l]));
-    rows.push_back(head.lm_head.defined() ? at::linear(x, head.lm_head).to(at::kFloat) : target_.LmHead(x));
-  }
+  for (const MedusaHead& head : heads_) rows.push_back(MedusaHeadLogits(head, target_, hidden));
   return at::cat(rows);
 }
 

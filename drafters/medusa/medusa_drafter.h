@@ -19,7 +19,9 @@
 //
 // A checkpoint is Medusa's `medusa_lm_head.safetensors`: tensors
 // "{k}.{l}.linear.weight" [hidden, hidden], "{k}.{l}.linear.bias" [hidden]
-// for l < L, and "{k}.{L}.weight" [vocab, hidden].
+// for l < L, and "{k}.{L}.weight" [vocab, hidden]. Heads that read out
+// through the target's LM head (speclab's own, trained by `speclab train`
+// with `medusa_head:`) have no "{k}.{L}.weight": every head has one or none.
 #ifndef SPECLAB_DRAFTERS_MEDUSA_MEDUSA_DRAFTER_H_
 #define SPECLAB_DRAFTERS_MEDUSA_MEDUSA_DRAFTER_H_
 
@@ -43,6 +45,12 @@ struct MedusaHead {
 // Reads K heads of L ResBlocks from a checkpoint; errors name the file and tensor.
 absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path, int heads, int layers,
                                                         const LlamaModel& target);
+// Writes heads in `dtype` (a head's LM head only where it has its own).
+absl::Status SaveMedusaHeads(const std::string& path, const std::vector<MedusaHead>& heads, at::ScalarType dtype);
+
+// One head's logits [..., vocab] float32 from hidden states [..., hidden]
+// (autograd flows through the head's own tensors).
+at::Tensor MedusaHeadLogits(const MedusaHead& head, const LlamaModel& target, const at::Tensor& hidden);
 
 // The Drafter interface, and its device form (framework/device/device_drafter.h).
 class MedusaDrafter final : public Drafter, public DeviceDrafter {

@@ -17,6 +17,7 @@
 #include "framework/model/safetensors.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/float_tolerance.h"
+#include "tests/support/prompt_features.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -24,20 +25,11 @@ namespace speclab {
 namespace {
 
 using ::speclab::testing::MethodFromYaml;
+using ::speclab::testing::PromptFeatures;
 using ::speclab::testing::TinyModel;
 using ::testing::HasSubstr;
 
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
-
-// The target's final-norm hidden states of prompt[0..n-2], as the engine's prefill keeps them.
-TargetFeatures PromptFeatures(LlamaModel& target, const std::vector<int32_t>& prompt) {
-  EXPECT_TRUE(target.Truncate(0).ok());
-  EXPECT_TRUE(target.KeepHiddenStates({-1}).ok());
-  const std::vector<int64_t> head(prompt.begin(), prompt.end() - 1);
-  const at::Tensor tokens = at::tensor(head, at::kLong);
-  EXPECT_TRUE(target.Forward(tokens, at::arange(tokens.size(0), at::kLong), at::Tensor()).ok());
-  return {.hidden = {target.HiddenStates(-1)->clone()}};
-}
 
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/medusa_" + std::to_string(::getpid()) + "_" + name;
@@ -122,6 +114,32 @@ TEST(MedusaDrafterTest, CheckpointHeadsFollowTheirFormula) {
                                             "}, verifier: {type: greedy}}"),
                                target.get());
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("drafter.path"));
+  RemoveTree(path);
+}
+
+// Heads saved without LM heads (speclab's trained ones) read out through the
+// target's: loading gives the same heads, and their logits are the target's
+// LM head on the ResBlocks' output.
+TEST(MedusaDrafterTest, HeadsWithoutLmHeadsReadOutThroughTheTargets) {
+  auto target = TinyModel(1);
+  const int64_t hidden = target->config().hidden_size;
+  at::manual_seed(3);
+  std::vector<MedusaHead> heads(2);
+  for (MedusaHead& head : heads) {
+    head.weights.push_back(at::randn({hidden, hidden}) * 0.2);
+    head.biases.push_back(at::randn({hidden}) * 0.2);
+  }
+  const std::string path = TempPath("shared.safetensors");
+  ASSERT_TRUE(SaveMedusaHeads(path, heads, at::kFloat).ok());
+  auto loaded = LoadMedusaHeads(path, 2, 1, *target);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const at::Tensor h = at::randn({1, hidden});
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_FALSE((*loaded)[k].lm_head.defined());
+    EXPECT_TRUE(at::equal((*loaded)[k].weights[0], heads[k].weights[0]));
+    const at::Tensor x = h + at::silu(at::linear(h, heads[k].weights[0], heads[k].biases[0]));
+    EXPECT_TRUE(at::equal(MedusaHeadLogits((*loaded)[k], *target, h), target->LmHead(x))) << "head " << k;
+  }
   RemoveTree(path);
 }
 

@@ -1,0 +1,401 @@
+#include "experiments/train_draft_head.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "drafters/eagle/eagle_head.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "experiments/corpus_windows.h"
+#include "experiments/head_training.h"
+#include "experiments/model_loading.h"
+#include "framework/core/file_util.h"
+#include "framework/core/options.h"
+#include "framework/core/status_macros.h"
+#include "framework/model/llama_model.h"
+#include "framework/tokenizers/tokenizer.h"
+
+namespace speclab {
+namespace {
+
+constexpr int kEagleEvalDepths = 4;
+
+struct HeadSettings {
+  std::string kind;  // "eagle_head" or "medusa_head"
+  std::string target, tokenizer, train, valid, output, device = "auto";
+  int64_t layers = 1, heads = 4, seq_len = 128, batch_size = 8, steps = 300, warmup_steps = 50, log_every = 20,
+          eval_windows = 32;
+  double feature_noise = 0.2, token_weight = 0.1, decay = 0.8, lr = 1e-3, grad_clip = 0.5;
+  uint64_t seed = 1;
+};
+
+absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
+  ASSIGN_OR_RETURN(std::string target, head.GetString("target"));
+  s.target = head.ResolvePath(target);
+  ASSIGN_OR_RETURN(s.layers, head.GetInt("layers", s.layers));
+  if (s.kind == "eagle_head") {
+    if (s.layers < 1 || s.layers > 64) return head.Error("layers", "expected an integer in [1, 64]");
+    ASSIGN_OR_RETURN(s.feature_noise, head.GetDouble("feature_noise", s.feature_noise));
+    if (!(s.feature_noise >= 0)) return head.Error("feature_noise", "expected a number >= 0");
+    ASSIGN_OR_RETURN(s.token_weight, head.GetDouble("token_weight", s.token_weight));
+    if (!(s.token_weight >= 0)) return head.Error("token_weight", "expected a number >= 0");
+  } else {
+    if (s.layers < 0 || s.layers > 16) return head.Error("layers", "expected an integer in [0, 16]");
+    ASSIGN_OR_RETURN(s.heads, head.GetInt("heads", s.heads));
+    if (s.heads < 1 || s.heads > 64) return head.Error("heads", "expected an integer in [1, 64]");
+    ASSIGN_OR_RETURN(s.decay, head.GetDouble("decay", s.decay));
+    if (!(s.decay > 0 && s.decay <= 1)) return head.Error("decay", "expected a number in (0, 1]");
+  }
+  return head.CheckAllUsed();
+}
+
+absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(path, overrides));
+  HeadSettings s;
+  s.kind = root.Has("eagle_head") ? "eagle_head" : "medusa_head";
+  ASSIGN_OR_RETURN(Options head, root.GetMap(s.kind));
+  RETURN_IF_ERROR(ParseHeadSection(head, s));
+
+  const int64_t min_len = (s.kind == "eagle_head" ? kEagleEvalDepths : s.heads) + 2;
+  ASSIGN_OR_RETURN(const CorpusData data, ParseCorpusData(root, min_len));
+  s.tokenizer = data.tokenizer;
+  s.train = data.train;
+  s.valid = data.valid;
+  s.seq_len = data.seq_len;
+
+  ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
+  ASSIGN_OR_RETURN(s.device, training.GetString("device", s.device));
+  if (auto device = ParseDevice(s.device); !device.ok())
+    return training.Error("device", std::string(device.status().message()));
+  ASSIGN_OR_RETURN(s.batch_size, training.GetInt("batch_size", s.batch_size));
+  ASSIGN_OR_RETURN(s.steps, training.GetInt("steps", s.steps));
+  ASSIGN_OR_RETURN(s.warmup_steps, training.GetInt("warmup_steps", s.warmup_steps));
+  ASSIGN_OR_RETURN(s.lr, training.GetDouble("lr", s.lr));
+  ASSIGN_OR_RETURN(s.grad_clip, training.GetDouble("grad_clip", s.grad_clip));
+  ASSIGN_OR_RETURN(int64_t seed, training.GetInt("seed", 1));
+  ASSIGN_OR_RETURN(s.log_every, training.GetInt("log_every", s.log_every));
+  ASSIGN_OR_RETURN(s.eval_windows, training.GetInt("eval_windows", s.eval_windows));
+  if (s.batch_size < 1) return training.Error("batch_size", "expected a positive integer");
+  if (s.steps < 1) return training.Error("steps", "expected a positive integer");
+  if (s.warmup_steps < 0) return training.Error("warmup_steps", "expected an integer >= 0");
+  if (!(s.lr > 0)) return training.Error("lr", "expected a positive number");
+  if (!(s.grad_clip >= 0)) return training.Error("grad_clip", "expected a number >= 0 (0: off)");
+  if (s.log_every < 1) return training.Error("log_every", "expected a positive integer");
+  if (s.eval_windows < 1) return training.Error("eval_windows", "expected a positive integer");
+  s.seed = static_cast<uint64_t>(seed);
+  RETURN_IF_ERROR(training.CheckAllUsed());
+
+  ASSIGN_OR_RETURN(std::string output, root.GetString("output"));
+  s.output = root.ResolvePath(output);
+  RETURN_IF_ERROR(root.CheckAllUsed());
+  return s;
+}
+
+// A batch of windows and what the frozen target says of them.
+struct Targets {
+  at::Tensor tokens;    // [B, T] int64
+  at::Tensor features;  // [B, T, hidden]: the target's final-norm states
+  at::Tensor probs;     // [B, T, vocab] float32: the target's law after each position
+};
+
+// A loss and its named parts, for the log.
+struct Loss {
+  at::Tensor total;
+  std::vector<std::pair<std::string, at::Tensor>> parts;
+};
+
+// How one kind of head is built, trained, scored and saved.
+class HeadRecipe {
+ public:
+  virtual ~HeadRecipe() = default;
+  virtual std::string Describe() const = 0;
+  virtual std::vector<at::Tensor> Parameters() = 0;
+  virtual Loss TrainingLoss(const Targets& batch, at::Generator& noise) = 0;
+  // Prints the held-out numbers and returns them as JSON.
+  virtual std::string Evaluate(const Targets& batch) = 0;
+  virtual absl::Status Save(const std::string& path) const = 0;
+};
+
+// Agreement with the target's greedy token and sum_v min(p, q), over all positions.
+std::pair<double, double> Scores(const at::Tensor& q, const at::Tensor& p) {
+  const double agree = (q.argmax(-1) == p.argmax(-1)).to(at::kDouble).mean().item<double>();
+  const double accept = at::minimum(q, p).sum(-1).to(at::kDouble).mean().item<double>();
+  return {agree, accept};
+}
+
+class EagleRecipe final : public HeadRecipe {
+ public:
+  EagleRecipe(const HeadSettings& s, const LlamaModel& target, EagleHead head)
+      : s_(s), target_(target), head_(std::move(head)) {}
+
+  std::string Describe() const override { return absl::StrCat("eagle head: ", s_.layers, " layer(s)"); }
+
+  std::vector<at::Tensor> Parameters() override {
+    std::vector<at::Tensor> params = {head_.fc_weight, head_.fc_bias};
+    for (auto& [name, tensor] : head_.body->NamedParameters())
+      if (absl::StartsWith(name, "model.layers.")) params.push_back(tensor);
+    return params;
+  }
+
+  Loss TrainingLoss(const Targets& batch, at::Generator& noise) override {
+    at::Tensor inputs = batch.features.narrow(1, 0, s_.seq_len - 1);
+    if (s_.feature_noise > 0) {
+      const at::Tensor u = at::rand(inputs.sizes(), noise, at::TensorOptions().dtype(at::kFloat));
+      inputs = inputs + (u.to(inputs.device()) * 2 - 1) * s_.feature_noise;
+    }
+    return Losses(batch, inputs);
+  }
+
+  std::string Evaluate(const Targets& batch) override {
+    const int64_t n = s_.seq_len - 1;
+    const Loss loss = Losses(batch, batch.features.narrow(1, 0, n));
+    std::printf("held out (%lld windows): feature loss %.4f, token loss %.4f\n",
+                static_cast<long long>(s_.eval_windows), loss.parts[0].second.item<double>(),
+                loss.parts[1].second.item<double>());
+    const at::Tensor p = batch.probs.narrow(1, 1, n);
+    std::string depths;
+    at::Tensor inputs = batch.features.narrow(1, 0, n);
+    for (int d = 1; d <= kEagleEvalDepths; ++d) {
+      // Position p's input is the head's depth d - 1 prediction of F_{p-1};
+      // scored at positions p >= d, where that chain starts from the target's.
+      const at::Tensor predicted = Predict(batch, inputs);
+      const at::Tensor q = target_.LmHead(predicted).softmax(-1);
+      const auto [agree, accept] = Scores(q.narrow(1, d - 1, n - d + 1), p.narrow(1, d - 1, n - d + 1));
+      std::printf("  depth %d: argmax agreement %.3f, acceptance at T = 1 %.3f\n", d, agree, accept);
+      absl::StrAppend(&depths, d == 1 ? "" : ", ",
+                      absl::StrFormat("{\"depth\": %d, \"agreement\": %.6f, \"acceptance\": %.6f}", d, agree, accept));
+      inputs = at::cat({batch.features.narrow(1, 0, 1), predicted.narrow(1, 0, n - 1)}, 1);
+    }
+    return absl::StrFormat("{\"windows\": %d, \"feature_loss\": %.6f, \"token_loss\": %.6f, \"depths\": [%s]}",
+                           s_.eval_windows, loss.parts[0].second.item<double>(), loss.parts[1].second.item<double>(),
+                           depths);
+  }
+
+  absl::Status Save(const std::string& path) const override { return SaveEagleHead(path, head_, at::kBFloat16); }
+
+ private:
+  // The head's predictions f^_p, p = 1..T-1, from input features [B, T-1, hidden].
+  at::Tensor Predict(const Targets& batch, const at::Tensor& inputs) const {
+    return head_.body->ForwardTrainingEmbedded(head_.Fuse(batch.tokens.narrow(1, 1, s_.seq_len - 1), inputs), 1);
+  }
+
+  Loss Losses(const Targets& batch, const at::Tensor& inputs) const {
+    const at::Tensor predicted = Predict(batch, inputs);
+    const at::Tensor feature_loss =
+        at::smooth_l1_loss(predicted, batch.features.narrow(1, 1, s_.seq_len - 1), at::Reduction::Mean);
+    const at::Tensor log_q = target_.LmHead(predicted).log_softmax(-1);
+    const at::Tensor token_loss = -(batch.probs.narrow(1, 1, s_.seq_len - 1) * log_q).sum(-1).mean();
+    return {feature_loss + s_.token_weight * token_loss, {{"feature_loss", feature_loss}, {"token_loss", token_loss}}};
+  }
+
+  const HeadSettings& s_;
+  const LlamaModel& target_;
+  EagleHead head_;
+};
+
+class MedusaRecipe final : public HeadRecipe {
+ public:
+  MedusaRecipe(const HeadSettings& s, const LlamaModel& target) : s_(s), target_(target), heads_(s.heads) {
+    const int64_t hidden = target.config().hidden_size;
+    const at::TensorOptions options = target.Embed(at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(
+                                                                          target.device())))
+                                          .options();
+    for (MedusaHead& head : heads_) {
+      for (int64_t l = 0; l < s.layers; ++l) {
+        head.weights.push_back(at::zeros({hidden, hidden}, options));  // Medusa's start: the identity
+        head.biases.push_back(at::zeros({hidden}, options));
+      }
+    }
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("medusa heads: ", s_.heads, " of ", s_.layers, " ResBlock(s)");
+  }
+
+  std::vector<at::Tensor> Parameters() override {
+    std::vector<at::Tensor> params;
+    for (MedusaHead& head : heads_) {
+      params.insert(params.end(), head.weights.begin(), head.weights.end());
+      params.insert(params.end(), head.biases.begin(), head.biases.end());
+    }
+    return params;
+  }
+
+  Loss TrainingLoss(const Targets& batch, at::Generator&) override {
+    Loss loss{.total = at::zeros({}, batch.probs.options())};
+    for (int64_t k = 0; k < s_.heads; ++k) {
+      const int64_t n = s_.seq_len - 2 - k;  // head k at F_t predicts x_{t+2+k}
+      const at::Tensor logits = MedusaHeadLogits(heads_[k], target_, batch.features.narrow(1, 0, n));
+      const at::Tensor ce = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                                   batch.tokens.narrow(1, 2 + k, n).reshape({-1}));
+      loss.total = loss.total + std::pow(s_.decay, k) * ce;
+      loss.parts.emplace_back(absl::StrCat("head", k, "_loss"), ce);
+    }
+    return loss;
+  }
+
+  std::string Evaluate(const Targets& batch) override {
+    std::string heads;
+    for (int64_t k = 0; k < s_.heads; ++k) {
+      const int64_t n = s_.seq_len - 2 - k;
+      const at::Tensor q = MedusaHeadLogits(heads_[k], target_, batch.features.narrow(1, 0, n)).softmax(-1);
+      const auto [agree, accept] = Scores(q, batch.probs.narrow(1, 1 + k, n));
+      const double accuracy =
+          (q.argmax(-1) == batch.tokens.narrow(1, 2 + k, n)).to(at::kDouble).mean().item<double>();
+      std::printf("  head %lld (depth %lld): argmax agreement %.3f, acceptance at T = 1 %.3f, top-1 accuracy %.3f\n",
+                  static_cast<long long>(k), static_cast<long long>(k + 1), agree, accept, accuracy);
+      absl::StrAppend(&heads, k == 0 ? "" : ", ",
+                      absl::StrFormat("{\"depth\": %d, \"agreement\": %.6f, \"acceptance\": %.6f, "
+                                      "\"accuracy\": %.6f}",
+                                      k + 1, agree, accept, accuracy));
+    }
+    return absl::StrFormat("{\"windows\": %d, \"depths\": [%s]}", s_.eval_windows, heads);
+  }
+
+  absl::Status Save(const std::string& path) const override { return SaveMedusaHeads(path, heads_, at::kBFloat16); }
+
+ private:
+  const HeadSettings& s_;
+  const LlamaModel& target_;
+  std::vector<MedusaHead> heads_;
+};
+
+class HeadTrainer {
+ public:
+  explicit HeadTrainer(HeadSettings s) : s_(std::move(s)) {}
+
+  absl::Status Run() {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.tokenizer));
+    ASSIGN_OR_RETURN(device_, ParseDevice(s_.device));
+    ASSIGN_OR_RETURN(at::Tensor train, CorpusTokens(*tokenizer, s_.train, s_.seq_len));
+    ASSIGN_OR_RETURN(at::Tensor valid, CorpusTokens(*tokenizer, s_.valid, s_.seq_len));
+    train = train.to(device_);
+    valid = valid.to(device_);
+    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, device_, at::kFloat, s_.seq_len));
+    for (auto& [name, tensor] : target_->NamedParameters()) tensor.set_requires_grad(false);
+    std::unique_ptr<HeadRecipe> recipe;
+    if (s_.kind == "eagle_head") {
+      ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.seq_len, s_.seed));
+      recipe = std::make_unique<EagleRecipe>(s_, *target_, std::move(head));
+    } else {
+      recipe = std::make_unique<MedusaRecipe>(s_, *target_);
+    }
+    std::vector<at::Tensor> params = recipe->Parameters();
+    int64_t count = 0;
+    std::vector<at::Tensor> m, v;
+    for (at::Tensor& p : params) {
+      p.set_requires_grad(true);
+      count += p.numel();
+      m.push_back(at::zeros_like(p).detach());
+      v.push_back(at::zeros_like(p).detach());
+    }
+    std::printf("%s, %lld parameters, on %s; %lld steps of %lld windows x %lld\n", recipe->Describe().c_str(),
+                static_cast<long long>(count), device_.str().c_str(), static_cast<long long>(s_.steps),
+                static_cast<long long>(s_.batch_size), static_cast<long long>(s_.seq_len));
+    std::mt19937_64 rng(s_.seed);
+    at::Generator noise = at::detail::createCPUGenerator(s_.seed + 7);
+    std::string log = "{\"steps\": [";
+    for (int64_t step = 1; step <= s_.steps; ++step) {
+      const Targets batch = MakeTargets(train, s_.batch_size, rng);
+      const Loss loss = recipe->TrainingLoss(batch, noise);
+      for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
+      loss.total.backward();
+      Update(params, m, v, step);
+      if (step % s_.log_every == 0 || step == s_.steps) {
+        std::string line = absl::StrFormat("step %5d/%d", step, s_.steps), entry = absl::StrFormat("{\"step\": %d", step);
+        for (const auto& [name, value] : loss.parts) {
+          const double x = value.item<double>();
+          absl::StrAppend(&line, absl::StrFormat("  %s %.4f", name, x));
+          absl::StrAppend(&entry, absl::StrFormat(", \"%s\": %.6f", name, x));
+        }
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+        absl::StrAppend(&log, step == s_.log_every ? "" : ", ", entry, "}");
+      }
+    }
+    for (at::Tensor& p : params) p.set_requires_grad(false);
+    std::string held_out;
+    {
+      c10::NoGradGuard no_grad;
+      std::mt19937_64 eval_rng(s_.seed + 1);
+      held_out = recipe->Evaluate(MakeTargets(valid, s_.eval_windows, eval_rng));
+    }
+    absl::StrAppend(&log, "], \"held_out\": ", held_out, "}\n");
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(s_.output).parent_path(), ec);
+    if (ec) return absl::InternalError(absl::StrCat(s_.output, ": cannot create its folder: ", ec.message()));
+    RETURN_IF_ERROR(recipe->Save(s_.output));
+    RETURN_IF_ERROR(WriteFileAtomically(s_.output + ".log.json", log));
+    std::printf("wrote %s (and %s.log.json)\n", s_.output.c_str(), s_.output.c_str());
+    return absl::OkStatus();
+  }
+
+ private:
+  double LearningRate(int64_t step) const {
+    if (step <= s_.warmup_steps) return s_.lr * step / std::max<int64_t>(1, s_.warmup_steps);
+    const double progress =
+        static_cast<double>(step - s_.warmup_steps) / std::max<int64_t>(1, s_.steps - s_.warmup_steps);
+    return s_.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress)));
+  }
+
+  // Adam (0.9, 0.95) with bias correction, after clipping the gradients' global norm.
+  void Update(std::vector<at::Tensor>& params, std::vector<at::Tensor>& m, std::vector<at::Tensor>& v,
+              int64_t step) const {
+    c10::NoGradGuard no_grad;
+    double scale = 1;
+    if (s_.grad_clip > 0) {
+      std::vector<at::Tensor> norms;
+      for (const at::Tensor& p : params) norms.push_back(p.grad().pow(2).sum());
+      const double norm = std::sqrt(at::stack(norms).sum().item<double>());
+      if (norm > s_.grad_clip) scale = s_.grad_clip / norm;
+    }
+    const double lr = LearningRate(step), b1 = 0.9, b2 = 0.95;
+    const double correction = std::sqrt(1 - std::pow(b2, step)) / (1 - std::pow(b1, step));
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor g = params[i].grad() * scale;
+      m[i].mul_(b1).add_(g, 1 - b1);
+      v[i].mul_(b2).addcmul_(g, g, 1 - b2);
+      params[i].addcdiv_(m[i], v[i].sqrt().add_(1e-8), -lr * correction);
+    }
+  }
+
+  Targets MakeTargets(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
+    c10::NoGradGuard no_grad;
+    Targets out;
+    out.tokens = RandomWindows(tokens, windows, s_.seq_len, rng);
+    out.features = target_->ForwardTrainingEmbedded(target_->Embed(out.tokens), 0);
+    out.probs = target_->LmHead(out.features).softmax(-1);
+    return out;
+  }
+
+  const HeadSettings s_;
+  c10::Device device_ = c10::Device(c10::kCPU);
+  std::unique_ptr<LlamaModel> target_;
+};
+
+}  // namespace
+
+bool IsDraftHeadConfig(const std::string& config_path) {
+  return ConfigHasSection(config_path, {"eagle_head", "medusa_head"});
+}
+
+absl::Status RunDraftHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides) {
+  return RunTrainingGuarded([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(HeadSettings settings, ParseHeadSettings(config_path, overrides));
+    return HeadTrainer(std::move(settings)).Run();
+  });
+}
+
+}  // namespace speclab

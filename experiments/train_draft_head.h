@@ -1,0 +1,58 @@
+// `speclab train HEAD.yaml` where the YAML holds `eagle_head:` or
+// `medusa_head:`: fits a draft head that reads the frozen target's
+// final-norm features, on speclab's corpus.
+//
+// Config (unknown keys refused, errors name FILE and key):
+//   eagle_head:  target (HF folder), layers (1), feature_noise (0.2: the
+//                half-width of the uniform noise added to the input features,
+//                EAGLE's augmentation against its own prediction errors),
+//                token_weight (0.1: the weight of the token loss).
+//   medusa_head: target, heads (4), layers (1: ResBlocks a head), decay (0.8:
+//                head k's loss weighs decay^k, Medusa-1's).
+//   data:        tokenizer, train, valid (corpus text files), seq_len (128).
+//   training:    device (auto | cpu | cuda), batch_size (8 windows), steps
+//                (300), lr (1e-3, linear warm-up over warmup_steps (50) then
+//                cosine to lr / 10), grad_clip (0.5, global norm; 0 off),
+//                seed (1), log_every (20), eval_windows (32).
+//   output:      the head's .safetensors file (bfloat16); OUTPUT.log.json
+//                beside it holds the training and held-out numbers.
+//
+// A batch: windows x of the corpus and the target's features F of every
+// position (no gradient), and the target's law after each. Adam (0.9, 0.95).
+//
+// EAGLE (drafters/eagle/eagle_head.h; EAGLE-1's recipe): the head predicts F_p
+// from (x_p, F_{p-1} + noise), p >= 1, through its causal forward. Loss:
+// SmoothL1(f^, F) averaged over the hidden units, plus token_weight times the
+// cross-entropy of the head's readout against the target's law at F (soft
+// labels).
+//
+// Medusa (drafters/medusa/medusa_drafter.h; Medusa-1's recipe): head k reads
+// F_t and predicts the corpus token x_{t+2+k}; loss sum_k decay^k CE. Its
+// ResBlocks start as the identity (A = 0, b = 0) and read out through the
+// target's LM head, which stays frozen and is not saved (speclab's variant:
+// Medusa-1 also tunes a copy of the LM head per head).
+//
+// Held out (valid), per draft depth d (EAGLE: d = 1..4, the head fed its own
+// predictions d - 1 times, every position's input then the head's, a slightly
+// harder setting than drafting; Medusa: head d - 1): the share of positions
+// where the head's argmax is the target's greedy token there, the mean
+// sum_v min(p, q) (rejection sampling's acceptance at T = 1) and, for Medusa,
+// the top-1 accuracy against the corpus.
+#ifndef SPECLAB_EXPERIMENTS_TRAIN_DRAFT_HEAD_H_
+#define SPECLAB_EXPERIMENTS_TRAIN_DRAFT_HEAD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace speclab {
+
+// True if the YAML file at `config_path` holds `eagle_head:` or `medusa_head:`.
+bool IsDraftHeadConfig(const std::string& config_path);
+
+absl::Status RunDraftHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides);
+
+}  // namespace speclab
+
+#endif  // SPECLAB_EXPERIMENTS_TRAIN_DRAFT_HEAD_H_
