@@ -26,6 +26,18 @@ struct CorpusData {
 };
 absl::StatusOr<CorpusData> ParseCorpusData(Options& root, int64_t min_seq_len);
 
+// `training:`'s keys every head trainer reads, each checked: device (auto |
+// cpu | cuda), batch_size, steps, lr, seed, log_every, eval_windows; absent
+// keys keep the values `basics` holds. The caller reads its own keys next,
+// then refuses unknown ones (Options::CheckAllUsed).
+struct TrainingBasics {
+  std::string device = "auto";
+  int64_t batch_size = 8, steps = 300, log_every = 20, eval_windows = 32;
+  double lr = 1e-3;
+  uint64_t seed = 1;
+};
+absl::Status ParseTrainingBasics(Options& training, TrainingBasics& basics);
+
 // `run()`, with LibTorch's and other exceptions turned into errors.
 absl::Status RunTrainingGuarded(const std::function<absl::Status()>& run);
 

@@ -33,11 +33,10 @@ using acceptance_head::Features;
 struct HeadSettings {
   Features features = Features::kLogProbs;
   int64_t hidden = 32;
-  std::string target, drafter, tokenizer, train, valid, output, device = "auto";
+  std::string target, drafter, output;
   double temperature = 1.0;
-  int64_t seq_len = 128, batch_size = 8, steps = 300, log_every = 20, eval_windows = 32;
-  double lr = 1e-3;
-  uint64_t seed = 1;
+  CorpusData data;
+  TrainingBasics run;
 };
 
 absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const std::vector<std::string>& overrides) {
@@ -58,27 +57,9 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   if (!(s.temperature >= 0)) return head.Error("temperature", "expected a number >= 0");
   RETURN_IF_ERROR(head.CheckAllUsed());
 
-  ASSIGN_OR_RETURN(const CorpusData data, ParseCorpusData(root, 2));
-  s.tokenizer = data.tokenizer;
-  s.train = data.train;
-  s.valid = data.valid;
-  s.seq_len = data.seq_len;
-
+  ASSIGN_OR_RETURN(s.data, ParseCorpusData(root, 2));
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
-  ASSIGN_OR_RETURN(s.device, training.GetString("device", s.device));
-  if (auto device = ParseDevice(s.device); !device.ok()) return training.Error("device", std::string(device.status().message()));
-  ASSIGN_OR_RETURN(s.batch_size, training.GetInt("batch_size", s.batch_size));
-  ASSIGN_OR_RETURN(s.steps, training.GetInt("steps", s.steps));
-  ASSIGN_OR_RETURN(s.lr, training.GetDouble("lr", s.lr));
-  ASSIGN_OR_RETURN(int64_t seed, training.GetInt("seed", 1));
-  ASSIGN_OR_RETURN(s.log_every, training.GetInt("log_every", s.log_every));
-  ASSIGN_OR_RETURN(s.eval_windows, training.GetInt("eval_windows", s.eval_windows));
-  if (s.batch_size < 1) return training.Error("batch_size", "expected a positive integer");
-  if (s.steps < 1) return training.Error("steps", "expected a positive integer");
-  if (!(s.lr > 0)) return training.Error("lr", "expected a positive number");
-  if (s.log_every < 1) return training.Error("log_every", "expected a positive integer");
-  if (s.eval_windows < 1) return training.Error("eval_windows", "expected a positive integer");
-  s.seed = static_cast<uint64_t>(seed);
+  RETURN_IF_ERROR(ParseTrainingBasics(training, s.run));
   RETURN_IF_ERROR(training.CheckAllUsed());
 
   ASSIGN_OR_RETURN(std::string output, root.GetString("output"));
@@ -97,12 +78,12 @@ class HeadTrainer {
   explicit HeadTrainer(HeadSettings s) : s_(std::move(s)) {}
 
   absl::Status Run() {
-    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.tokenizer));
-    ASSIGN_OR_RETURN(train_, CorpusTokens(*tokenizer, s_.train, s_.seq_len));
-    ASSIGN_OR_RETURN(valid_, CorpusTokens(*tokenizer, s_.valid, s_.seq_len));
-    ASSIGN_OR_RETURN(device_, ParseDevice(s_.device));
-    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, device_, at::kFloat, s_.seq_len));
-    ASSIGN_OR_RETURN(drafter_, LlamaModel::Load(s_.drafter, device_, at::kFloat, s_.seq_len));
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.data.tokenizer));
+    ASSIGN_OR_RETURN(train_, CorpusTokens(*tokenizer, s_.data.train, s_.data.seq_len));
+    ASSIGN_OR_RETURN(valid_, CorpusTokens(*tokenizer, s_.data.valid, s_.data.seq_len));
+    ASSIGN_OR_RETURN(device_, ParseDevice(s_.run.device));
+    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, device_, at::kFloat, s_.data.seq_len));
+    ASSIGN_OR_RETURN(drafter_, LlamaModel::Load(s_.drafter, device_, at::kFloat, s_.data.seq_len));
     train_ = train_.to(device_);
     valid_ = valid_.to(device_);
     const int64_t vocab = drafter_->config().vocab_size;
@@ -110,7 +91,7 @@ class HeadTrainer {
       return absl::InvalidArgumentError(absl::StrCat("acceptance_head: the target ", s_.target, " has ",
                                                      target_->config().vocab_size, " tokens, the drafter ",
                                                      s_.drafter, " ", vocab));
-    AcceptanceHead head = acceptance_head::NewHead(s_.features, vocab, s_.hidden, s_.seed, /*prior_logit=*/0.0);
+    AcceptanceHead head = acceptance_head::NewHead(s_.features, vocab, s_.hidden, s_.run.seed, /*prior_logit=*/0.0);
     std::vector<at::Tensor> params = {head.w1.to(device_, at::kFloat), head.b1.to(device_, at::kFloat),
                                       head.w2.to(device_, at::kFloat), head.b2.to(device_, at::kFloat)};
     for (at::Tensor& p : params) p.requires_grad_(true);
@@ -123,12 +104,12 @@ class HeadTrainer {
                 "%lld\n",
                 acceptance_head::FeaturesName(s_.features), static_cast<long long>(s_.hidden), s_.temperature,
                 device_.str().c_str(),
-                static_cast<long long>(s_.steps), static_cast<long long>(s_.batch_size),
-                static_cast<long long>(s_.seq_len));
-    std::mt19937_64 rng(s_.seed);
+                static_cast<long long>(s_.run.steps), static_cast<long long>(s_.run.batch_size),
+                static_cast<long long>(s_.data.seq_len));
+    std::mt19937_64 rng(s_.run.seed);
     std::string log = "{\"steps\": [";
-    for (int64_t step = 1; step <= s_.steps; ++step) {
-      const Batch batch = MakeBatch(train_, s_.batch_size, rng);
+    for (int64_t step = 1; step <= s_.run.steps; ++step) {
+      const Batch batch = MakeBatch(train_, s_.run.batch_size, rng);
       const at::Tensor predicted = acceptance_head::PredictFromFeatures(batch.features, params[0], params[1],
                                                                         params[2], params[3]);
       const at::Tensor loss = at::binary_cross_entropy(predicted.clamp(1e-6, 1 - 1e-6), batch.labels);
@@ -142,14 +123,14 @@ class HeadTrainer {
           m[i].mul_(b1).add_(g, 1 - b1);
           v[i].mul_(b2).addcmul_(g, g, 1 - b2);
           const double correction = std::sqrt(1 - std::pow(b2, step)) / (1 - std::pow(b1, step));
-          params[i].addcdiv_(m[i], v[i].sqrt().add_(1e-8), -s_.lr * correction);
+          params[i].addcdiv_(m[i], v[i].sqrt().add_(1e-8), -s_.run.lr * correction);
         }
       }
-      if (step % s_.log_every == 0 || step == s_.steps) {
-        std::printf("step %5lld/%lld  loss %.4f\n", static_cast<long long>(step), static_cast<long long>(s_.steps),
+      if (step % s_.run.log_every == 0 || step == s_.run.steps) {
+        std::printf("step %5lld/%lld  loss %.4f\n", static_cast<long long>(step), static_cast<long long>(s_.run.steps),
                     loss.item<double>());
         std::fflush(stdout);
-        absl::StrAppend(&log, step == s_.log_every ? "" : ", ",
+        absl::StrAppend(&log, step == s_.run.log_every ? "" : ", ",
                         absl::StrFormat("{\"step\": %d, \"loss\": %.6f}", step, loss.item<double>()));
       }
     }
@@ -173,7 +154,7 @@ class HeadTrainer {
   // Features and labels of `windows` random windows of `tokens`.
   Batch MakeBatch(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
     c10::NoGradGuard no_grad;
-    const at::Tensor x = RandomWindows(tokens, windows, s_.seq_len, rng);
+    const at::Tensor x = RandomWindows(tokens, windows, s_.data.seq_len, rng);
     const int64_t vocab = drafter_->config().vocab_size;
     const at::Tensor q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
     const at::Tensor p_logits = target_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
@@ -186,8 +167,8 @@ class HeadTrainer {
   // Held-out loss, mean label, mean prediction and Brier score, printed and as JSON.
   std::string Evaluate(const AcceptanceHead& head) {
     c10::NoGradGuard no_grad;
-    std::mt19937_64 rng(s_.seed + 1);
-    const Batch batch = MakeBatch(valid_, s_.eval_windows, rng);
+    std::mt19937_64 rng(s_.run.seed + 1);
+    const Batch batch = MakeBatch(valid_, s_.run.eval_windows, rng);
     const at::Tensor predicted = acceptance_head::PredictFromFeatures(
         batch.features.to(at::kCPU, at::kDouble), head.w1, head.b1, head.w2, head.b2);
     const at::Tensor labels = batch.labels.to(at::kCPU, at::kDouble);

@@ -34,11 +34,11 @@ constexpr int kEagleEvalDepths = 4;
 
 struct HeadSettings {
   std::string kind;  // "eagle_head" or "medusa_head"
-  std::string target, tokenizer, train, valid, output, device = "auto";
-  int64_t layers = 1, heads = 4, seq_len = 128, batch_size = 8, steps = 300, warmup_steps = 50, log_every = 20,
-          eval_windows = 32;
-  double feature_noise = 0.2, token_weight = 0.1, decay = 0.8, lr = 1e-3, grad_clip = 0.5;
-  uint64_t seed = 1;
+  std::string target, output;
+  int64_t layers = 1, heads = 4, warmup_steps = 50;
+  double feature_noise = 0.2, token_weight = 0.1, decay = 0.8, grad_clip = 0.5;
+  CorpusData data;
+  TrainingBasics run;
 };
 
 absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
@@ -69,32 +69,13 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   RETURN_IF_ERROR(ParseHeadSection(head, s));
 
   const int64_t min_len = (s.kind == "eagle_head" ? kEagleEvalDepths : s.heads) + 2;
-  ASSIGN_OR_RETURN(const CorpusData data, ParseCorpusData(root, min_len));
-  s.tokenizer = data.tokenizer;
-  s.train = data.train;
-  s.valid = data.valid;
-  s.seq_len = data.seq_len;
-
+  ASSIGN_OR_RETURN(s.data, ParseCorpusData(root, min_len));
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
-  ASSIGN_OR_RETURN(s.device, training.GetString("device", s.device));
-  if (auto device = ParseDevice(s.device); !device.ok())
-    return training.Error("device", std::string(device.status().message()));
-  ASSIGN_OR_RETURN(s.batch_size, training.GetInt("batch_size", s.batch_size));
-  ASSIGN_OR_RETURN(s.steps, training.GetInt("steps", s.steps));
+  RETURN_IF_ERROR(ParseTrainingBasics(training, s.run));
   ASSIGN_OR_RETURN(s.warmup_steps, training.GetInt("warmup_steps", s.warmup_steps));
-  ASSIGN_OR_RETURN(s.lr, training.GetDouble("lr", s.lr));
   ASSIGN_OR_RETURN(s.grad_clip, training.GetDouble("grad_clip", s.grad_clip));
-  ASSIGN_OR_RETURN(int64_t seed, training.GetInt("seed", 1));
-  ASSIGN_OR_RETURN(s.log_every, training.GetInt("log_every", s.log_every));
-  ASSIGN_OR_RETURN(s.eval_windows, training.GetInt("eval_windows", s.eval_windows));
-  if (s.batch_size < 1) return training.Error("batch_size", "expected a positive integer");
-  if (s.steps < 1) return training.Error("steps", "expected a positive integer");
   if (s.warmup_steps < 0) return training.Error("warmup_steps", "expected an integer >= 0");
-  if (!(s.lr > 0)) return training.Error("lr", "expected a positive number");
   if (!(s.grad_clip >= 0)) return training.Error("grad_clip", "expected a number >= 0 (0: off)");
-  if (s.log_every < 1) return training.Error("log_every", "expected a positive integer");
-  if (s.eval_windows < 1) return training.Error("eval_windows", "expected a positive integer");
-  s.seed = static_cast<uint64_t>(seed);
   RETURN_IF_ERROR(training.CheckAllUsed());
 
   ASSIGN_OR_RETURN(std::string output, root.GetString("output"));
@@ -107,7 +88,7 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
 struct Targets {
   at::Tensor tokens;    // [B, T] int64
   at::Tensor features;  // [B, T, hidden]: the target's final-norm states
-  at::Tensor probs;     // [B, T, vocab] float32: the target's law after each position
+  at::Tensor probs;     // [B, T, vocab] float32: the target's law after each position (where asked for)
 };
 
 // A loss and its named parts, for the log.
@@ -122,6 +103,8 @@ class HeadRecipe {
   virtual ~HeadRecipe() = default;
   virtual std::string Describe() const = 0;
   virtual std::vector<at::Tensor> Parameters() = 0;
+  // Whether TrainingLoss reads Targets::probs (Evaluate always does).
+  virtual bool TrainsOnTargetLaws() const = 0;
   virtual Loss TrainingLoss(const Targets& batch, at::Generator& noise) = 0;
   // Prints the held-out numbers and returns them as JSON.
   virtual std::string Evaluate(const Targets& batch) = 0;
@@ -142,6 +125,8 @@ class EagleRecipe final : public HeadRecipe {
 
   std::string Describe() const override { return absl::StrCat("eagle head: ", s_.layers, " layer(s)"); }
 
+  bool TrainsOnTargetLaws() const override { return true; }
+
   std::vector<at::Tensor> Parameters() override {
     std::vector<at::Tensor> params = {head_.fc_weight, head_.fc_bias};
     for (auto& [name, tensor] : head_.body->NamedParameters())
@@ -150,27 +135,28 @@ class EagleRecipe final : public HeadRecipe {
   }
 
   Loss TrainingLoss(const Targets& batch, at::Generator& noise) override {
-    at::Tensor inputs = batch.features.narrow(1, 0, s_.seq_len - 1);
+    at::Tensor inputs = batch.features.narrow(1, 0, s_.data.seq_len - 1);
     if (s_.feature_noise > 0) {
       const at::Tensor u = at::rand(inputs.sizes(), noise, at::TensorOptions().dtype(at::kFloat));
       inputs = inputs + (u.to(inputs.device()) * 2 - 1) * s_.feature_noise;
     }
-    return Losses(batch, inputs);
+    return Losses(batch, Predict(batch, inputs));
   }
 
   std::string Evaluate(const Targets& batch) override {
-    const int64_t n = s_.seq_len - 1;
-    const Loss loss = Losses(batch, batch.features.narrow(1, 0, n));
+    const int64_t n = s_.data.seq_len - 1;
+    at::Tensor inputs = batch.features.narrow(1, 0, n);
+    at::Tensor predicted = Predict(batch, inputs);
+    const Loss loss = Losses(batch, predicted);
     std::printf("held out (%lld windows): feature loss %.4f, token loss %.4f\n",
-                static_cast<long long>(s_.eval_windows), loss.parts[0].second.item<double>(),
+                static_cast<long long>(s_.run.eval_windows), loss.parts[0].second.item<double>(),
                 loss.parts[1].second.item<double>());
     const at::Tensor p = batch.probs.narrow(1, 1, n);
     std::string depths;
-    at::Tensor inputs = batch.features.narrow(1, 0, n);
     for (int d = 1; d <= kEagleEvalDepths; ++d) {
       // Position p's input is the head's depth d - 1 prediction of F_{p-1};
       // scored at positions p >= d, where that chain starts from the target's.
-      const at::Tensor predicted = Predict(batch, inputs);
+      if (d > 1) predicted = Predict(batch, inputs);
       const at::Tensor q = target_.LmHead(predicted).softmax(-1);
       const auto [agree, accept] = Scores(q.narrow(1, d - 1, n - d + 1), p.narrow(1, d - 1, n - d + 1));
       std::printf("  depth %d: argmax agreement %.3f, acceptance at T = 1 %.3f\n", d, agree, accept);
@@ -179,7 +165,7 @@ class EagleRecipe final : public HeadRecipe {
       inputs = at::cat({batch.features.narrow(1, 0, 1), predicted.narrow(1, 0, n - 1)}, 1);
     }
     return absl::StrFormat("{\"windows\": %d, \"feature_loss\": %.6f, \"token_loss\": %.6f, \"depths\": [%s]}",
-                           s_.eval_windows, loss.parts[0].second.item<double>(), loss.parts[1].second.item<double>(),
+                           s_.run.eval_windows, loss.parts[0].second.item<double>(), loss.parts[1].second.item<double>(),
                            depths);
   }
 
@@ -188,15 +174,15 @@ class EagleRecipe final : public HeadRecipe {
  private:
   // The head's predictions f^_p, p = 1..T-1, from input features [B, T-1, hidden].
   at::Tensor Predict(const Targets& batch, const at::Tensor& inputs) const {
-    return head_.body->ForwardTrainingEmbedded(head_.Fuse(batch.tokens.narrow(1, 1, s_.seq_len - 1), inputs), 1);
+    return head_.body->ForwardTrainingEmbedded(head_.Fuse(batch.tokens.narrow(1, 1, s_.data.seq_len - 1), inputs), 1);
   }
 
-  Loss Losses(const Targets& batch, const at::Tensor& inputs) const {
-    const at::Tensor predicted = Predict(batch, inputs);
+  // The loss of predictions f^ [B, T-1, hidden] against the target's features and laws.
+  Loss Losses(const Targets& batch, const at::Tensor& predicted) const {
     const at::Tensor feature_loss =
-        at::smooth_l1_loss(predicted, batch.features.narrow(1, 1, s_.seq_len - 1), at::Reduction::Mean);
+        at::smooth_l1_loss(predicted, batch.features.narrow(1, 1, s_.data.seq_len - 1), at::Reduction::Mean);
     const at::Tensor log_q = target_.LmHead(predicted).log_softmax(-1);
-    const at::Tensor token_loss = -(batch.probs.narrow(1, 1, s_.seq_len - 1) * log_q).sum(-1).mean();
+    const at::Tensor token_loss = -(batch.probs.narrow(1, 1, s_.data.seq_len - 1) * log_q).sum(-1).mean();
     return {feature_loss + s_.token_weight * token_loss, {{"feature_loss", feature_loss}, {"token_loss", token_loss}}};
   }
 
@@ -209,9 +195,7 @@ class MedusaRecipe final : public HeadRecipe {
  public:
   MedusaRecipe(const HeadSettings& s, const LlamaModel& target) : s_(s), target_(target), heads_(s.heads) {
     const int64_t hidden = target.config().hidden_size;
-    const at::TensorOptions options = target.Embed(at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(
-                                                                          target.device())))
-                                          .options();
+    const at::TensorOptions options = target.parameter_options();
     for (MedusaHead& head : heads_) {
       for (int64_t l = 0; l < s.layers; ++l) {
         head.weights.push_back(at::zeros({hidden, hidden}, options));  // Medusa's start: the identity
@@ -224,6 +208,8 @@ class MedusaRecipe final : public HeadRecipe {
     return absl::StrCat("medusa heads: ", s_.heads, " of ", s_.layers, " ResBlock(s)");
   }
 
+  bool TrainsOnTargetLaws() const override { return false; }  // the corpus tokens are its labels
+
   std::vector<at::Tensor> Parameters() override {
     std::vector<at::Tensor> params;
     for (MedusaHead& head : heads_) {
@@ -234,9 +220,9 @@ class MedusaRecipe final : public HeadRecipe {
   }
 
   Loss TrainingLoss(const Targets& batch, at::Generator&) override {
-    Loss loss{.total = at::zeros({}, batch.probs.options())};
+    Loss loss{.total = at::zeros({}, batch.features.options().dtype(at::kFloat))};
     for (int64_t k = 0; k < s_.heads; ++k) {
-      const int64_t n = s_.seq_len - 2 - k;  // head k at F_t predicts x_{t+2+k}
+      const int64_t n = s_.data.seq_len - 2 - k;  // head k at F_t predicts x_{t+2+k}
       const at::Tensor logits = MedusaHeadLogits(heads_[k], target_, batch.features.narrow(1, 0, n));
       const at::Tensor ce = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
                                                    batch.tokens.narrow(1, 2 + k, n).reshape({-1}));
@@ -249,7 +235,7 @@ class MedusaRecipe final : public HeadRecipe {
   std::string Evaluate(const Targets& batch) override {
     std::string heads;
     for (int64_t k = 0; k < s_.heads; ++k) {
-      const int64_t n = s_.seq_len - 2 - k;
+      const int64_t n = s_.data.seq_len - 2 - k;
       const at::Tensor q = MedusaHeadLogits(heads_[k], target_, batch.features.narrow(1, 0, n)).softmax(-1);
       const auto [agree, accept] = Scores(q, batch.probs.narrow(1, 1 + k, n));
       const double accuracy =
@@ -261,7 +247,7 @@ class MedusaRecipe final : public HeadRecipe {
                                       "\"accuracy\": %.6f}",
                                       k + 1, agree, accept, accuracy));
     }
-    return absl::StrFormat("{\"windows\": %d, \"depths\": [%s]}", s_.eval_windows, heads);
+    return absl::StrFormat("{\"windows\": %d, \"depths\": [%s]}", s_.run.eval_windows, heads);
   }
 
   absl::Status Save(const std::string& path) const override { return SaveMedusaHeads(path, heads_, at::kBFloat16); }
@@ -277,17 +263,17 @@ class HeadTrainer {
   explicit HeadTrainer(HeadSettings s) : s_(std::move(s)) {}
 
   absl::Status Run() {
-    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.tokenizer));
-    ASSIGN_OR_RETURN(device_, ParseDevice(s_.device));
-    ASSIGN_OR_RETURN(at::Tensor train, CorpusTokens(*tokenizer, s_.train, s_.seq_len));
-    ASSIGN_OR_RETURN(at::Tensor valid, CorpusTokens(*tokenizer, s_.valid, s_.seq_len));
+    ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(s_.data.tokenizer));
+    ASSIGN_OR_RETURN(device_, ParseDevice(s_.run.device));
+    ASSIGN_OR_RETURN(at::Tensor train, CorpusTokens(*tokenizer, s_.data.train, s_.data.seq_len));
+    ASSIGN_OR_RETURN(at::Tensor valid, CorpusTokens(*tokenizer, s_.data.valid, s_.data.seq_len));
     train = train.to(device_);
     valid = valid.to(device_);
-    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, device_, at::kFloat, s_.seq_len));
+    ASSIGN_OR_RETURN(target_, LlamaModel::Load(s_.target, device_, at::kFloat, s_.data.seq_len));
     for (auto& [name, tensor] : target_->NamedParameters()) tensor.set_requires_grad(false);
     std::unique_ptr<HeadRecipe> recipe;
     if (s_.kind == "eagle_head") {
-      ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.seq_len, s_.seed));
+      ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.data.seq_len, s_.run.seed));
       recipe = std::make_unique<EagleRecipe>(s_, *target_, std::move(head));
     } else {
       recipe = std::make_unique<MedusaRecipe>(s_, *target_);
@@ -302,19 +288,19 @@ class HeadTrainer {
       v.push_back(at::zeros_like(p).detach());
     }
     std::printf("%s, %lld parameters, on %s; %lld steps of %lld windows x %lld\n", recipe->Describe().c_str(),
-                static_cast<long long>(count), device_.str().c_str(), static_cast<long long>(s_.steps),
-                static_cast<long long>(s_.batch_size), static_cast<long long>(s_.seq_len));
-    std::mt19937_64 rng(s_.seed);
-    at::Generator noise = at::detail::createCPUGenerator(s_.seed + 7);
+                static_cast<long long>(count), device_.str().c_str(), static_cast<long long>(s_.run.steps),
+                static_cast<long long>(s_.run.batch_size), static_cast<long long>(s_.data.seq_len));
+    std::mt19937_64 rng(s_.run.seed);
+    at::Generator noise = at::detail::createCPUGenerator(s_.run.seed + 7);
     std::string log = "{\"steps\": [";
-    for (int64_t step = 1; step <= s_.steps; ++step) {
-      const Targets batch = MakeTargets(train, s_.batch_size, rng);
+    for (int64_t step = 1; step <= s_.run.steps; ++step) {
+      const Targets batch = MakeTargets(train, s_.run.batch_size, rng, recipe->TrainsOnTargetLaws());
       const Loss loss = recipe->TrainingLoss(batch, noise);
       for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
       loss.total.backward();
       Update(params, m, v, step);
-      if (step % s_.log_every == 0 || step == s_.steps) {
-        std::string line = absl::StrFormat("step %5d/%d", step, s_.steps), entry = absl::StrFormat("{\"step\": %d", step);
+      if (step % s_.run.log_every == 0 || step == s_.run.steps) {
+        std::string line = absl::StrFormat("step %5d/%d", step, s_.run.steps), entry = absl::StrFormat("{\"step\": %d", step);
         for (const auto& [name, value] : loss.parts) {
           const double x = value.item<double>();
           absl::StrAppend(&line, absl::StrFormat("  %s %.4f", name, x));
@@ -322,15 +308,15 @@ class HeadTrainer {
         }
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
-        absl::StrAppend(&log, step == s_.log_every ? "" : ", ", entry, "}");
+        absl::StrAppend(&log, step == s_.run.log_every ? "" : ", ", entry, "}");
       }
     }
     for (at::Tensor& p : params) p.set_requires_grad(false);
     std::string held_out;
     {
       c10::NoGradGuard no_grad;
-      std::mt19937_64 eval_rng(s_.seed + 1);
-      held_out = recipe->Evaluate(MakeTargets(valid, s_.eval_windows, eval_rng));
+      std::mt19937_64 eval_rng(s_.run.seed + 1);
+      held_out = recipe->Evaluate(MakeTargets(valid, s_.run.eval_windows, eval_rng, /*with_probs=*/true));
     }
     absl::StrAppend(&log, "], \"held_out\": ", held_out, "}\n");
     std::error_code ec;
@@ -344,10 +330,10 @@ class HeadTrainer {
 
  private:
   double LearningRate(int64_t step) const {
-    if (step <= s_.warmup_steps) return s_.lr * step / std::max<int64_t>(1, s_.warmup_steps);
+    if (step <= s_.warmup_steps) return s_.run.lr * step / std::max<int64_t>(1, s_.warmup_steps);
     const double progress =
-        static_cast<double>(step - s_.warmup_steps) / std::max<int64_t>(1, s_.steps - s_.warmup_steps);
-    return s_.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress)));
+        static_cast<double>(step - s_.warmup_steps) / std::max<int64_t>(1, s_.run.steps - s_.warmup_steps);
+    return s_.run.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress)));
   }
 
   // Adam (0.9, 0.95) with bias correction, after clipping the gradients' global norm.
@@ -371,12 +357,12 @@ class HeadTrainer {
     }
   }
 
-  Targets MakeTargets(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
+  Targets MakeTargets(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng, bool with_probs) {
     c10::NoGradGuard no_grad;
     Targets out;
-    out.tokens = RandomWindows(tokens, windows, s_.seq_len, rng);
+    out.tokens = RandomWindows(tokens, windows, s_.data.seq_len, rng);
     out.features = target_->ForwardTrainingEmbedded(target_->Embed(out.tokens), 0);
-    out.probs = target_->LmHead(out.features).softmax(-1);
+    if (with_probs) out.probs = target_->LmHead(out.features).softmax(-1);
     return out;
   }
 

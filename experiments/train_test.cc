@@ -127,6 +127,17 @@ class TrainTest : public ::testing::Test {
     return path;
   }
 
+  // A draft head's config: `head` (its section) on the test corpus, 60 steps.
+  static std::string WriteDraftHeadConfig(const std::string& name, const std::string& head, const std::string& output) {
+    const std::string path = *dir_ + "/" + name;
+    std::ofstream(path) << head << "data:\n  tokenizer: " << TokenizerPath() << "\n  train: " << *dir_
+                        << "/train.txt\n  valid: " << *dir_
+                        << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 60\n  warmup_steps: 5\n"
+                           "  lr: 1e-2\n  log_every: 10\n  eval_windows: 4\noutput: "
+                        << output << "\n";
+    return path;
+  }
+
   static std::string* dir_;
 };
 
@@ -263,12 +274,8 @@ TEST_F(TrainTest, FitsAnEagleHeadOnATarget) {
   if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
   const std::string target = *dir_ + "/eagle_target";
   ASSERT_TRUE(RunTraining(WriteConfig("eagle_target.yaml", target), {"training.steps=20"}).ok());
-  const std::string path = *dir_ + "/eagle.yaml", output = *dir_ + "/heads/eagle.safetensors";
-  std::ofstream(path) << "eagle_head:\n  target: " << target << "\n  layers: 1\ndata:\n  tokenizer: "
-                      << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
-                      << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 60\n  warmup_steps: 5\n"
-                         "  lr: 1e-2\n  log_every: 10\n  eval_windows: 4\noutput: "
-                      << output << "\n";
+  const std::string output = *dir_ + "/heads/eagle.safetensors";
+  const std::string path = WriteDraftHeadConfig("eagle.yaml", "eagle_head:\n  target: " + target + "\n  layers: 1\n", output);
   const absl::Status status = RunTraining(path, {});
   ASSERT_TRUE(status.ok()) << status;
   auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);
@@ -294,12 +301,8 @@ TEST_F(TrainTest, FitsMedusaHeadsOnATarget) {
   if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
   const std::string target = *dir_ + "/medusa_target";
   ASSERT_TRUE(RunTraining(WriteConfig("medusa_target.yaml", target), {"training.steps=20"}).ok());
-  const std::string path = *dir_ + "/medusa.yaml", output = *dir_ + "/heads/medusa.safetensors";
-  std::ofstream(path) << "medusa_head:\n  target: " << target << "\n  heads: 2\ndata:\n  tokenizer: "
-                      << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
-                      << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 60\n  warmup_steps: 5\n"
-                         "  lr: 1e-2\n  log_every: 10\n  eval_windows: 4\noutput: "
-                      << output << "\n";
+  const std::string output = *dir_ + "/heads/medusa.safetensors";
+  const std::string path = WriteDraftHeadConfig("medusa.yaml", "medusa_head:\n  target: " + target + "\n  heads: 2\n", output);
   const absl::Status status = RunTraining(path, {});
   ASSERT_TRUE(status.ok()) << status;
   auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);

@@ -15,7 +15,6 @@ absl::StatusOr<ChainResult> EagleDrafter::DraftChain(int length, const ChainPick
   // Node i of the chain (depth i) is fed at i's turn; the root was fed by BeginStep.
   node_hidden_.resize(length + 1);
   node_logits_.resize(length + 1);
-  node_slot_.assign(length + 1, -1);
   slot_node_.clear();
   const at::Tensor root = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device));
   return PickEach(root, length, target_.config().vocab_size, pick,
@@ -26,7 +25,6 @@ absl::StatusOr<ChainResult> EagleDrafter::DraftChain(int length, const ChainPick
                         at::full({1}, root_position_ + i, at::TensorOptions().dtype(at::kLong).device(device));
                     ASSIGN_OR_RETURN(node_logits_[i], body.ForwardEmbedded(inputs, position, at::Tensor()));
                     ASSIGN_OR_RETURN(node_hidden_[i], body.HiddenStates(-1));
-                    node_slot_[i] = static_cast<int>(slot_node_.size());
                     slot_node_.push_back(static_cast<int>(i));
                     return node_logits_[i];
                   });

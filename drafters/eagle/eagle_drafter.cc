@@ -32,7 +32,6 @@ absl::Status EagleDrafter::BeginStep(absl::Span<const int32_t> context) {
                                                       fed_, " and holds features for ", m, " more"));
   node_hidden_.assign(1, at::Tensor());
   node_logits_.assign(1, at::Tensor());
-  node_slot_.assign(1, -1);
   slot_node_.clear();
   root_position_ = static_cast<int64_t>(context.size()) - 1;
   root_ = context.back();
@@ -76,7 +75,6 @@ absl::Status EagleDrafter::FeedNodes(const TokenTree& tree, const std::vector<in
   for (int64_t i = 0; i < k; ++i) {
     node_hidden_[nodes[i]] = hidden.narrow(0, i, 1);
     node_logits_[nodes[i]] = logits.narrow(0, i, 1);
-    node_slot_[nodes[i]] = static_cast<int>(fed + i);
     slot_node_.push_back(nodes[i]);
   }
   return absl::OkStatus();
@@ -90,16 +88,15 @@ absl::StatusOr<at::Tensor> EagleDrafter::NextTokenLogits(const TokenTree& tree, 
   if (!node_logits_[0].defined())
     return at::zeros({static_cast<int64_t>(nodes.size()), target_.config().vocab_size},
                      at::TensorOptions().dtype(at::kFloat).device(device));
-  if (static_cast<int>(node_slot_.size()) < tree.size()) {
+  if (static_cast<int>(node_hidden_.size()) < tree.size()) {
     node_hidden_.resize(tree.size());
     node_logits_.resize(tree.size());
-    node_slot_.resize(tree.size(), -1);
   }
   // The listed nodes not fed yet, fed in waves whose parents are fed.
   std::vector<int> waiting;      // nodes
   std::vector<int64_t> listed;   // their index in `nodes`
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i] != 0 && node_slot_[nodes[i]] < 0) {
+    if (!node_hidden_[nodes[i]].defined()) {
       waiting.push_back(nodes[i]);
       listed.push_back(static_cast<int64_t>(i));
     }

@@ -72,11 +72,10 @@ class EagleDrafter final : public Drafter, public DeviceDrafter {
   int64_t fed_ = 0;     // context tokens whose entries the head's cache holds (position 0 has none: counted)
   int64_t root_position_ = 0;
   int32_t root_ = 0;  // this step's root token
-  // This step: per tree node its prediction f^ [1, hidden], readout [1, vocab]
-  // and tentative slot (-1: not fed); the root's come from BeginStep.
+  // This step: per tree node its prediction f^ [1, hidden] and readout
+  // [1, vocab], undefined until it is fed; the root's come from BeginStep.
   std::vector<at::Tensor> node_hidden_, node_logits_;
-  std::vector<int> node_slot_;
-  std::vector<int> slot_node_;  // the node of each tentative slot
+  std::vector<int> slot_node_;  // the node of each tentative slot, in feeding order
 };
 
 }  // namespace speclab

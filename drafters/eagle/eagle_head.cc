@@ -49,9 +49,8 @@ absl::StatusOr<EagleHead> NewEagleHead(const LlamaModel& target, int64_t layers,
   c10::InferenceMode normal_tensors(false);
   c10::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(seed + 1);
-  const at::Tensor like = target.Embed(at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(target.device())));
-  head.fc_weight = at::empty({hidden, 2 * hidden}, at::kFloat).normal_(0.0, 0.02, gen).to(like.options());
-  head.fc_bias = at::zeros({hidden}, like.options());
+  head.fc_weight = at::empty({hidden, 2 * hidden}, at::kFloat).normal_(0.0, 0.02, gen).to(target.parameter_options());
+  head.fc_bias = at::zeros({hidden}, target.parameter_options());
   return head;
 }
 

@@ -17,7 +17,6 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
                                                         const LlamaModel& target) {
   ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(path));
   const int64_t hidden = target.config().hidden_size, vocab = target.config().vocab_size;
-  const at::Tensor like = target.Embed(at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(target.device())));
   auto take = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
     auto it = tensors.find(name);
     if (it == tensors.end())
@@ -27,7 +26,7 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape [",
                                                      absl::StrJoin(it->second.sizes(), ", "), "], expected [",
                                                      absl::StrJoin(shape, ", "), "]"));
-    at::Tensor out = it->second.to(like.options());
+    at::Tensor out = it->second.to(target.parameter_options());
     tensors.erase(it);
     return out;
   };

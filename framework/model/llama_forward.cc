@@ -43,15 +43,14 @@ absl::Status LlamaModel::Impl::ValidateForward(const at::Tensor& tokens, const a
 // Positions and mask of n new tokens, and room for them in the cache.
 absl::Status LlamaModel::Impl::ValidatePlacement(int64_t n, const at::Tensor& positions,
                                                  const at::Tensor& mask) const {
-  auto bad = BadForward;
   RETURN_IF_ERROR(CheckInput(positions, "positions", at::kLong, 1, device));
   if (mask.defined()) RETURN_IF_ERROR(CheckInput(mask, "mask", at::kBool, 2, device));
-  if (n == 0) return bad("no tokens");
+  if (n == 0) return BadForward("no tokens");
   if (positions.size(0) != n) {
-    return bad(absl::StrCat("positions has shape ", ShapeString(positions.sizes()), ", expected [", n, "]"));
+    return BadForward(absl::StrCat("positions has shape ", ShapeString(positions.sizes()), ", expected [", n, "]"));
   }
   if (mask.defined() && (mask.size(0) != n || mask.size(1) != tentative + n)) {
-    return bad(absl::StrCat("mask has shape ", ShapeString(mask.sizes()), ", expected [", n, ", ", tentative + n,
+    return BadForward(absl::StrCat("mask has shape ", ShapeString(mask.sizes()), ", expected [", n, ", ", tentative + n,
                             "] (new tokens x (tentative slots ", tentative, " + new tokens))"));
   }
   if (committed + tentative + n > capacity) {
@@ -164,7 +163,8 @@ absl::StatusOr<at::Tensor> LlamaModel::Impl::ForwardEager(const at::Tensor& toke
   // lookup that an unchecked position could overrun).
   int64_t max_position = std::numeric_limits<int64_t>::max();
   if (!device.is_cuda()) {
-    const at::Tensor ids = inputs.defined() ? at::zeros({1}, positions.options()) : tokens;
+    // Inputs given in place of tokens have no ids: their slots bound nothing.
+    const at::Tensor ids = inputs.defined() ? positions.new_zeros({1}) : tokens;
     const at::Tensor bounds = at::stack({ids.min(), ids.max(), positions.min(), positions.max()}).cpu();
     const int64_t* b = bounds.data_ptr<int64_t>();
     if (b[0] < 0 || b[1] >= config.vocab_size) {

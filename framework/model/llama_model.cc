@@ -103,6 +103,15 @@ void LlamaModel::Impl::AllocateParameters() {
   lm_head = config.tie_word_embeddings ? embed : at::empty({config.vocab_size, hidden}, Options());
 }
 
+void LlamaModel::Impl::ShareEnds(const Impl& from) {
+  // at::Tensor copies are handles: the same storage, nothing copied.
+  embed = from.embed;
+  final_norm = from.final_norm;
+  lm_head = from.lm_head;
+  static_shapes = from.static_shapes;
+  batch_invariant = from.batch_invariant;
+}
+
 void LlamaModel::Impl::AllocateCache(int64_t kv_capacity) {
   const ModelConfig& c = config;
   capacity = kv_capacity;
@@ -286,13 +295,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::ShareLayers(const LlamaM
   config.num_hidden_layers = static_cast<int64_t>(layers.size());
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, t.device, t.dtype, kv_capacity,
                                                             /*allocate=*/false));
-  // at::Tensor copies are handles: the same storage, nothing copied.
-  impl->embed = t.embed;
   for (int layer : layers) impl->layers.push_back(t.layers[layer]);
-  impl->final_norm = t.final_norm;
-  impl->lm_head = t.lm_head;
-  impl->static_shapes = t.static_shapes;
-  impl->batch_invariant = t.batch_invariant;
+  impl->ShareEnds(t);
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
 }
 
@@ -313,13 +317,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::WithNewLayers(const Llam
     DrawRandom(own, seed);
     return absl::OkStatus();
   }));
-  impl->embed = t.embed;
-  impl->final_norm = t.final_norm;
-  impl->lm_head = t.lm_head;
-  impl->static_shapes = t.static_shapes;
-  impl->batch_invariant = t.batch_invariant;
+  impl->ShareEnds(t);
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
 }
+
+at::TensorOptions LlamaModel::parameter_options() const { return impl_->Options(); }
 
 at::Tensor LlamaModel::Embed(const at::Tensor& tokens) const { return at::embedding(impl_->embed, tokens); }
 
@@ -658,28 +660,31 @@ absl::Status LlamaModel::Truncate(int64_t length) {
   return absl::OkStatus();
 }
 
-at::Tensor LlamaModel::ForwardTraining(const at::Tensor& tokens) {
-  // The signature has no Status: failures print the reason and return an
-  // undefined tensor rather than throwing.
+namespace {
+
+// The training forwards' signatures have no Status: a failure prints the
+// reason and gives an undefined tensor rather than throwing.
+template <typename Fn>
+at::Tensor PrintingFailures(const char* what, Fn&& fn) {
   try {
-    return impl_->ForwardTraining(tokens);
+    return fn();
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", e.what_without_backtrace());
+    std::fprintf(stderr, "%s: %s\n", what, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "LlamaModel::ForwardTraining: %s\n", ErrorText(e));
+    std::fprintf(stderr, "%s: %s\n", what, ErrorText(e));
   }
   return at::Tensor();
 }
 
+}  // namespace
+
+at::Tensor LlamaModel::ForwardTraining(const at::Tensor& tokens) {
+  return PrintingFailures("LlamaModel::ForwardTraining", [&] { return impl_->ForwardTraining(tokens); });
+}
+
 at::Tensor LlamaModel::ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position) {
-  try {
-    return impl_->ForwardTrainingEmbedded(inputs, first_position);
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "LlamaModel::ForwardTrainingEmbedded: %s\n", e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "LlamaModel::ForwardTrainingEmbedded: %s\n", ErrorText(e));
-  }
-  return at::Tensor();
+  return PrintingFailures("LlamaModel::ForwardTrainingEmbedded",
+                          [&] { return impl_->ForwardTrainingEmbedded(inputs, first_position); });
 }
 
 std::vector<std::pair<std::string, at::Tensor>> LlamaModel::NamedParameters() const {

@@ -64,6 +64,8 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   at::Tensor FinalNorm(const at::Tensor& hidden) const;
   // [n, hidden] (after the final norm) -> logits [n, vocab] float32.
   at::Tensor LmHead(const at::Tensor& hidden) const;
+  // The dtype and device of the model's parameters, for tensors that join them.
+  at::TensorOptions parameter_options() const;
 
   // Writes config.json and model.safetensors (in `save_dtype`) loadable by transformers.
   absl::Status Save(const std::string& dir, at::ScalarType save_dtype) const;

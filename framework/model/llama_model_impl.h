@@ -275,6 +275,9 @@ struct LlamaModel::Impl {
                                                      at::ScalarType dtype, int64_t kv_capacity, bool allocate = true);
   void AllocateParameters();
   void AllocateLayers();
+  // `from`'s embedding, final norm and LM head (the same tensors) and its
+  // forward settings: a model of other layers around them.
+  void ShareEnds(const Impl& from);
   void AllocateCache(int64_t kv_capacity);
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
   at::TensorOptions Options() const { return at::TensorOptions().device(device).dtype(dtype); }
