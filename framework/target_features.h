@@ -11,11 +11,9 @@
 //   - Drafter::EndStep gets the accepted path's nodes, root first: the
 //     verification forward fed them. The extra token's states come with the
 //     next step's path, as its root.
-// Pipelined chains, which draft a step before the host has read the last,
+// Pipelined steps, which draft a step before the host has read the last,
 // hand a drafter's device form the same rows on the device instead
 // (DeviceRoot::target and path_length, framework/device/device_drafter.h).
-// Pipelined trees do not deliver them: such methods run their trees step by
-// step, and say so.
 #ifndef SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
 #define SPECLAB_FRAMEWORK_TARGET_FEATURES_H_
 

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -116,21 +117,24 @@ TEST(TargetFeaturesTest, ChainsDeliverEveryCommittedToken) {
 
 TEST(TargetFeaturesTest, TreesDeliverTheAcceptedPath) {
   ExpectEveryCommittedToken("{type: static, sampling: true, choices: [[0], [1], [0, 0], [1, 0], [0, 0, 0]]}",
-                            "{type: traversal}", 1.0, "reads the target's hidden states");
+                            "{type: traversal}", 1.0, "cannot draft from a root on the device");
   ExpectEveryCommittedToken("{type: dynamic_topk, top_k: 3, depth: 3, total_tokens: 8}", "{type: point_mass}", 1.0,
-                            "reads the target's hidden states");
+                            "cannot draft from a root on the device");
 }
 
-// Pipelined chains hand target features to the drafter's device form
-// (drafters/medusa/medusa_drafter_test.cc checks them); pipelined trees say
-// they do not.
-TEST(TargetFeaturesTest, PipelinedTreesSayTheyDoNotDeliverThem) {
-  Method method = ModelDrafterMethod(TinyModel(2), "{type: chain}", "{type: rejection}", 3);
-  method.drafter = std::make_unique<RecordingDrafter>(std::move(method.drafter));
-  method.drafter_name = "recording";
-  EXPECT_TRUE(PartsWithoutDeviceForms(method, /*trees=*/false).empty());
-  EXPECT_THAT(PartsWithoutDeviceForms(method, /*trees=*/true),
-              ::testing::Contains(HasSubstr("the drafter 'recording' reads the target's hidden states")));
+// Pipelined chains and trees hand target features to the drafter's device
+// form (drafters/medusa/medusa_drafter_test.cc and
+// drafters/eagle/eagle_drafter_test.cc check them): reading them keeps no
+// method off the device.
+TEST(TargetFeaturesTest, ReadingThemKeepsNoMethodOffTheDevice) {
+  for (const auto& [builder, verifier, trees] :
+       {std::make_tuple("{type: chain}", "{type: rejection}", false),
+        std::make_tuple("{type: dynamic_topk, top_k: 3, depth: 3, total_tokens: 8}", "{type: point_mass}", true)}) {
+    Method method = ModelDrafterMethod(TinyModel(2), builder, verifier, 3);
+    method.drafter = std::make_unique<RecordingDrafter>(std::move(method.drafter));
+    method.drafter_name = "recording";
+    EXPECT_TRUE(PartsWithoutDeviceForms(method, trees).empty()) << builder;
+  }
 }
 
 }  // namespace

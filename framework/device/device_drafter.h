@@ -25,15 +25,16 @@ class Drafter;
 struct DeviceRoot {
   at::Tensor last_two;      // [2] int64: the token before the root, then the root
   DevicePosition position;  // of last_two[0]; the root's position is one more
-  // Pipelined trees only (undefined for chains): every token of the
-  // generation by position, int64 [>= position.max_start + 2] on the device,
-  // valid up to the root; what lies past the root is stale.
+  // Every token of the generation by position, int64 [>= position.max_start
+  // + 2] on the device, valid up to the root; what lies past the root is
+  // stale.
   at::Tensor context;
-  // Pipelined chains, for drafters that read target features
-  // (framework/target_features.h): the features of the path the last step
-  // accepted, root first, ending with the token before the root. Each tensor
-  // holds rows [k, hidden] of which the first `path_length` ([1] int64 on the
-  // device) are the path's; at the first step, the prompt's rows but the last.
+  // For drafters that read target features (framework/target_features.h):
+  // the features of the path the last step accepted, root first, ending with
+  // the token before the root. Each tensor holds rows [k, hidden] (k: a
+  // chain's tokens, or a tree's deepest path) of which the first
+  // `path_length` ([1] int64 on the device) are the path's; at the first
+  // step, the prompt's rows but the last.
   TargetFeatures target;
   at::Tensor path_length;
 };

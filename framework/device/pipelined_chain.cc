@@ -45,7 +45,8 @@ PipelinedChain::PipelinedChain(DeviceModel& target, Method& method, const Sampli
                                absl::Span<const int32_t> prompt, at::Generator& draft_generator,
                                at::Generator& verify_generator)
     : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
-      gamma_(method.policy->MaxDraftLengthBound()) {}
+      gamma_(method.policy->MaxDraftLengthBound()),
+      offsets_(at::arange(1, gamma_ + 1, at::TensorOptions().dtype(at::kLong).device(target.model().device()))) {}
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target().device();
@@ -73,8 +74,12 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
     }
     answer = CutChainAnswer(answer, kept, problem.target_probs, sampling().greedy(), verify_generator());
   }
-  // The next step's root is the extra token, after the last accepted token.
+  // The next step's root is the extra token, after the last accepted token;
+  // the drafts, then the root, go into the context after the last root.
   const at::Tensor accepted = answer.narrow(0, 0, 1);
+  const at::Tensor root_position = positions().narrow(0, 1, 1);
+  context().index_copy_(0, root_position + draft_offsets(gamma), tokens.narrow(0, 1, gamma));
+  context().index_copy_(0, root_position + accepted + 1, answer.narrow(0, 1, 1));
   RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
   AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
   return at::cat({at::full({1}, gamma, answer.options()), tokens, answer, kept});

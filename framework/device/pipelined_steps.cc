@@ -23,8 +23,12 @@ PipelinedSteps::PipelinedSteps(DeviceModel& target, Method& method, const Sampli
       draft_generator_(draft_generator),
       verify_generator_(verify_generator) {
   const int64_t n = static_cast<int64_t>(prompt.size());
-  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, target.model().device());
-  positions_ = LongsToDevice({n - 2, n - 1}, target.model().device());
+  const c10::Device device = target.model().device();
+  last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, device);
+  positions_ = LongsToDevice({n - 2, n - 1}, device);
+  // Writes reach at most a step's tokens past the last root, inside the cache's capacity.
+  context_ = at::zeros({target.model().capacity() + kMaxStepTokens}, at::TensorOptions().dtype(at::kLong).device(device));
+  context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device));
 }
 
 void PipelinedSteps::KeepPrefillFeatures(const TargetFeatures& prompt_features, int64_t prompt_length) {
@@ -33,16 +37,15 @@ void PipelinedSteps::KeepPrefillFeatures(const TargetFeatures& prompt_features, 
   path_length_ = LongsToDevice({prompt_length - 1}, target().device());
 }
 
-absl::Status PipelinedSteps::KeepPathFeatures(const at::Tensor& path_length) {
+absl::Status PipelinedSteps::KeepPathFeatures(const at::Tensor& path_length, const at::Tensor& rows) {
   const TargetFeatureRequest request = method_.drafter->target_features();
   if (request.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), request, at::Tensor()));
+  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), request, rows));
   path_length_ = path_length;
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_root, int64_t max_root,
-                                                                 const at::Tensor& context) {
+absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_root, int64_t max_root) {
   BuildRequest request{.root_token = -1, .sampling = method_.drafter_sampling.For(sampling_),
                        .policy = method_.policy.get(),
                        .generator = &draft_generator_, .device = target().device(),
@@ -50,7 +53,7 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
   const DeviceRoot root{.last_two = last_two_,
                         .position = {.start = positions_.narrow(0, 0, 1), .max_start = max_root - 1,
                                      .min_start = min_root - 1},
-                        .context = context,
+                        .context = context_,
                         .target = target_features_,
                         .path_length = path_length_};
   DeviceTreeBuilder* builder = DeviceFormOf(*method_.tree_builder);
@@ -81,10 +84,6 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
                                  "' has no device form (framework/device/device_tree_builder.h)"));
   if (method.device_verifier == nullptr || (trees && !method.device_verifier->verifies_trees()))
     parts.push_back(WhyNoDeviceVerifier(method));
-  if (trees && !method.drafter->target_features().empty())
-    parts.push_back(absl::StrCat("the drafter '", method.drafter_name,
-                                 "' reads the target's hidden states (framework/target_features.h), which the "
-                                 "pipelined trees do not deliver"));
   if (method.policy->wants_progress() && method.device_stop == nullptr)
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
                                  "' reads each drafted token on the host to decide whether to go on (it has no "

@@ -32,6 +32,10 @@
 
 namespace speclab {
 
+// The most tokens a pipelined step writes past its root (the target's
+// largest static forward).
+inline constexpr int64_t kMaxStepTokens = 128;
+
 // What the host reads from a step's record.
 struct PipelinedRead {
   std::vector<int32_t> emitted;  // the accepted drafts, then the extra token
@@ -74,19 +78,18 @@ class PipelinedSteps {
                  absl::Span<const int32_t> prompt, at::Generator& draft_generator, at::Generator& verify_generator);
 
   // The builder's draft of the next step (DeviceTreeBuilder::BuildAt), rooted at
-  // last_two() whose root lies in [min_root, max_root]; `context` as
-  // DeviceRoot::context. nullopt where the builder or drafter cannot draft
-  // from a device root.
-  absl::StatusOr<std::optional<DraftTree>> DraftAt(int64_t min_root, int64_t max_root,
-                                                   const at::Tensor& context = at::Tensor());
+  // last_two() whose root lies in [min_root, max_root], with context().
+  // nullopt where the builder or drafter cannot draft from a device root.
+  absl::StatusOr<std::optional<DraftTree>> DraftAt(int64_t min_root, int64_t max_root);
   // The next root's position for the target's forward.
   DevicePosition RootAt(int64_t min_root, int64_t max_root) const;
   // Moves on to the next step's root: the token before it and the root, and their positions ([2] int64 each).
   void AdvanceTo(at::Tensor last_two, at::Tensor positions);
   // Each verification forward's target features, for drafters that read
-  // them (DeviceRoot::target): the first path_length rows ([1] int64 on the
-  // device) are the accepted path's.
-  absl::Status KeepPathFeatures(const at::Tensor& path_length);
+  // them (DeviceRoot::target): the forward's `rows` ([k] int64 on the
+  // device; all of them where undefined), of which the first path_length
+  // ([1] int64 on the device) are the accepted path's.
+  absl::Status KeepPathFeatures(const at::Tensor& path_length, const at::Tensor& rows = at::Tensor());
   // Records why Queue() gives nullopt (refusal()).
   void Refuse(std::string reason) { refusal_ = std::move(reason); }
 
@@ -97,6 +100,9 @@ class PipelinedSteps {
   at::Generator& verify_generator() const { return verify_generator_; }
   const at::Tensor& last_two() const { return last_two_; }
   const at::Tensor& positions() const { return positions_; }
+  // The generation's tokens by position (DeviceRoot::context): valid up to
+  // the root; a step writes its accepted tokens and the next root.
+  const at::Tensor& context() const { return context_; }
 
  private:
   DeviceModel& target_;
@@ -106,6 +112,7 @@ class PipelinedSteps {
   at::Generator& verify_generator_;
   at::Tensor last_two_;   // [2] int64: the token before the next root, the root
   at::Tensor positions_;  // [2] int64: their positions
+  at::Tensor context_;    // int64 [capacity + kMaxStepTokens]
   TargetFeatures target_features_;
   at::Tensor path_length_;
   std::string refusal_;

@@ -24,17 +24,11 @@ PipelinedTree::PipelinedTree(DeviceModel& target, Method& method, const Sampling
                              absl::Span<const int32_t> prompt, int max_new_tokens, at::Generator& draft_generator,
                              at::Generator& verify_generator)
     : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
-      room_needed_(static_cast<int64_t>(prompt.size()) + max_new_tokens) {
-  const c10::Device device = target.model().device();
-  const int64_t n = static_cast<int64_t>(prompt.size());
-  // Writes reach at most a tree's size past the last root, inside the cache's capacity.
-  context_ = at::zeros({target.model().capacity() + kMaxTreeNodes}, at::TensorOptions().dtype(at::kLong).device(device));
-  context_.narrow(0, 0, n).copy_(LongsToDevice(std::vector<int64_t>(prompt.begin(), prompt.end()), device));
-}
+      room_needed_(static_cast<int64_t>(prompt.size()) + max_new_tokens) {}
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target().device();
-  ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root, context_));
+  ASSIGN_OR_RETURN(std::optional<DraftTree> draft, DraftAt(min_root, max_root));
   if (!draft) return std::nullopt;
   if (!draft->device_shape) return absl::InternalError("pipelined tree: the builder's tree is not on the device");
   const DraftTree::DeviceShape& shape = *draft->device_shape;
@@ -66,10 +60,14 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
                             .greedy = sampling().greedy(), .branching_bound = shape.branching_bound,
                             .draft_support_bound = draft_top_k > 0 ? draft_top_k : -1};
   ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
+  // The accepted path's target features (the root's row, then each accepted
+  // node's; rows past the path repeat the root's), for drafters that read them.
+  RETURN_IF_ERROR(KeepPathFeatures(walk.narrow(0, 0, 1) + 1,
+                                   at::cat({at::zeros({1}, walk.options()), walk.narrow(0, 1, path_length_ - 1)})));
   // The accepted path becomes context: its cache entries move into place,
   // and its tokens, then the extra token, follow the root in context_.
   RETURN_IF_ERROR(target_device().CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
-  fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions(), context_);
+  fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions(), context());
   AdvanceTo(std::move(next.last_two), std::move(next.positions));
   return next.record;
 }

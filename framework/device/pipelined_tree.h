@@ -30,7 +30,7 @@ namespace speclab {
 
 class PipelinedTree final : public PipelinedSteps {
  public:
-  static constexpr int64_t kMaxTreeNodes = 128;  // the target's largest static forward
+  static constexpr int64_t kMaxTreeNodes = kMaxStepTokens;  // the target's largest static forward
 
   // OK where a generation of a method ChooseEngineForm pipelines as trees
   // can be: a prompt of two tokens or more; otherwise FailedPrecondition.
@@ -58,7 +58,6 @@ class PipelinedTree final : public PipelinedSteps {
   int64_t room_needed_;      // the prompt and max_new_tokens: the tree and a step's advance come on top
   int64_t nodes_ = 0;        // the tree's size, from the first step
   int64_t path_length_ = 0;  // the root and the deepest node's depth: the most a step advances
-  at::Tensor context_;       // int64 [capacity + kMaxTreeNodes]: the generation's tokens by position
 };
 
 }  // namespace speclab

@@ -503,7 +503,7 @@ absl::StatusOr<at::Tensor> LlamaModel::ForwardEmbedded(const at::Tensor& inputs,
 }
 
 void LlamaModel::CountChainForwards(int64_t first_tokens, int64_t steps, const ChainResult& result) {
-  CountForward(first_tokens);
+  if (first_tokens > 0) CountForward(first_tokens);
   if (impl_->last_chain_skips) {
     CountForwardsOnDevice(1, result.kept - 1);  // the steps before the stop
   } else {
@@ -531,6 +531,178 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChain(const at::Tensor& first, in
   });
   if (result.ok()) CountChainForwards(1, steps, *result);
   return result;
+}
+
+// Checks a growth on features: its root, its inputs, and room for `fed` slots.
+absl::Status LlamaModel::Impl::ValidateFeatureGrowth(const char* what, const FeatureRoot& root,
+                                                     const NodeInputs& inputs, int64_t fed) const {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::", what, ": ", why));
+  };
+  if (!root.token.defined() || root.token.dim() != 1 || root.token.size(0) != 1 ||
+      root.token.scalar_type() != at::kLong || root.token.device() != device)
+    return bad(absl::StrCat("the root token must be int64 [1] on ", device.str()));
+  if (!root.logits.defined() || root.logits.dim() != 2 || root.logits.size(0) != 1 ||
+      root.logits.size(1) != config.vocab_size || root.logits.scalar_type() != at::kFloat ||
+      root.logits.device() != device)
+    return bad(absl::StrCat("the root's logits must be float32 [1, ", config.vocab_size, "] on ", device.str()));
+  if (!root.feature.defined() || root.feature.dim() != 2 || root.feature.size(0) != 1 ||
+      root.feature.size(1) != config.hidden_size || root.feature.device() != device)
+    return bad(absl::StrCat("the root's feature must be [1, ", config.hidden_size, "] on ", device.str()));
+  if (root.position < 0) return bad("negative root position");
+  if (!inputs.defined()) return bad("the node inputs have no function");
+  if (committed + tentative + fed > capacity)
+    return absl::ResourceExhaustedError(absl::StrCat("LlamaModel::", what, ": ", fed, " more tokens exceed the KV ",
+                                                     "capacity ", capacity, " (", committed + tentative,
+                                                     " slots in use)"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ChainResult> LlamaModel::ForwardChainOnFeatures(const FeatureRoot& root, int64_t steps,
+                                                               const ChainPick& pick, const NodeInputs& inputs) {
+  Impl& m = *impl_;
+  if (steps < 1)
+    return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardChainOnFeatures: steps must be >= 1, got ", steps));
+  RETURN_IF_ERROR(m.ValidateFeatureGrowth("ForwardChainOnFeatures", root, inputs, steps - 1));
+  if (m.static_shapes && m.config.sliding_window == 0 && steps <= kMaxChainSteps) {
+    absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainOnFeatures", [&] {
+      c10::InferenceMode guard;
+      return m.ForwardChainOnFeaturesStatic(root, steps, pick, inputs);
+    });
+    if (result.ok()) CountChainForwards(0, steps, *result);
+    return result;
+  }
+  // The eager forwards, token j fed with the feature after token j - 1.
+  at::Tensor feature = root.feature;
+  absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainOnFeatures", [&] {
+    c10::InferenceMode guard;
+    return PickEach(root.token, steps, m.config.vocab_size, pick,
+                    [&](int64_t i, const at::Tensor& token) -> absl::StatusOr<at::Tensor> {
+                      if (i == 0) return root.logits;
+                      const at::Tensor position = at::full({1}, root.position + i, root.token.options());
+                      ASSIGN_OR_RETURN(at::Tensor logits, ForwardEmbedded(inputs(Embed(token), feature), position,
+                                                                          at::Tensor()));
+                      feature = m.last_hidden[-1];
+                      return logits;
+                    });
+  });
+  return m.WithoutHiddenStates(std::move(result));
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::ForwardLevelsOnFeatures(const FeatureRoot& root, int64_t levels,
+                                                               const LevelPick& pick, const NodeInputs& inputs) {
+  Impl& m = *impl_;
+  if (levels < 1 || !pick.defined() || pick.width() < 1)
+    return absl::InvalidArgumentError("LlamaModel::ForwardLevelsOnFeatures: expected levels >= 1 and a pick of width >= 1");
+  const int64_t fed = levels * pick.width();
+  RETURN_IF_ERROR(m.ValidateFeatureGrowth("ForwardLevelsOnFeatures", root, inputs, fed));
+  if (m.static_shapes && m.config.sliding_window == 0 && fed <= kMaxTokenBucket) {
+    absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsOnFeatures", [&] {
+      c10::InferenceMode guard;
+      return m.ForwardLevelsOnFeaturesStatic(root, levels, pick, inputs);
+    });
+    if (kept.ok()) CountLevelForwards(0, levels, pick.width());
+    return kept;
+  }
+  // The eager forwards; every fed node's feature, in feeding order (the root first).
+  at::Tensor features = root.feature;
+  absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsOnFeatures", [&] {
+    c10::InferenceMode guard;
+    return GrowLevels(root.logits, m.tentative, levels, pick,
+                      [&](const LevelFeed& level) -> absl::StatusOr<at::Tensor> {
+                        const at::Tensor x = inputs(Embed(level.tokens), features.index_select(0, level.parents));
+                        ASSIGN_OR_RETURN(at::Tensor logits,
+                                         ForwardEmbedded(x, level.depths + root.position, level.visible));
+                        features = at::cat({features, m.last_hidden[-1]});
+                        return logits;
+                      });
+  });
+  return m.WithoutHiddenStates(std::move(kept));
+}
+
+namespace {
+
+absl::Status ValidatePath(const FeaturePathAt& path, const ModelConfig& config, c10::Device device) {
+  const int64_t w = path.tokens.defined() && path.tokens.dim() == 1 ? path.tokens.size(0) : 0;
+  auto device_longs = [&](const at::Tensor& t, int64_t size) {
+    return t.defined() && t.dim() == 1 && t.size(0) == size && t.scalar_type() == at::kLong && t.device() == device;
+  };
+  if (w < 1 || !device_longs(path.tokens, w) || !device_longs(path.length, 1) || !device_longs(path.position, 1) ||
+      !path.features.defined() || path.features.dim() != 2 || path.features.size(0) != w ||
+      path.features.size(1) != config.hidden_size || path.features.device() != device)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LlamaModel: a feature path needs tokens int64 [w >= 1], features [w, ", config.hidden_size,
+        "], length and position int64 [1], all on ", device.str()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FeatureRoot> LlamaModel::FeedPathEagerly(const FeaturePathAt& path, const NodeInputs& inputs) {
+  Impl& m = *impl_;
+  return Guarded("LlamaModel: a feature path", [&]() -> absl::StatusOr<FeatureRoot> {
+    c10::InferenceMode guard;
+    const at::Tensor read = at::cat({path.slot.start, path.length, path.position}).to(at::kCPU);  // the synchronisation
+    const int64_t slot = read[0].item<int64_t>(), length = read[1].item<int64_t>();
+    const int64_t position = read[2].item<int64_t>();
+    if (length < 1 || length > path.tokens.size(0) || slot < 0 || slot > m.committed + m.tentative)
+      return absl::InvalidArgumentError(absl::StrCat("LlamaModel: a feature path of ", length, " rows of ",
+                                                     path.tokens.size(0), " at slot ", slot, " (",
+                                                     m.committed + m.tentative, " slots written)"));
+    m.committed = slot;
+    m.tentative = 0;
+    const at::Tensor tokens = path.tokens.narrow(0, 0, length);
+    ASSIGN_OR_RETURN(at::Tensor logits,
+                     ForwardEmbedded(inputs(Embed(tokens), path.features.narrow(0, 0, length).to(m.dtype)),
+                                     at::arange(position, position + length, tokens.options()), at::Tensor()));
+    const at::Tensor feature = m.last_hidden[-1].narrow(0, length - 1, 1);
+    m.committed += m.tentative;
+    m.tentative = 0;
+    return FeatureRoot{.token = tokens.narrow(0, length - 1, 1), .logits = logits.narrow(0, length - 1, 1),
+                       .feature = feature, .position = position + length - 1};
+  });
+}
+
+absl::StatusOr<ChainResult> LlamaModel::ForwardChainOnFeaturesAt(const FeaturePathAt& path, int64_t steps,
+                                                                 const ChainPick& pick, const NodeInputs& inputs) {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(ValidatePath(path, m.config, m.device));
+  const int64_t w = path.tokens.size(0);
+  if (steps < 1 || !inputs.defined())
+    return absl::InvalidArgumentError("LlamaModel::ForwardChainOnFeaturesAt: expected steps >= 1 and node inputs");
+  if (!m.static_shapes || m.config.sliding_window > 0 || steps > kMaxChainSteps || w + steps > kMaxTokenBucket) {
+    ASSIGN_OR_RETURN(FeatureRoot root, FeedPathEagerly(path, inputs));
+    return ForwardChainOnFeatures(root, steps, pick, inputs);
+  }
+  RETURN_IF_ERROR(m.ValidateAt("ForwardChainOnFeaturesAt", path.tokens, path.slot, w + steps - 1));
+  absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainOnFeaturesAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardChainOnFeaturesAtStatic(path, steps, pick, inputs);
+  });
+  if (result.ok()) CountChainForwards(w, steps, *result);
+  return result;
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::ForwardLevelsOnFeaturesAt(const FeaturePathAt& path, int64_t levels,
+                                                                 const LevelPick& pick, const NodeInputs& inputs) {
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(ValidatePath(path, m.config, m.device));
+  const int64_t w = path.tokens.size(0);
+  if (levels < 1 || !pick.defined() || pick.width() < 1 || !inputs.defined())
+    return absl::InvalidArgumentError(
+        "LlamaModel::ForwardLevelsOnFeaturesAt: expected levels >= 1, a pick of width >= 1 and node inputs");
+  const int64_t fed = w + levels * pick.width();
+  if (!m.static_shapes || m.config.sliding_window > 0 || fed > kMaxTokenBucket) {
+    ASSIGN_OR_RETURN(FeatureRoot root, FeedPathEagerly(path, inputs));
+    return ForwardLevelsOnFeatures(root, levels, pick, inputs);
+  }
+  RETURN_IF_ERROR(m.ValidateAt("ForwardLevelsOnFeaturesAt", path.tokens, path.slot, fed));
+  absl::StatusOr<LevelsKept> kept = Guarded("LlamaModel::ForwardLevelsOnFeaturesAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardLevelsOnFeaturesAtStatic(path, levels, pick, inputs);
+  });
+  if (kept.ok()) CountLevelForwards(w, levels, pick.width());
+  return kept;
 }
 
 absl::StatusOr<at::Tensor> LlamaModel::ForwardAt(const at::Tensor& tokens, const DevicePosition& at) {
@@ -587,7 +759,7 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, i
 
 // ForwardLevels' forwards as the default's Forward() calls count them.
 void LlamaModel::CountLevelForwards(int64_t prefix, int64_t levels, int64_t width) {
-  CountForward(prefix);
+  if (prefix > 0) CountForward(prefix);
   for (int64_t i = 0; i < levels; ++i) CountForward(width);
 }
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "framework/device/device_model.h"
+#include "framework/device/feature_inputs.h"
 #include "framework/model/language_model.h"
 #include "framework/model/model_config.h"
 
@@ -129,6 +130,41 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   absl::StatusOr<LevelsKept> ForwardLevelsAt(const at::Tensor& prefix, const DevicePosition& at, int64_t levels,
                                              const LevelPick& pick) override;
 
+  // Drafting on features (framework/device/feature_inputs.h), for a head
+  // fed its own predictions (EAGLE). A chain of `steps` picks after
+  // root.token: pick i chooses chain token i + 1 from the readout after
+  // token i (root.logits for i = 0), and tokens 1 .. steps - 1 are fed, token
+  // j at position root.position + j with inputs(its embedding, the feature
+  // after token j - 1), each seeing every slot written before it and itself.
+  // Appends steps - 1 tentative slots, counted as as many one-token
+  // forwards. Returns ForwardChain's result (tokens[0] the root). With
+  // static shapes and steps <= 32, one CUDA graph (the CPU runs its body
+  // eagerly); otherwise the eager forwards.
+  absl::StatusOr<ChainResult> ForwardChainOnFeatures(const FeatureRoot& root, int64_t steps, const ChainPick& pick,
+                                                     const NodeInputs& inputs);
+  // Tree levels grown from `root` as ForwardLevels grows them after its
+  // prefix, each node fed inputs(its embedding, its parent's feature) at
+  // root.position + its depth. Appends levels * width tentative slots,
+  // counted as `levels` forwards of width tokens. With static shapes and
+  // levels * width <= 128, one CUDA graph; otherwise the eager forwards.
+  absl::StatusOr<LevelsKept> ForwardLevelsOnFeatures(const FeatureRoot& root, int64_t levels, const LevelPick& pick,
+                                                     const NodeInputs& inputs);
+  // The growths on features at a root only the device knows (pipelined
+  // steps), with the cache contract of ForwardAt: first path's w rows, row i
+  // fed inputs(embedding of tokens[i], features[i]) at slot path.slot.start +
+  // i and position path.position + i, each seeing every slot up to its own.
+  // The rows past path.length are padding: their slots lie past the root's,
+  // where the growth writes before it reads. Row length - 1 is the root,
+  // whose readout and feature start the chain or levels, grown as above in
+  // the slots after it. Returns what the forms above return (a chain's
+  // tokens[0]: the root). With static shapes (w + steps, or w + levels *
+  // width, <= 128) one CUDA graph for the path and the growth; otherwise the
+  // path's length and slot are read back and the eager forwards run.
+  absl::StatusOr<ChainResult> ForwardChainOnFeaturesAt(const FeaturePathAt& path, int64_t steps,
+                                                       const ChainPick& pick, const NodeInputs& inputs);
+  absl::StatusOr<LevelsKept> ForwardLevelsOnFeaturesAt(const FeaturePathAt& path, int64_t levels,
+                                                       const LevelPick& pick, const NodeInputs& inputs);
+
   // Static-shape forwards: token counts up to 128 are padded to a power of
   // two and attention covers the KV cache up to a multiple of 256 slots, so
   // that on CUDA each shape is captured once into a CUDA graph and replayed.
@@ -178,7 +214,10 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   struct Impl;
   explicit LlamaModel(std::unique_ptr<Impl> impl);
   void CountLevelForwards(int64_t prefix, int64_t levels, int64_t width);
-  // A chain's forwards: its first, of `first_tokens`, then one-token ones up
+  // The eager forms of the growths at a device root: feeds the path (its
+  // length and slot read back) and gives the root it ends with.
+  absl::StatusOr<FeatureRoot> FeedPathEagerly(const FeaturePathAt& path, const NodeInputs& inputs);
+  // A chain's forwards: its first, of `first_tokens` (none where 0), then one-token ones up
   // to `steps` in all, or, where the last chain skipped the steps past its
   // stop, up to result.kept (counted on the device).
   void CountChainForwards(int64_t first_tokens, int64_t steps, const ChainResult& result);

@@ -252,6 +252,16 @@ struct LlamaModel::Impl {
   // Whether the last chain run skipped the steps past its stop (so that only
   // the device knows how many forwards ran).
   bool last_chain_skips = false;
+  // Growths on features (ForwardChainOnFeatures, ForwardLevelsOnFeatures),
+  // which use chain_in's or levels_in's start and position: the root's
+  // readout, and every fed node's feature (the root's first).
+  struct FeatureBuffers {
+    at::Tensor logits;    // [1, vocab] float32
+    at::Tensor features;  // [1 + kMaxTokenBucket, hidden] in dtype
+    // A path fed before the growth (FeaturePathAt): its tokens and features
+    // (up to kMaxTokenBucket rows), length, first slot and position.
+    at::Tensor path_tokens, path_features, path_length, path_slot, path_position;
+  } features_in;
   // Trees grown level by level (ForwardLevels): the prefix, the cache slot
   // of its first token and its position.
   struct LevelsInputs {
@@ -284,6 +294,8 @@ struct LlamaModel::Impl {
 
   absl::Status ValidateForward(const at::Tensor& tokens, const at::Tensor& positions, const at::Tensor& mask) const;
   absl::Status ValidateAt(const char* what, const at::Tensor& tokens, const DevicePosition& at, int64_t fed) const;
+  absl::Status ValidateFeatureGrowth(const char* what, const FeatureRoot& root, const NodeInputs& inputs,
+                                     int64_t fed) const;
   std::pair<at::Tensor, at::Tensor> RopeAngles(const at::Tensor& positions, int64_t max_position) const;
   at::Tensor Layer(int64_t index, const at::Tensor& x, const ForwardContext& ctx, bool use_cache);
   at::Tensor CachedLayers(const at::Tensor& tokens, const ForwardContext& ctx);
@@ -296,14 +308,53 @@ struct LlamaModel::Impl {
   absl::StatusOr<at::Tensor> ForwardStatic(const at::Tensor& tokens, const at::Tensor& positions,
                                            const at::Tensor& mask);
   std::pair<at::Tensor, at::Tensor> StaticBody(int64_t bucket, int64_t kv_length);
+  // `inputs` [n, hidden], where defined, in place of the tokens' embeddings.
   std::pair<at::Tensor, at::Tensor> StaticForwardBody(const at::Tensor& tokens, const at::Tensor& positions,
                                                       const at::Tensor& write_slots, const at::Tensor& allowed,
-                                                      int64_t kv_length);
+                                                      int64_t kv_length, const at::Tensor& inputs = at::Tensor());
   std::pair<at::Tensor, at::Tensor> CausalBody(const at::Tensor& tokens, const at::Tensor& start,
-                                               const at::Tensor& position, int64_t offset, int64_t kv_length);
+                                               const at::Tensor& position, int64_t offset, int64_t kv_length,
+                                               const at::Tensor& inputs = at::Tensor());
+  // The work of a chain's or levels' graph, for a KV length.
+  using ChainWork = std::function<void(int64_t kv_length, CapturedChain& chain)>;
+  using LevelsWork = std::function<void(int64_t kv_length, CapturedLevels& captured)>;
+  // Picks `steps` tokens, pick i from logits_after(i) ([1, vocab]), writing
+  // pick i to picked[i]: the loop of every chain body.
+  void PickChain(int64_t steps, const ChainPick& pick, CapturedChain& chain, const at::Tensor& picked,
+                 const std::function<at::Tensor(int64_t i)>& logits_after);
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
+  void FeatureChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, const NodeInputs& inputs,
+                        CapturedChain& chain);
+  // Feeds the path of `w` rows in features_in and makes its last real row
+  // the root: its readout and feature into features_in.
+  void FeaturePathBody(int64_t w, int64_t kv_length, const NodeInputs& inputs);
+  // Fills features_in's path from `path`.
+  void LoadFeaturePath(const FeaturePathAt& path);
+  // Every static input's capture-time value: captures run on the spare
+  // slots past the capacity, so that the cache's contents stay as they were.
+  void ResetInputsForCapture();
+  absl::StatusOr<ChainResult> ForwardChainOnFeaturesAtStatic(const FeaturePathAt& path, int64_t steps,
+                                                             const ChainPick& pick, const NodeInputs& inputs);
+  absl::StatusOr<LevelsKept> ForwardLevelsOnFeaturesAtStatic(const FeaturePathAt& path, int64_t levels,
+                                                             const LevelPick& pick, const NodeInputs& inputs);
+  // A level's forward: its nodes (choice.tokens, choice.parents), at
+  // `positions` in `slots` ([width] int64), each seeing its row of `visible`.
+  using LevelForward = std::function<at::Tensor(int64_t level, const LevelPick::Choice& choice, bool free,
+                                                const at::Tensor& positions, const at::Tensor& slots,
+                                                const at::Tensor& visible)>;
+  // Levels grown from root_logits [1, vocab] float32: level 1 in the slots
+  // from level_start ([1] int64), below which every slot is seen, a node
+  // of depth d at root_position ([1] int64) + d.
+  void GrowLevelsBody(int64_t levels, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured,
+                      const at::Tensor& root_logits, const at::Tensor& level_start, const at::Tensor& root_position,
+                      const LevelForward& forward);
   void LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick, CapturedLevels& captured);
-  absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick);
+  void FeatureLevelsBody(int64_t levels, int64_t kv_length, const LevelPick& pick, const NodeInputs& inputs,
+                         CapturedLevels& captured);
+  // The levels' graph for (levels, prefix, kv_length, key), made with `work`
+  // as Chain() makes chains; `fed` slots are written.
+  absl::StatusOr<CapturedLevels*> Levels(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
+                                         const std::string& key, int64_t fed, const LevelsWork& work);
   // Whether ForwardLevels' prefix and levels run as one static graph: every
   // slot must fit the spare slots that captures write.
   bool LevelsFitGraph(const at::Tensor& prefix, int64_t levels, const LevelPick& pick) const {
@@ -314,8 +365,12 @@ struct LlamaModel::Impl {
                                                  const LevelPick& pick);
   absl::StatusOr<LevelsKept> ForwardLevelsAtStatic(const at::Tensor& prefix, const DevicePosition& at, int64_t levels,
                                                    const LevelPick& pick);
-  LevelsKept RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
-                       const LevelPick& pick);
+  absl::StatusOr<LevelsKept> ForwardLevelsOnFeaturesStatic(const FeatureRoot& root, int64_t levels,
+                                                            const LevelPick& pick, const NodeInputs& inputs);
+  LevelsKept RunLevels(CapturedLevels& captured, int64_t kv_length, const LevelPick& pick, const LevelsWork& work);
+  void AllocateFeatureBuffers();
+  // Fills features_in from `root`.
+  void LoadFeatureRoot(const FeatureRoot& root);
   void DropGraphs();
   // `result` of a drafting forward (chains, levels) that ran the plain
   // forwards: they keep hidden states, which drafting never does.
@@ -338,13 +393,20 @@ struct LlamaModel::Impl {
   }
   void DropGraphsIfWeightsMoved();
   const CudaGraph* PoolOwner() const;
-  absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick);
+  // The chain's graph for (steps, prefix, kv_length, key), captured with
+  // `work` on first use for every KV length bucket that holds `fed` slots.
+  absl::StatusOr<CapturedChain*> Chain(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
+                                       const std::string& key, int64_t fed, const ChainWork& work);
   absl::StatusOr<ChainResult> ForwardChainStatic(const at::Tensor& first, int64_t position, int64_t steps,
                                                  const ChainPick& pick);
   absl::StatusOr<ChainResult> ForwardChainAtStatic(const at::Tensor& prefix, const DevicePosition& at,
                                                    int64_t steps, const ChainPick& pick);
-  ChainResult RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
-                       const ChainPick& pick);
+  absl::StatusOr<ChainResult> ForwardChainOnFeaturesStatic(const FeatureRoot& root, int64_t steps,
+                                                           const ChainPick& pick, const NodeInputs& inputs);
+  // Replays the chain (or runs `work` on the CPU); the result's tokens are
+  // chain_in's first `tokens`.
+  ChainResult RunChain(CapturedChain& chain, int64_t tokens, int64_t kv_length, const ChainPick& pick,
+                       const ChainWork& work);
   absl::StatusOr<at::Tensor> ForwardAtStatic(const at::Tensor& tokens, const DevicePosition& at);
   absl::StatusOr<at::Tensor> ForwardTreeAtStatic(const at::Tensor& tokens, const at::Tensor& depths,
                                                  const at::Tensor& mask, const DevicePosition& at);

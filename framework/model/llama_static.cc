@@ -127,55 +127,50 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticBody(int64_t bucket, i
 std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::StaticForwardBody(const at::Tensor& tokens,
                                                                       const at::Tensor& positions,
                                                                       const at::Tensor& write_slots,
-                                                                      const at::Tensor& allowed, int64_t kv_length) {
+                                                                      const at::Tensor& allowed, int64_t kv_length,
+                                                                      const at::Tensor& inputs) {
   ForwardContext ctx;
   std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, std::numeric_limits<int64_t>::max());
   ctx.fused = std::all_of(layers.begin(), layers.end(), [](const LayerWeights& w) { return w.FusedIntact(); });
   ctx.mask = ctx.fused ? AttentionMask{.allowed = allowed} : MakeAttentionMask(allowed, group, UseSdpa(device));
   ctx.write_slots = write_slots;
   ctx.kv_length = kv_length;
+  ctx.inputs = inputs;
   at::Tensor hidden = CachedLayers(tokens, ctx);
   at::Tensor logits = Logits(hidden[-1]);  // in the model's dtype: the copy out converts
   return {logits, hidden};
 }
 
-// A causal forward of tokens [c] at slots start + offset .. and positions
-// position + offset .. (start, position: [1] int64 on the device), each token
-// seeing every slot up to its own: the forwards of ChainBody, and
-// LevelsBody's prefix.
+// A causal forward of tokens [c] (or inputs [c, hidden]) at slots start +
+// offset .. and positions position + offset .. (start, position: [1] int64
+// on the device), each token seeing every slot up to its own: the forwards
+// of chain bodies, and LevelsBody's prefix.
 std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::CausalBody(const at::Tensor& tokens, const at::Tensor& start,
                                                                const at::Tensor& position, int64_t offset,
-                                                               int64_t kv_length) {
+                                                               int64_t kv_length, const at::Tensor& inputs) {
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
-  const at::Tensor offsets = static_in.columns.narrow(0, offset, tokens.size(0));
+  const at::Tensor offsets = static_in.columns.narrow(0, offset, inputs.defined() ? inputs.size(0) : tokens.size(0));
   const at::Tensor write_slots = start + offsets;
   return StaticForwardBody(tokens, position + offsets, write_slots, at::le(columns, write_slots.unsqueeze(1)),
-                           kv_length);
+                           kv_length, inputs);
 }
 
-// The chain of ForwardChain over chain_in: the first forward feeds tokens[0,
-// prefix) at slots start.. and positions position.., each seeing every slot up
-// to its own; each later forward feeds the token the step before picked. Pick
-// writes token i + prefix (from the last row of step i's forward). With a
-// stop (ChainPick::StoppedBy), each step after the first is conditional on
-// drafting going on (CudaGraph::BeginIf; chain.conditional says whether the
-// capture made it so); its row lands in a buffer holding copies of the
-// first step's row until then.
-void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
-                                 CapturedChain& chain) {
+// The picks of a chain: pick i chooses from logits_after(i) and is written
+// to picked[i]. With a stop (ChainPick::StoppedBy), each step after the
+// first is conditional on drafting going on (CudaGraph::BeginIf;
+// chain.conditional says whether the capture made it so); its row lands in a
+// buffer holding copies of the first step's row until then.
+void LlamaModel::Impl::PickChain(int64_t steps, const ChainPick& pick, CapturedChain& chain, const at::Tensor& picked,
+                                 const std::function<at::Tensor(int64_t i)>& logits_after) {
   std::vector<at::Tensor> rows;
   ChainPick::StopState stop;
   if (pick.stops()) stop = pick.StartStop(device);
   for (int64_t i = 0; i < steps; ++i) {
     const bool conditional = i > 0 && pick.stops() && CudaGraph::BeginIf(stop.go);
     chain.conditional = chain.conditional || conditional;
-    const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
-    const int64_t fed = i == 0 ? prefix : 1;
-    const at::Tensor logits =
-        CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length).first;
-    auto [token, row] = pick(logits.narrow(0, fed - 1, 1).to(at::kFloat),
+    auto [token, row] = pick(logits_after(i).to(at::kFloat),
                              chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
-    chain_in.tokens.narrow(0, offset + fed, 1).copy_(token.view({1}));
+    picked.narrow(0, i, 1).copy_(token.view({1}));
     if (pick.stops()) {
       if (i == 0) rows.push_back(row.expand({steps, row.size(1)}).contiguous());
       rows.front().narrow(0, i, 1).copy_(row);
@@ -189,41 +184,152 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_lengt
   chain.kept = stop.kept;
 }
 
-// The chain for (steps, prefix, kv_length, pick.key()). On CUDA its first use
+// The chain of ForwardChain over chain_in: the first forward feeds tokens[0,
+// prefix) at slots start.. and positions position.., each seeing every slot up
+// to its own; each later forward feeds the token the step before picked,
+// which it wrote to tokens[prefix + i].
+void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
+                                 CapturedChain& chain) {
+  PickChain(steps, pick, chain, chain_in.tokens.narrow(0, prefix, steps), [&](int64_t i) {
+    const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
+    const int64_t fed = i == 0 ? prefix : 1;
+    const at::Tensor logits =
+        CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length).first;
+    return logits.narrow(0, fed - 1, 1);
+  });
+}
+
+// The chain of ForwardChainOnFeatures over chain_in (tokens[0] the root) and
+// features_in: token i >= 1 is fed at slot start + i - 1 and position
+// position + i - 1 (position: the root's plus one), with inputs from its
+// embedding and the feature after token i - 1.
+void LlamaModel::Impl::FeatureChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick,
+                                        const NodeInputs& inputs, CapturedChain& chain) {
+  at::Tensor feature = features_in.features.narrow(0, 0, 1);
+  PickChain(steps, pick, chain, chain_in.tokens.narrow(0, 1, steps), [&](int64_t i) {
+    if (i == 0) return features_in.logits;
+    const at::Tensor x = inputs(at::embedding(embed, chain_in.tokens.narrow(0, i, 1)), feature);
+    auto [logits, hidden] = CausalBody(at::Tensor(), chain_in.start, chain_in.position, i - 1, kv_length, x);
+    feature = hidden[-1];
+    return logits;
+  });
+}
+
+// The chain for (steps, prefix, kv_length, key). On CUDA its first use
 // captures the chain for every KV length bucket, each run once on the spare
 // slots past the capacity (the cache's contents stay as they were).
 absl::StatusOr<LlamaModel::Impl::CapturedChain*> LlamaModel::Impl::Chain(int64_t steps, int64_t prefix,
-                                                                        int64_t kv_length, const ChainPick& pick) {
+                                                                        int64_t kv_length, const ChainPick& pick,
+                                                                        const std::string& key, int64_t fed,
+                                                                        const ChainWork& work) {
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedChain> {
     CapturedChain chain;
     if (pick.noise_generator() != nullptr)
       chain.noise = at::ones({steps, config.vocab_size}, at::TensorOptions().device(device).dtype(at::kFloat));
     if (!device.is_cuda()) return chain;
-    chain_in.start.fill_(capacity);
-    chain_in.position.fill_(0);
-    chain_in.tokens.zero_();
-    ASSIGN_OR_RETURN(chain.graph, CudaGraph::Capture(device, PoolOwner(), [&] { ChainBody(steps, prefix, length, pick, chain); }));
+    ResetInputsForCapture();
+    ASSIGN_OR_RETURN(chain.graph, CudaGraph::Capture(device, PoolOwner(), [&] { work(length, chain); }));
     ++captures;
     return chain;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
   return EveryKvBucket<CapturedChain, Key>(
-      chain_graphs, [&](int64_t length) { return Key{steps, prefix, length, pick.key()}; }, kv_length,
-      prefix + steps - 1, device.is_cuda(), cache_slots, make);
+      chain_graphs, [&](int64_t length) { return Key{steps, prefix, length, key}; }, kv_length, fed,
+      device.is_cuda(), cache_slots, make);
 }
+
+namespace {
+
+// The key of a growth on features: the pick's and the inputs'.
+std::string FeatureKey(const std::string& pick_key, const NodeInputs& inputs) {
+  return absl::StrCat(pick_key, "|on features:", inputs.key());
+}
+
+}  // namespace
 
 absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainStatic(const at::Tensor& first, int64_t position,
                                                                  int64_t steps, const ChainPick& pick) {
   const int64_t start = committed + tentative;
   if (!static_in.tokens.defined()) AllocateStaticInputs();
   const int64_t kv_length = KvBucket(start + steps, cache_slots);
-  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, 1, kv_length, pick));
+  const ChainWork work = [&](int64_t length, CapturedChain& chain) { ChainBody(steps, 1, length, pick, chain); };
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, 1, kv_length, pick, pick.key(), steps, work));
   chain_in.start.fill_(start);
   chain_in.position.fill_(position);
   chain_in.tokens.narrow(0, 0, 1).copy_(first, /*non_blocking=*/true);
-  ChainResult result = RunChain(*chain, steps, 1, kv_length, pick);
+  ChainResult result = RunChain(*chain, 1 + steps, kv_length, pick, work);
   tentative += steps;
+  return result;
+}
+
+void LlamaModel::Impl::ResetInputsForCapture() {
+  for (auto* in : {&chain_in.start, &levels_in.start}) in->fill_(capacity);
+  for (auto* in : {&chain_in.position, &levels_in.position}) in->fill_(0);
+  chain_in.tokens.zero_();
+  levels_in.tokens.zero_();
+  if (features_in.path_slot.defined()) {
+    features_in.path_slot.fill_(capacity);
+    features_in.path_position.fill_(0);
+    features_in.path_length.fill_(1);
+  }
+}
+
+void LlamaModel::Impl::AllocateFeatureBuffers() {
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  const auto longs = at::TensorOptions().device(device).dtype(at::kLong);
+  features_in.logits = at::zeros({1, config.vocab_size}, longs.dtype(at::kFloat));
+  features_in.features = at::zeros({1 + kMaxTokenBucket, config.hidden_size}, Options());
+  features_in.path_tokens = at::zeros({kMaxTokenBucket}, longs);
+  features_in.path_features = at::zeros({kMaxTokenBucket, config.hidden_size}, Options());
+  features_in.path_length = at::ones({1}, longs);
+  features_in.path_slot = at::full({1}, capacity, longs);
+  features_in.path_position = at::zeros({1}, longs);
+}
+
+void LlamaModel::Impl::LoadFeatureRoot(const FeatureRoot& root) {
+  features_in.logits.copy_(root.logits);
+  features_in.features.narrow(0, 0, 1).copy_(root.feature);
+}
+
+void LlamaModel::Impl::LoadFeaturePath(const FeaturePathAt& path) {
+  const int64_t w = path.tokens.size(0);
+  features_in.path_tokens.narrow(0, 0, w).copy_(path.tokens);
+  features_in.path_features.narrow(0, 0, w).copy_(path.features);
+  features_in.path_length.copy_(path.length);
+  features_in.path_slot.copy_(path.slot.start);
+  features_in.path_position.copy_(path.position);
+}
+
+// Row length - 1 of the path is the root; the rows after it are padding.
+void LlamaModel::Impl::FeaturePathBody(int64_t w, int64_t kv_length, const NodeInputs& inputs) {
+  const at::Tensor x = inputs(at::embedding(embed, features_in.path_tokens.narrow(0, 0, w)),
+                              features_in.path_features.narrow(0, 0, w));
+  auto [logits, hidden] =
+      CausalBody(at::Tensor(), features_in.path_slot, features_in.path_position, 0, kv_length, x);
+  const at::Tensor last = features_in.path_length - 1;
+  features_in.logits.copy_(logits.index_select(0, last));
+  features_in.features.narrow(0, 0, 1).copy_(hidden[-1].index_select(0, last));
+}
+
+// The chain's first fed token (chain token 1) takes the next slot.
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainOnFeaturesStatic(const FeatureRoot& root, int64_t steps,
+                                                                           const ChainPick& pick,
+                                                                           const NodeInputs& inputs) {
+  const int64_t start = committed + tentative;
+  if (!features_in.logits.defined()) AllocateFeatureBuffers();
+  const int64_t kv_length = KvBucket(start + steps, cache_slots);
+  const ChainWork work = [&](int64_t length, CapturedChain& chain) {
+    FeatureChainBody(steps, length, pick, inputs, chain);
+  };
+  ASSIGN_OR_RETURN(CapturedChain * chain,
+                   Chain(steps, 1, kv_length, pick, FeatureKey(pick.key(), inputs), steps - 1, work));
+  LoadFeatureRoot(root);
+  chain_in.start.fill_(start);
+  chain_in.position.fill_(root.position + 1);
+  chain_in.tokens.narrow(0, 0, 1).copy_(root.token, /*non_blocking=*/true);
+  ChainResult result = RunChain(*chain, 1 + steps, kv_length, pick, work);
+  tentative += steps - 1;
   return result;
 }
 
@@ -235,11 +341,12 @@ absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainAtStatic(const at::Ten
   const int64_t c = prefix.size(0);
   if (!static_in.tokens.defined()) AllocateStaticInputs();
   const int64_t kv_length = KvBucket(at.max_start + c + steps, cache_slots);
-  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, c, kv_length, pick));
+  const ChainWork work = [&](int64_t length, CapturedChain& chain) { ChainBody(steps, c, length, pick, chain); };
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, c, kv_length, pick, pick.key(), c + steps - 1, work));
   chain_in.start.copy_(at.start);
   chain_in.position.copy_(at.start);
   chain_in.tokens.narrow(0, 0, c).copy_(prefix);
-  ChainResult result = RunChain(*chain, steps, c, kv_length, pick);
+  ChainResult result = RunChain(*chain, c + steps, kv_length, pick, work);
   committed = at.max_start + c + steps - 1;
   tentative = 0;
   return result;
@@ -248,45 +355,43 @@ absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainAtStatic(const at::Ten
 // Draws the chain's noise and replays its graph (or runs its body on the
 // CPU); the outputs are copied out of the graph's buffers, which the next
 // run overwrites.
-ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t steps, int64_t prefix, int64_t kv_length,
-                                       const ChainPick& pick) {
+ChainResult LlamaModel::Impl::RunChain(CapturedChain& chain, int64_t tokens, int64_t kv_length, const ChainPick& pick,
+                                       const ChainWork& work) {
   if (chain.noise.defined()) chain.noise.exponential_(1.0, *pick.noise_generator());
   if (chain.graph) {
     chain.graph->Replay();
   } else {
-    ChainBody(steps, prefix, kv_length, pick, chain);
+    work(kv_length, chain);
   }
   last_chain_skips = chain.graph && chain.conditional;
   last_hidden = at::Tensor();  // chains keep no hidden states
-  ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, prefix + steps).clone()};
+  ChainResult result{.tokens = chain_in.tokens.narrow(0, 0, tokens).clone()};
   if (chain.rows.defined()) result.rows = chain.rows.clone();
   if (chain.kept.defined()) result.kept = chain.kept.clone();
   return result;
 }
 
-// The levels of ForwardLevels over levels_in: the prefix's c tokens at
-// slots start.. as a causal chain, then each level's width nodes in the
-// slots after the one before, all of a level at one position (or at their
+// Levels grown from the root: each level's width nodes in the slots after
+// the one before, all of a level at one position (or at their
 // Choice::depths). A node sees what its parent sees, and itself; level 1's
-// nodes see every slot below their own level.
-void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
-                                  CapturedLevels& captured) {
+// nodes see every slot below level_start.
+void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const LevelPick& pick,
+                                      CapturedLevels& captured, const at::Tensor& root_logits,
+                                      const at::Tensor& level_start, const at::Tensor& root_position,
+                                      const LevelForward& forward) {
   const int64_t m = pick.width();
   const at::Tensor columns = static_in.columns.narrow(0, 0, kv_length).unsqueeze(0);
-  const at::Tensor prefix_logits =
-      CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length).first;
   const auto level_noise = [&](int64_t level) {
     return captured.noise.defined() ? captured.noise[level] : at::Tensor();
   };
-  LevelPick::Choice choice = pick(0, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat), {}, level_noise(0));
+  LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
   captured.kept.assign(1, std::move(choice.kept));
   const bool free = choice.depths.defined();
   // Every level's slots [levels, m], positions [levels, m] and own-slot
   // columns [levels, m, kv_length] at once: three launches, not three a level.
-  const at::Tensor level_start = levels_in.start + prefix;
   const at::Tensor slots = (level_start + static_in.columns.narrow(0, 0, levels * m)).view({levels, m});
   const at::Tensor positions =
-      levels_in.position + static_in.columns.narrow(0, prefix, levels).unsqueeze(1).expand({levels, m});
+      root_position + 1 + static_in.columns.narrow(0, 0, levels).unsqueeze(1).expand({levels, m});
   const at::Tensor own = at::eq(columns.unsqueeze(0), slots.unsqueeze(2));
   const at::Tensor below_levels = at::lt(columns, level_start);
   at::Tensor visible = at::logical_or(below_levels, own[0]);
@@ -296,10 +401,8 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
   for (int64_t level = 1; level <= levels; ++level) {
     TORCH_CHECK(choice.depths.defined() == free, "ForwardLevels: pick '", pick.key(), "' gives depths at level ",
                 level - 1, " but not at every level");
-    const at::Tensor level_positions =
-        free ? levels_in.position + (prefix - 1) + choice.depths.to(at::kLong) : positions[level - 1];
-    const at::Tensor logits =
-        StaticForwardBody(choice.tokens.to(at::kLong), level_positions, slots[level - 1], visible, kv_length).first;
+    const at::Tensor level_positions = free ? root_position + choice.depths.to(at::kLong) : positions[level - 1];
+    const at::Tensor logits = forward(level, choice, free, level_positions, slots[level - 1], visible);
     const std::vector<at::Tensor> carry = std::move(choice.carry);
     choice = pick(level, logits.to(at::kFloat), carry, level_noise(level));
     captured.kept.push_back(std::move(choice.kept));
@@ -313,11 +416,48 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
   }
 }
 
-// The levels for (levels, prefix, kv_length, pick.key()), captured as Chain()
-// is: on first use, for every KV length bucket, each run once on the spare
-// slots past the capacity.
+// The levels of ForwardLevels over levels_in: the prefix's c tokens at
+// slots start.. as a causal chain, then the levels in the slots after it.
+void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_length, const LevelPick& pick,
+                                  CapturedLevels& captured) {
+  const at::Tensor prefix_logits =
+      CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length).first;
+  GrowLevelsBody(levels, kv_length, pick, captured, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat),
+                 levels_in.start + prefix, levels_in.position + (prefix - 1),
+                 [&](int64_t, const LevelPick::Choice& choice, bool, const at::Tensor& positions,
+                     const at::Tensor& slots, const at::Tensor& visible) {
+                   return StaticForwardBody(choice.tokens.to(at::kLong), positions, slots, visible, kv_length).first;
+                 });
+}
+
+// The levels of ForwardLevelsOnFeatures over levels_in (start: level 1's
+// first slot; position: the root's) and features_in, whose features gain
+// each level's as it is fed, in feeding order.
+void LlamaModel::Impl::FeatureLevelsBody(int64_t levels, int64_t kv_length, const LevelPick& pick,
+                                         const NodeInputs& inputs, CapturedLevels& captured) {
+  const int64_t m = pick.width();
+  GrowLevelsBody(levels, kv_length, pick, captured, features_in.logits, levels_in.start, levels_in.position,
+                 [&](int64_t level, const LevelPick::Choice& choice, bool free, const at::Tensor& positions,
+                     const at::Tensor& slots, const at::Tensor& visible) {
+                   // Parents in feeding order (0 the root, 1 + (l - 1) * m + j node j of level l).
+                   const at::Tensor parents =
+                       free ? choice.parents.to(at::kLong)
+                            : choice.parents.to(at::kLong) + (level == 1 ? 0 : 1 + (level - 2) * m);
+                   const at::Tensor x = inputs(at::embedding(embed, choice.tokens.to(at::kLong)),
+                                               features_in.features.index_select(0, parents));
+                   auto [logits, hidden] = StaticForwardBody(at::Tensor(), positions, slots, visible, kv_length, x);
+                   features_in.features.narrow(0, 1 + (level - 1) * m, m).copy_(hidden[-1]);
+                   return logits;
+                 });
+}
+
+// The levels for (levels, prefix, kv_length, key), captured as Chain() is:
+// on first use, for every KV length bucket, each run once on the spare slots
+// past the capacity.
 absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64_t levels, int64_t prefix,
-                                                                          int64_t kv_length, const LevelPick& pick) {
+                                                                          int64_t kv_length, const LevelPick& pick,
+                                                                          const std::string& key, int64_t fed,
+                                                                          const LevelsWork& work) {
   if (device.is_cuda()) DropGraphsIfWeightsMoved();
   auto make = [&](int64_t length) -> absl::StatusOr<CapturedLevels> {
     CapturedLevels captured;
@@ -325,19 +465,15 @@ absl::StatusOr<LlamaModel::Impl::CapturedLevels*> LlamaModel::Impl::Levels(int64
       captured.noise = at::ones({levels + 1, pick.width(), config.vocab_size},
                                 at::TensorOptions().device(device).dtype(at::kFloat));
     if (!device.is_cuda()) return captured;
-    levels_in.start.fill_(capacity);
-    levels_in.position.fill_(0);
-    levels_in.tokens.zero_();
-    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] {
-                       LevelsBody(levels, prefix, length, pick, captured);
-                     }));
+    ResetInputsForCapture();
+    ASSIGN_OR_RETURN(captured.graph, CudaGraph::Capture(device, PoolOwner(), [&] { work(length, captured); }));
     ++captures;
     return captured;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
   return EveryKvBucket<CapturedLevels, Key>(
-      level_graphs, [&](int64_t length) { return Key{levels, prefix, length, pick.key()}; }, kv_length,
-      prefix + levels * pick.width(), device.is_cuda(), cache_slots, make);
+      level_graphs, [&](int64_t length) { return Key{levels, prefix, length, key}; }, kv_length, fed,
+      device.is_cuda(), cache_slots, make);
 }
 
 absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tensor& prefix, int64_t position,
@@ -345,13 +481,85 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsStatic(const at::Tenso
   const int64_t c = prefix.size(0);
   const int64_t start = committed + tentative;
   if (!static_in.tokens.defined()) AllocateStaticInputs();
-  const int64_t kv_length = KvBucket(start + c + levels * pick.width(), cache_slots);
-  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
+  const int64_t fed = c + levels * pick.width();
+  const int64_t kv_length = KvBucket(start + fed, cache_slots);
+  const LevelsWork work = [&](int64_t length, CapturedLevels& captured) {
+    LevelsBody(levels, c, length, pick, captured);
+  };
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick, pick.key(), fed, work));
   levels_in.start.fill_(start);
   levels_in.position.fill_(position);
   levels_in.tokens.narrow(0, 0, c).copy_(prefix, /*non_blocking=*/true);
-  LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
-  tentative += c + levels * pick.width();
+  LevelsKept kept = RunLevels(*captured, kv_length, pick, work);
+  tentative += fed;
+  return kept;
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsOnFeaturesStatic(const FeatureRoot& root, int64_t levels,
+                                                                           const LevelPick& pick,
+                                                                           const NodeInputs& inputs) {
+  const int64_t start = committed + tentative;
+  const int64_t fed = levels * pick.width();
+  if (!features_in.logits.defined()) AllocateFeatureBuffers();
+  const int64_t kv_length = KvBucket(start + fed, cache_slots);
+  const LevelsWork work = [&](int64_t length, CapturedLevels& captured) {
+    FeatureLevelsBody(levels, length, pick, inputs, captured);
+  };
+  ASSIGN_OR_RETURN(CapturedLevels * captured,
+                   Levels(levels, 0, kv_length, pick, FeatureKey(pick.key(), inputs), fed, work));
+  LoadFeatureRoot(root);
+  levels_in.start.fill_(start);
+  levels_in.position.fill_(root.position);
+  LevelsKept kept = RunLevels(*captured, kv_length, pick, work);
+  tentative += fed;
+  return kept;
+}
+
+// The path, then the chain after its root, in one graph per path width;
+// committed becomes the host's bound (ForwardAt's contract).
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainOnFeaturesAtStatic(const FeaturePathAt& path,
+                                                                             int64_t steps, const ChainPick& pick,
+                                                                             const NodeInputs& inputs) {
+  const int64_t w = path.tokens.size(0);
+  if (!features_in.logits.defined()) AllocateFeatureBuffers();
+  const int64_t kv_length = KvBucket(path.slot.max_start + w + steps, cache_slots);
+  const ChainWork work = [&](int64_t length, CapturedChain& chain) {
+    FeaturePathBody(w, length, inputs);
+    at::add_out(chain_in.start, features_in.path_slot, features_in.path_length);
+    at::add_out(chain_in.position, features_in.path_position, features_in.path_length);
+    chain_in.tokens.narrow(0, 0, 1).copy_(features_in.path_tokens.index_select(0, features_in.path_length - 1));
+    FeatureChainBody(steps, length, pick, inputs, chain);
+  };
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, w, kv_length, pick,
+                                                absl::StrCat(FeatureKey(pick.key(), inputs), "|path"),
+                                                w + steps - 1, work));
+  LoadFeaturePath(path);
+  ChainResult result = RunChain(*chain, 1 + steps, kv_length, pick, work);
+  committed = path.slot.max_start + w + steps - 1;
+  tentative = 0;
+  return result;
+}
+
+absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsOnFeaturesAtStatic(const FeaturePathAt& path,
+                                                                             int64_t levels, const LevelPick& pick,
+                                                                             const NodeInputs& inputs) {
+  const int64_t w = path.tokens.size(0);
+  const int64_t fed = w + levels * pick.width();
+  if (!features_in.logits.defined()) AllocateFeatureBuffers();
+  const int64_t kv_length = KvBucket(path.slot.max_start + fed, cache_slots);
+  const LevelsWork work = [&](int64_t length, CapturedLevels& captured) {
+    FeaturePathBody(w, length, inputs);
+    at::add_out(levels_in.start, features_in.path_slot, features_in.path_length);
+    at::add_out(levels_in.position, features_in.path_position, features_in.path_length - 1);
+    FeatureLevelsBody(levels, length, pick, inputs, captured);
+  };
+  ASSIGN_OR_RETURN(CapturedLevels * captured,
+                   Levels(levels, w, kv_length, pick, absl::StrCat(FeatureKey(pick.key(), inputs), "|path"), fed,
+                          work));
+  LoadFeaturePath(path);
+  LevelsKept kept = RunLevels(*captured, kv_length, pick, work);
+  committed = path.slot.max_start + fed;
+  tentative = 0;
   return kept;
 }
 
@@ -363,11 +571,14 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsAtStatic(const at::Ten
   const int64_t fed = c + levels * pick.width();
   if (!static_in.tokens.defined()) AllocateStaticInputs();
   const int64_t kv_length = KvBucket(at.max_start + fed, cache_slots);
-  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick));
+  const LevelsWork work = [&](int64_t length, CapturedLevels& captured) {
+    LevelsBody(levels, c, length, pick, captured);
+  };
+  ASSIGN_OR_RETURN(CapturedLevels * captured, Levels(levels, c, kv_length, pick, pick.key(), fed, work));
   levels_in.start.copy_(at.start);
   levels_in.position.copy_(at.start);
   levels_in.tokens.narrow(0, 0, c).copy_(prefix);
-  LevelsKept kept = RunLevels(*captured, levels, c, kv_length, pick);
+  LevelsKept kept = RunLevels(*captured, kv_length, pick, work);
   committed = at.max_start + fed;
   tentative = 0;
   return kept;
@@ -377,13 +588,13 @@ absl::StatusOr<LevelsKept> LlamaModel::Impl::ForwardLevelsAtStatic(const at::Ten
 // on the CPU) over levels_in.
 // The outputs are copied out of the graph's buffers, which the next replay
 // overwrites.
-LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t levels, int64_t prefix, int64_t kv_length,
-                                       const LevelPick& pick) {
+LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t kv_length, const LevelPick& pick,
+                                       const LevelsWork& work) {
   if (captured.noise.defined()) captured.noise.exponential_(1.0, *pick.noise_generator());
   if (captured.graph) {
     captured.graph->Replay();
   } else {
-    LevelsBody(levels, prefix, kv_length, pick, captured);
+    work(kv_length, captured);
   }
   last_hidden = at::Tensor();  // levels keep no hidden states
   LevelsKept kept(captured.kept.size());
