@@ -1,6 +1,6 @@
-// EagleDrafter's device form: a step's chain or tree levels drawn on the
-// device, the host only queueing the head's forwards, so that drafting never
-// waits for a pick.
+// EagleDrafter's device form: a step's chain or tree levels grown on the
+// device from the root BeginStep fed, each node fed its parent's prediction
+// (LlamaModel's growths on features: one CUDA graph each on CUDA).
 #include <ATen/ATen.h>
 
 #include "drafters/eagle/eagle_drafter.h"
@@ -8,41 +8,63 @@
 
 namespace speclab {
 
-absl::StatusOr<ChainResult> EagleDrafter::DraftChain(int length, const ChainPick& pick) {
+absl::StatusOr<FeatureRoot> EagleDrafter::GrowthRoot() {
   if (!node_logits_[0].defined()) return absl::UnimplementedError("eagle: no target features yet (a one-token prompt)");
-  LlamaModel& body = *head_.body;
-  const c10::Device device = target_.device();
-  // Node i of the chain (depth i) is fed at i's turn; the root was fed by BeginStep.
-  node_hidden_.resize(length + 1);
-  node_logits_.resize(length + 1);
-  slot_node_.clear();
-  const at::Tensor root = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device));
-  return PickEach(root, length, target_.config().vocab_size, pick,
-                  [&](int64_t i, const at::Tensor& token) -> absl::StatusOr<at::Tensor> {
-                    if (i == 0) return node_logits_[0];
-                    const at::Tensor inputs = head_.Fuse(token, node_hidden_[i - 1]);
-                    const at::Tensor position =
-                        at::full({1}, root_position_ + i, at::TensorOptions().dtype(at::kLong).device(device));
-                    ASSIGN_OR_RETURN(node_logits_[i], body.ForwardEmbedded(inputs, position, at::Tensor()));
-                    ASSIGN_OR_RETURN(node_hidden_[i], body.HiddenStates(-1));
-                    slot_node_.push_back(static_cast<int>(i));
-                    return node_logits_[i];
-                  });
+  drafted_on_device_ = true;
+  return FeatureRoot{.token = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(target_.device())),
+                     .logits = node_logits_[0],
+                     .feature = node_hidden_[0],
+                     .position = root_position_};
+}
+
+absl::StatusOr<ChainResult> EagleDrafter::DraftChain(int length, const ChainPick& pick) {
+  absl::StatusOr<FeatureRoot> root = GrowthRoot();
+  if (!root.ok()) return root.status();
+  return head_.body->ForwardChainOnFeatures(*root, length, pick, head_.Inputs());
 }
 
 absl::StatusOr<LevelsKept> EagleDrafter::DraftLevels(int levels, const LevelPick& pick) {
-  if (!node_logits_[0].defined()) return absl::UnimplementedError("eagle: no target features yet (a one-token prompt)");
-  LlamaModel& body = *head_.body;
-  at::Tensor predictions = node_hidden_[0];  // every fed node's f^, in feeding order (the root first)
-  return GrowLevels(node_logits_[0], body.tentative_length(), levels, pick,
-                    [&](const LevelFeed& level) -> absl::StatusOr<at::Tensor> {
-                      const at::Tensor inputs = head_.Fuse(level.tokens, predictions.index_select(0, level.parents));
-                      ASSIGN_OR_RETURN(at::Tensor logits,
-                                       body.ForwardEmbedded(inputs, level.depths + root_position_, level.visible));
-                      ASSIGN_OR_RETURN(at::Tensor hidden, body.HiddenStates(-1));
-                      predictions = at::cat({predictions, hidden});
-                      return logits;
-                    });
+  absl::StatusOr<FeatureRoot> root = GrowthRoot();
+  if (!root.ok()) return root.status();
+  return head_.body->ForwardLevelsOnFeatures(*root, levels, pick, head_.Inputs());
+}
+
+absl::StatusOr<FeaturePathAt> EagleDrafter::PathAt(const DeviceRoot& root) const {
+  if (root.target.hidden.size() != 1 || !root.path_length.defined() || !root.context.defined())
+    return absl::UnimplementedError("eagle: the pipelined step handed over no target features or context");
+  const at::Tensor& features = root.target.hidden[0];
+  const int64_t w = features.size(0);
+  const at::Tensor length = root.path_length.to(at::kLong).view({1});
+  // The path's first token sits just after the last step's root.
+  const at::Tensor first = root.position.start + 2 - length;
+  const at::Tensor tokens = root.context.index_select(0, first + at::arange(w, first.options()));
+  // The head's cache holds position p at slot p - 1 (position 0 has no entry).
+  return FeaturePathAt{.tokens = tokens,
+                       .features = features,
+                       .length = length,
+                       .slot = {.start = first - 1, .max_start = root.position.max_start,
+                                .min_start = root.position.min_start + 1 - w},
+                       .position = first};
+}
+
+absl::StatusOr<ChainResult> EagleDrafter::DraftChainAt(const DeviceRoot& root, int length,
+                                                       const ChainPick& pick) {
+  if (root_from_reset_) {
+    root_from_reset_ = false;
+    return DraftChain(length, pick);
+  }
+  ASSIGN_OR_RETURN(FeaturePathAt path, PathAt(root));
+  return head_.body->ForwardChainOnFeaturesAt(path, length, pick, head_.Inputs());
+}
+
+absl::StatusOr<LevelsKept> EagleDrafter::DraftLevelsAt(const DeviceRoot& root, int levels,
+                                                       const LevelPick& pick) {
+  if (root_from_reset_) {
+    root_from_reset_ = false;
+    return DraftLevels(levels, pick);
+  }
+  ASSIGN_OR_RETURN(FeaturePathAt path, PathAt(root));
+  return head_.body->ForwardLevelsOnFeaturesAt(path, levels, pick, head_.Inputs());
 }
 
 }  // namespace speclab

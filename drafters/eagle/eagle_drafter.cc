@@ -20,6 +20,11 @@ absl::Status EagleDrafter::Reset(absl::Span<const int32_t> prompt, const TargetF
   RETURN_IF_ERROR(head_.body->KeepHiddenStates({-1}));
   pending_ = target.hidden[0];
   fed_ = 1;
+  root_position_ = -1;
+  // The prompt's features are fed now, with the prefill (as the target's
+  // prompt is), so that the first step only drafts.
+  RETURN_IF_ERROR(BeginStep(prompt));
+  root_from_reset_ = true;
   return absl::OkStatus();
 }
 
@@ -30,12 +35,18 @@ absl::Status EagleDrafter::BeginStep(absl::Span<const int32_t> context) {
   if (fed_ + m != static_cast<int64_t>(context.size()))
     return absl::FailedPreconditionError(absl::StrCat("eagle: the context has ", context.size(), " tokens; the head fed ",
                                                       fed_, " and holds features for ", m, " more"));
-  node_hidden_.assign(1, at::Tensor());
-  node_logits_.assign(1, at::Tensor());
+  // A step begun again at the same root (the first after Reset, or a
+  // pipelined tree refused after its first step) keeps the root's readout.
+  const bool again = m == 0 && root_position_ == static_cast<int64_t>(context.size()) - 1;
+  node_hidden_.resize(1);
+  node_logits_.resize(1);
+  if (!again) node_hidden_[0] = node_logits_[0] = at::Tensor();
   slot_node_.clear();
+  drafted_on_device_ = false;
+  root_from_reset_ = false;
   root_position_ = static_cast<int64_t>(context.size()) - 1;
   root_ = context.back();
-  if (m == 0) return absl::OkStatus();  // a one-token prompt's first step
+  if (m == 0) return absl::OkStatus();  // again, or a one-token prompt's
   const c10::Device device = target_.device();
   const std::vector<int64_t> tokens(context.end() - m, context.end());
   const at::Tensor inputs = head_.Fuse(at::tensor(tokens, at::kLong).to(device), pending_);
@@ -85,6 +96,11 @@ absl::StatusOr<at::Tensor> EagleDrafter::NextTokenLogits(const TokenTree& tree, 
   const c10::Device device = target_.device();
   for (int node : nodes)
     if (node < 0 || node >= tree.size()) return absl::InvalidArgumentError(absl::StrCat("eagle: no node ", node));
+  if (drafted_on_device_)
+    for (int node : nodes)
+      if (node != 0)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "eagle: node ", node, " of a step drafted on the device (DraftChain, DraftLevels); BeginStep starts anew"));
   if (!node_logits_[0].defined())
     return at::zeros({static_cast<int64_t>(nodes.size()), target_.config().vocab_size},
                      at::TensorOptions().dtype(at::kFloat).device(device));

@@ -176,39 +176,108 @@ TEST(EagleDrafterTest, ChainsAndTreesEqualGreedyAtTemperatureZero) {
 }
 
 // The device form (DraftChain, DraftLevels) drafts what token-by-token and
-// level-by-level drafting through NextTokenLogits does: at T = 0 both accept
-// the same drafts at every step.
+// level-by-level drafting through NextTokenLogits does, in its eager form
+// and in its static-shape form (the body of its CUDA graph, run eagerly on
+// the CPU): at T = 0 all accept the same drafts at every step.
 TEST(EagleDrafterTest, TheDeviceFormDraftsWhatTheHostFormDoes) {
   // Eight tokens, so that an untrained head's drafts are accepted at times.
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
   const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40, .time_phases = false};
+  enum class Form { kHost, kDeviceEager, kDeviceStatic };
   for (const char* parts : {"verifier: {type: rejection}, length_policy: {type: fixed, gamma: 4}",
                             "tree_builder: {type: dynamic_topk, top_k: 3, depth: 3, total_tokens: 8}, verifier: "
+                            "{type: point_mass}",
+                            "tree_builder: {type: best_first, budget: 8, max_beam_len: 4}, verifier: "
                             "{type: point_mass}"}) {
     SCOPED_TRACE(parts);
     std::vector<Generation> runs;
-    for (bool host_only : {false, true}) {
+    for (Form form : {Form::kHost, Form::kDeviceEager, Form::kDeviceStatic}) {
       auto method = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: eagle}, ", parts, "}"), target.get());
       ASSERT_TRUE(method.ok()) << method.status();
-      if (host_only) method->drafter = std::make_unique<testing::HostOnlyDrafter>(std::move(method->drafter));
+      auto* body = dynamic_cast<LlamaModel*>(method->drafter->models().at(0));
+      ASSERT_NE(body, nullptr);
+      body->EnableCudaGraphs(form == Form::kDeviceStatic);
+      if (form == Form::kHost) method->drafter = std::make_unique<testing::HostOnlyDrafter>(std::move(method->drafter));
       auto out = GenerateSpeculative(*target, *method, kPrompt, options);
       ASSERT_TRUE(out.ok()) << out.status();
       runs.push_back(*std::move(out));
     }
-    EXPECT_EQ(runs[0].tokens, runs[1].tokens);
-    ASSERT_EQ(runs[0].steps.size(), runs[1].steps.size());
     int accepted = 0;
-    for (size_t i = 0; i < runs[0].steps.size(); ++i) {
-      EXPECT_EQ(runs[0].steps[i].accepted, runs[1].steps[i].accepted) << "step " << i;
-      accepted += runs[0].steps[i].accepted;
+    for (size_t form = 1; form < runs.size(); ++form) {
+      SCOPED_TRACE(form == 1 ? "eager device form" : "static device form");
+      EXPECT_EQ(runs[form].tokens, runs[0].tokens);
+      ASSERT_EQ(runs[form].steps.size(), runs[0].steps.size());
+      for (size_t i = 0; i < runs[0].steps.size(); ++i) {
+        EXPECT_EQ(runs[form].steps[i].accepted, runs[0].steps[i].accepted) << "step " << i;
+        accepted += runs[form].steps[i].accepted;
+      }
     }
     EXPECT_GT(accepted, 0) << "no draft accepted: the comparison would not see the drafts";
   }
 }
 
+// A pipelined step feeds the head the path the last step accepted with the
+// target features kept on the device, in the eager form and in the static
+// one: at T = 0 it drafts, accepts and emits what the step-by-step loop
+// does, step for step, for chains and for trees.
+TEST(EagleDrafterTest, PipelinedStepsDraftFromTheSameFeatures) {
+  auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  for (const char* parts : {"verifier: {type: greedy}, length_policy: {type: fixed, gamma: 3}",
+                            "tree_builder: {type: dynamic_topk, top_k: 2, depth: 3, total_tokens: 6}, verifier: "
+                            "{type: point_mass}",
+                            "tree_builder: {type: best_first, budget: 6, max_beam_len: 3}, verifier: "
+                            "{type: point_mass}"}) {
+    for (bool static_shapes : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(parts, static_shapes ? ", static shapes" : ", eager"));
+      auto method = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: eagle}, ", parts, "}"), target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      dynamic_cast<LlamaModel&>(*method->drafter->models().at(0)).EnableCudaGraphs(static_shapes);
+      DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40, .time_phases = false};
+      auto pipelined = GenerateSpeculative(*target, *method, kPrompt, options);
+      ASSERT_TRUE(pipelined.ok()) << pipelined.status();
+      EXPECT_THAT(pipelined->engine_form, HasSubstr("pipelined"));
+      options.pipeline = false;
+      auto stepped = GenerateSpeculative(*target, *method, kPrompt, options);
+      ASSERT_TRUE(stepped.ok()) << stepped.status();
+      EXPECT_THAT(stepped->engine_form, HasSubstr("step by step"));
+      EXPECT_EQ(pipelined->tokens, stepped->tokens);
+      ASSERT_EQ(pipelined->steps.size(), stepped->steps.size());
+      int accepted = 0;
+      for (size_t i = 0; i < stepped->steps.size(); ++i) {
+        EXPECT_EQ(pipelined->steps[i].accepted, stepped->steps[i].accepted) << "step " << i;
+        accepted += stepped->steps[i].accepted;
+      }
+      EXPECT_GT(accepted, 0) << "no draft accepted: the comparison would not see the drafts";
+    }
+  }
+}
+
+// A step grown by the device form cannot be extended through the host form,
+// whose node state it never filled: NextTokenLogits says so.
+TEST(EagleDrafterTest, AStepDraftedOnTheDeviceRefusesHostExtension) {
+  auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  auto method = MethodFromYaml("{name: m, drafter: {type: eagle}, verifier: {type: rejection}}", target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  auto* drafter = dynamic_cast<EagleDrafter*>(method->drafter.get());
+  ASSERT_NE(drafter, nullptr);
+  ASSERT_TRUE(drafter->Reset(kPrompt, PromptFeatures(*target, kPrompt)).ok());
+  ASSERT_TRUE(drafter->BeginStep(kPrompt).ok());
+  const ChainPick greedy = ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+    return std::make_pair(logits.argmax(-1), at::Tensor());
+  });
+  auto chain = drafter->DraftChain(3, greedy);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(chain->tokens.size(0), 4);
+  TokenTree tree(kPrompt.back());
+  tree.AddNode(0, static_cast<int32_t>(chain->tokens[1].item<int64_t>()));
+  auto logits = drafter->NextTokenLogits(tree, {1}, at::Tensor());
+  EXPECT_EQ(logits.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(logits.status().message()), HasSubstr("drafted on the device"));
+}
+
 // At T = 1 the head's q is a draft law like any other: a chain with
 // rejection sampling and a sampled tree with traversal verification keep the
-// target's law of the first two tokens.
+// target's law of the first two tokens, pipelined and step by step.
 TEST(EagleDrafterTest, ChainsAndSampledTreesKeepTheTargetsLaw) {
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
@@ -219,10 +288,13 @@ TEST(EagleDrafterTest, ChainsAndSampledTreesKeepTheTargetsLaw) {
     auto method = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: eagle, layers: 1}, ", parts, "}"),
                                  target.get());
     ASSERT_TRUE(method.ok()) << method.status();
-    const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000);
-    const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
-    EXPECT_LT(statistic, critical) << parts;
-    EXPECT_GT(sample.accepted, kRuns / 40) << parts << ": drafts were rarely accepted; acceptance is not exercised";
+    for (bool pipeline : {true, false}) {
+      const testing::TwoTokenSample sample =
+          testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000, pipeline);
+      const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
+      EXPECT_LT(statistic, critical) << parts << (pipeline ? ", pipelined" : ", step by step");
+      EXPECT_GT(sample.accepted, kRuns / 40) << parts << ": drafts were rarely accepted; acceptance is not exercised";
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -28,11 +29,20 @@ std::string FileName(const std::string& body_name) {
   return absl::StrCat(kFilePrefix, body_name.substr(sizeof(kBodyPrefix) - 1));
 }
 
+// fc([embedded, features]), fc = (weight, bias).
+at::Tensor FuseEmbedded(const std::tuple<at::Tensor, at::Tensor>& fc, const at::Tensor& embedded,
+                        const at::Tensor& features) {
+  const auto& [weight, bias] = fc;
+  return at::linear(at::cat({embedded, features.to(weight.scalar_type())}, -1), weight, bias);
+}
+
 }  // namespace
 
 at::Tensor EagleHead::Fuse(const at::Tensor& tokens, const at::Tensor& features) const {
-  return at::linear(at::cat({body->Embed(tokens), features.to(fc_weight.scalar_type())}, -1), fc_weight, fc_bias);
+  return FuseEmbedded({fc_weight, fc_bias}, body->Embed(tokens), features);
 }
+
+NodeInputs EagleHead::Inputs() const { return NodeInputs::Of(&FuseEmbedded, std::make_tuple(fc_weight, fc_bias)); }
 
 std::map<std::string, at::Tensor> EagleHead::Tensors() const {
   std::map<std::string, at::Tensor> out{{"fc.weight", fc_weight.detach().cpu()}, {"fc.bias", fc_bias.detach().cpu()}};

@@ -37,6 +37,9 @@ struct EagleHead {
 
   // u = fc([embed(tokens), features]): tokens [..., n] int64, features [..., n, hidden].
   at::Tensor Fuse(const at::Tensor& tokens, const at::Tensor& features) const;
+  // The same fusion as the body's device growths make it, from the tokens'
+  // embeddings (framework/device/feature_inputs.h).
+  NodeInputs Inputs() const;
   // The head's own tensors under the checkpoint's names, on the CPU.
   std::map<std::string, at::Tensor> Tensors() const;
 };
