@@ -26,12 +26,38 @@ absl::StatusOr<ChainResult> MedusaDrafter::DraftChain(int length, const ChainPic
   return DrawChain(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_, length, pick);
 }
 
-absl::StatusOr<ChainResult> MedusaDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
+absl::StatusOr<at::Tensor> MedusaDrafter::PathState(const DeviceRoot& root) {
   if (root.target.hidden.size() != 1 || !root.path_length.defined())
     return absl::UnimplementedError("medusa: the pipelined step handed over no target features");
   // The last path row: the token before the root.
-  const at::Tensor state = root.target.hidden[0].index_select(0, root.path_length.to(at::kLong).view({1}) - 1);
+  return root.target.hidden[0].index_select(0, root.path_length.to(at::kLong).view({1}) - 1);
+}
+
+absl::StatusOr<ChainResult> MedusaDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
+  ASSIGN_OR_RETURN(at::Tensor state, PathState(root));
   return DrawChain(root.last_two.narrow(0, 1, 1), state, length, pick);
+}
+
+absl::StatusOr<LevelsKept> MedusaDrafter::GrowLevelsFrom(const at::Tensor& state, int levels,
+                                                         const LevelPick& pick) const {
+  if (levels < 1 || levels >= static_cast<int>(heads_.size()))
+    return absl::InvalidArgumentError(absl::StrCat("medusa: a tree of depth ", levels + 1, " needs as many heads; there are ",
+                                                   heads_.size()));
+  const at::Tensor logits = HeadLogits(state);  // [K, vocab]: head d continues every node at depth d
+  return GrowLevels(logits.narrow(0, 0, 1), /*tentative=*/0, levels, pick,
+                    [&](const LevelFeed& level) -> absl::StatusOr<at::Tensor> {
+                      return logits.index_select(0, level.depths);
+                    });
+}
+
+absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevels(int levels, const LevelPick& pick) {
+  if (!state_.defined()) return absl::UnimplementedError("medusa: no hidden state yet (a one-token prompt)");
+  return GrowLevelsFrom(state_, levels, pick);
+}
+
+absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {
+  ASSIGN_OR_RETURN(at::Tensor state, PathState(root));
+  return GrowLevelsFrom(state, levels, pick);
 }
 
 }  // namespace speclab

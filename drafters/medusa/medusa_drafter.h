@@ -13,9 +13,10 @@
 //
 // Without a checkpoint the heads are Medusa's initialisation: A = 0, b = 0
 // (each ResBlock is the identity) and W_k the target's LM head, read in place.
-// Its device form (medusa_device.cc) draws a whole chain from the heads with
-// the builder's device pick, from a state the host has (DraftChain) or from
-// the path rows a pipelined chain hands over on the device (DraftChainAt).
+// Its device form (medusa_device.cc) draws a whole chain, or a tree's levels,
+// from the heads with the builder's device pick, from a state the host has
+// (DraftChain, DraftLevels) or from the path rows a pipelined step hands over
+// on the device (DraftChainAt, DraftLevelsAt).
 //
 // A checkpoint is Medusa's `medusa_lm_head.safetensors`: tensors
 // "{k}.{l}.linear.weight" [hidden, hidden], "{k}.{l}.linear.bias" [hidden]
@@ -74,6 +75,11 @@ class MedusaDrafter final : public Drafter, public DeviceDrafter {
   // `pick`; at most K tokens.
   absl::StatusOr<ChainResult> DraftChain(int length, const ChainPick& pick) override;
   absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override;
+  // DeviceDrafter: a level's nodes at depth d continued by head d, whatever
+  // their tokens: no forward, each level's logits rows of the heads' (at
+  // most K - 1 levels).
+  absl::StatusOr<LevelsKept> DraftLevels(int levels, const LevelPick& pick) override;
+  absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override;
 
   // The heads' logits [K, vocab] float32 from a hidden state [1, hidden].
   at::Tensor HeadLogits(const at::Tensor& hidden) const;
@@ -82,6 +88,10 @@ class MedusaDrafter final : public Drafter, public DeviceDrafter {
   // The chain after `root` ([1] int64 on the device) from `state` [1, hidden].
   absl::StatusOr<ChainResult> DrawChain(const at::Tensor& root, const at::Tensor& state, int length,
                                         const ChainPick& pick) const;
+  // The levels after the root from `state` [1, hidden].
+  absl::StatusOr<LevelsKept> GrowLevelsFrom(const at::Tensor& state, int levels, const LevelPick& pick) const;
+  // The state a pipelined step hands over: the last path row.
+  static absl::StatusOr<at::Tensor> PathState(const DeviceRoot& root);
 
   const LlamaModel& target_;
   std::vector<MedusaHead> heads_;

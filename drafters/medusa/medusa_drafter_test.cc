@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/file_util.h"
@@ -161,60 +162,70 @@ TEST(MedusaDrafterTest, StaticTreesEqualGreedyAtTemperatureZero) {
   }
 }
 
-// At T = 1 the heads' q is a draft law like any other: rejection sampling
-// keeps the target's law of the first two tokens, pipelined (the heads' device
-// form, fed the path's rows on the device) and step by step.
-TEST(MedusaDrafterTest, RejectionSamplingKeepsTheTargetsLaw) {
+// At T = 1 the heads' q is a draft law like any other: rejection sampling on
+// a chain and traversal verification of a sampled tree keep the target's law
+// of the first two tokens, pipelined (the heads' device form, fed the path's
+// rows on the device) and step by step.
+TEST(MedusaDrafterTest, ChainsAndSampledTreesKeepTheTargetsLaw) {
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
   const testing::TwoTokenLaw law = testing::ExactTwoTokenLaw(*target, kPrompt, 1.0);
-  auto method = MethodFromYaml(
-      "{name: m, drafter: {type: medusa, heads: 2}, verifier: {type: rejection}, length_policy: {type: fixed, gamma: "
-      "2}}",
-      target.get());
-  ASSERT_TRUE(method.ok()) << method.status();
-  for (bool pipeline : {true, false}) {
-    const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000, pipeline);
-    const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
-    EXPECT_LT(statistic, critical) << (pipeline ? "pipelined" : "step by step");
-    // Medusa's initial heads propose the root's law one place too late, so
-    // drafts are accepted rarely (about one run in twenty here): enough to
-    // exercise both branches of the rule, which is what the law test needs.
-    EXPECT_GT(sample.accepted, kRuns / 40) << "drafts were never accepted; the test would not exercise acceptance";
+  for (const char* parts : {"verifier: {type: rejection}, length_policy: {type: fixed, gamma: 2}",
+                            "tree_builder: {type: static, sampling: true, choices: [[0], [1], [0, 0]]}, verifier: "
+                            "{type: traversal}"}) {
+    auto method =
+        MethodFromYaml(absl::StrCat("{name: m, drafter: {type: medusa, heads: 2}, ", parts, "}"), target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    for (bool pipeline : {true, false}) {
+      const testing::TwoTokenSample sample =
+          testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000, pipeline);
+      const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
+      EXPECT_LT(statistic, critical) << parts << (pipeline ? ", pipelined" : ", step by step");
+      // Medusa's initial heads propose the root's law one place too late, so
+      // drafts are accepted rarely (about one run in twenty here): enough to
+      // exercise both branches of the rule, which is what the law test needs.
+      EXPECT_GT(sample.accepted, kRuns / 40) << parts << ": drafts were never accepted; acceptance is not exercised";
+    }
   }
 }
 
-// A pipelined chain hands the heads the same state the step-by-step loop
-// does: at T = 0 both draft, accept and emit the same tokens, step for step.
-// Medusa's initial heads propose the root again, so they are accepted where
-// greedy decoding repeats a token; these targets do so at some steps and not
-// at others, so that a state one row off would change what is accepted.
-TEST(MedusaDrafterTest, PipelinedChainsDraftFromTheSameStates) {
-  for (uint64_t seed : {3, 7}) {
-    auto target = TinyModel(seed, /*vocab=*/8);
-    auto method = MethodFromYaml(
-        "{name: m, drafter: {type: medusa, heads: 3}, verifier: {type: greedy}, length_policy: {type: fixed, gamma: "
-        "3}}",
-        target.get());
-    ASSERT_TRUE(method.ok()) << method.status();
-    DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
-    auto pipelined = GenerateSpeculative(*target, *method, kPrompt, options);
-    ASSERT_TRUE(pipelined.ok()) << pipelined.status();
-    EXPECT_EQ(pipelined->engine_form, "pipelined chain");
-    options.pipeline = false;
-    auto stepped = GenerateSpeculative(*target, *method, kPrompt, options);
-    ASSERT_TRUE(stepped.ok()) << stepped.status();
-    EXPECT_THAT(stepped->engine_form, HasSubstr("step by step"));
-    EXPECT_EQ(pipelined->tokens, stepped->tokens);
-    ASSERT_EQ(pipelined->steps.size(), stepped->steps.size());
-    int accepted = 0, rejected = 0;
-    for (size_t i = 0; i < stepped->steps.size(); ++i) {
-      EXPECT_EQ(pipelined->steps[i].accepted, stepped->steps[i].accepted) << "seed " << seed << ", step " << i;
-      accepted += stepped->steps[i].accepted;
-      rejected += stepped->steps[i].accepted < stepped->steps[i].longest_path;
+// A pipelined chain or tree hands the heads the same state the step-by-step
+// loop does: at T = 0 both draft, accept and emit the same tokens, step for
+// step. Medusa's initial heads propose the root again, so they are accepted
+// where greedy decoding repeats a token; these targets do so at some steps
+// and not at others, so that a state one row off would change what is
+// accepted.
+TEST(MedusaDrafterTest, PipelinedStepsDraftFromTheSameStates) {
+  for (const auto& [parts, form] :
+       {std::make_pair("verifier: {type: greedy}, length_policy: {type: fixed, gamma: 3}", "pipelined chain"),
+        std::make_pair("tree_builder: {type: static, choices: [[0], [1], [0, 0], [1, 0], [0, 0, 0]]}, verifier: "
+                       "{type: point_mass}",
+                       "pipelined tree")}) {
+    for (uint64_t seed : {3, 7}) {
+      SCOPED_TRACE(parts);
+      auto target = TinyModel(seed, /*vocab=*/8);
+      auto method =
+          MethodFromYaml(absl::StrCat("{name: m, drafter: {type: medusa, heads: 3}, ", parts, "}"), target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
+      auto pipelined = GenerateSpeculative(*target, *method, kPrompt, options);
+      ASSERT_TRUE(pipelined.ok()) << pipelined.status();
+      EXPECT_EQ(pipelined->engine_form, form);
+      options.pipeline = false;
+      auto stepped = GenerateSpeculative(*target, *method, kPrompt, options);
+      ASSERT_TRUE(stepped.ok()) << stepped.status();
+      EXPECT_THAT(stepped->engine_form, HasSubstr("step by step"));
+      EXPECT_EQ(pipelined->tokens, stepped->tokens);
+      ASSERT_EQ(pipelined->steps.size(), stepped->steps.size());
+      int accepted = 0, rejected = 0;
+      for (size_t i = 0; i < stepped->steps.size(); ++i) {
+        EXPECT_EQ(pipelined->steps[i].accepted, stepped->steps[i].accepted) << "seed " << seed << ", step " << i;
+        accepted += stepped->steps[i].accepted;
+        rejected += stepped->steps[i].accepted < stepped->steps[i].longest_path;
+      }
+      EXPECT_GT(accepted, 0) << "seed " << seed;
+      EXPECT_GT(rejected, 0) << "seed " << seed;
     }
-    EXPECT_GT(accepted, 0) << "seed " << seed;
-    EXPECT_GT(rejected, 0) << "seed " << seed;
   }
 }
 
