@@ -2,6 +2,7 @@
 // with no host read, so that chains with Medusa heads run pipelined.
 #include <ATen/ATen.h>
 
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,9 +16,23 @@ absl::StatusOr<ChainResult> MedusaDrafter::DrawChain(const at::Tensor& root, con
   if (length < 1 || length > static_cast<int>(heads_.size()))
     return absl::InvalidArgumentError(absl::StrCat("medusa: a chain of ", length, " tokens needs as many heads; there are ",
                                                    heads_.size()));
-  const at::Tensor logits = HeadLogits(state);  // [K, vocab]: head i gives token i + 1
-  return PickEach(root, length, logits.size(1), pick,
-                  [&](int64_t i, const at::Tensor&) -> absl::StatusOr<at::Tensor> { return logits.narrow(0, i, 1); });
+  const int64_t vocab = target_.config().vocab_size;
+  std::vector<at::Tensor> inputs{root.to(at::kLong).view({1}), state};
+  if (at::Tensor noise = ChainNoise(pick, length, vocab, root.device()); noise.defined()) inputs.push_back(noise);
+  ASSIGN_OR_RETURN(DeviceOutputs out,
+                   graphs_.Run(std::make_tuple(pick, static_cast<int64_t>(length)), inputs,
+                               [&](const std::vector<at::Tensor>& in) -> absl::StatusOr<DeviceOutputs> {
+                                 const at::Tensor logits = HeadLogits(in[1]);  // [K, vocab]: head i gives token i + 1
+                                 const at::Tensor noise = in.size() > 2 ? in[2] : at::Tensor();
+                                 ASSIGN_OR_RETURN(ChainResult chain,
+                                                  PickEach(in[0], length, vocab, pick,
+                                                           [&](int64_t i, const at::Tensor&) -> absl::StatusOr<at::Tensor> {
+                                                             return logits.narrow(0, i, 1);
+                                                           },
+                                                           &noise));
+                                 return DeviceOutputs{.tensors = {chain.tokens, chain.rows, chain.kept}};
+                               }));
+  return ChainResult{.tokens = out.tensors[0], .rows = out.tensors[1], .kept = out.tensors[2]};
 }
 
 absl::StatusOr<ChainResult> MedusaDrafter::DraftChain(int length, const ChainPick& pick) {
@@ -43,11 +58,35 @@ absl::StatusOr<LevelsKept> MedusaDrafter::GrowLevelsFrom(const at::Tensor& state
   if (levels < 1 || levels >= static_cast<int>(heads_.size()))
     return absl::InvalidArgumentError(absl::StrCat("medusa: a tree of depth ", levels + 1, " needs as many heads; there are ",
                                                    heads_.size()));
-  const at::Tensor logits = HeadLogits(state);  // [K, vocab]: head d continues every node at depth d
-  return GrowLevels(logits.narrow(0, 0, 1), /*tentative=*/0, levels, pick,
-                    [&](const LevelFeed& level) -> absl::StatusOr<at::Tensor> {
-                      return logits.index_select(0, level.depths);
-                    });
+  std::vector<at::Tensor> inputs{state};
+  if (at::Tensor noise = LevelNoise(pick, levels, target_.config().vocab_size, state.device()); noise.defined())
+    inputs.push_back(noise);
+  ASSIGN_OR_RETURN(
+      DeviceOutputs out,
+      graphs_.Run(std::make_tuple(pick, static_cast<int64_t>(levels)), inputs,
+                  [&](const std::vector<at::Tensor>& in) -> absl::StatusOr<DeviceOutputs> {
+                    const at::Tensor logits = HeadLogits(in[0]);  // [K, vocab]: head d continues every node at depth d
+                    const at::Tensor noise = in.size() > 1 ? in[1] : at::Tensor();
+                    ASSIGN_OR_RETURN(LevelsKept kept,
+                                     GrowLevels(logits.narrow(0, 0, 1), /*tentative=*/0, levels, pick,
+                                                [&](const LevelFeed& level) -> absl::StatusOr<at::Tensor> {
+                                                  return logits.index_select(0, level.depths);
+                                                },
+                                                &noise));
+                    DeviceOutputs flat;
+                    for (const std::vector<at::Tensor>& level : kept) {
+                      flat.layout.push_back(static_cast<int64_t>(level.size()));
+                      flat.tensors.insert(flat.tensors.end(), level.begin(), level.end());
+                    }
+                    return flat;
+                  }));
+  LevelsKept kept;
+  auto next = out.tensors.begin();
+  for (int64_t count : out.layout) {
+    kept.emplace_back(next, next + count);
+    next += count;
+  }
+  return kept;
 }
 
 absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevels(int levels, const LevelPick& pick) {

@@ -16,7 +16,8 @@
 // Its device form (medusa_device.cc) draws a whole chain, or a tree's levels,
 // from the heads with the builder's device pick, from a state the host has
 // (DraftChain, DraftLevels) or from the path rows a pipelined step hands over
-// on the device (DraftChainAt, DraftLevelsAt).
+// on the device (DraftChainAt, DraftLevelsAt): the heads and the picks in one
+// CUDA graph (framework/device/device_graphs.h).
 //
 // A checkpoint is Medusa's `medusa_lm_head.safetensors`: tensors
 // "{k}.{l}.linear.weight" [hidden, hidden], "{k}.{l}.linear.bias" [hidden]
@@ -33,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "framework/device/device_drafter.h"
+#include "framework/device/device_graphs.h"
 #include "framework/drafter.h"
 #include "framework/model/llama_model.h"
 
@@ -97,6 +99,7 @@ class MedusaDrafter final : public Drafter, public DeviceDrafter {
   std::vector<MedusaHead> heads_;
   at::Tensor state_;        // [1, hidden]: the last verified token's final-norm hidden state
   at::Tensor step_logits_;  // [K, vocab] of this step, once computed
+  mutable DeviceGraphs graphs_;  // the device form's chains and levels, as CUDA graphs
   int32_t root_ = -1;       // this step's root (BeginStep)
 };
 

@@ -110,13 +110,16 @@ absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick,
 
 }  // namespace
 
+at::Tensor ChainNoise(const ChainPick& pick, int64_t steps, int64_t vocab, c10::Device device) {
+  if (pick.noise_generator() == nullptr) return at::Tensor();
+  return at::empty({steps, vocab}, at::TensorOptions().device(device).dtype(at::kFloat))
+      .exponential_(1.0, *pick.noise_generator());
+}
+
 absl::StatusOr<ChainResult> PickEach(const at::Tensor& first, int64_t steps, int64_t vocab, const ChainPick& pick,
-                                     const LogitsAfter& logits_after) {
+                                     const LogitsAfter& logits_after, const at::Tensor* given_noise) {
   if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardChain: steps must be >= 1, got ", steps));
-  const at::Tensor noise = pick.noise_generator() == nullptr
-                               ? at::Tensor()
-                               : at::empty({steps, vocab}, first.options().dtype(at::kFloat))
-                                     .exponential_(1.0, *pick.noise_generator());
+  const at::Tensor noise = given_noise != nullptr ? *given_noise : ChainNoise(pick, steps, vocab, first.device());
   std::vector<at::Tensor> tokens{first.to(at::kLong).view({1})}, rows;
   ChainPick::StopState stop;
   if (pick.stops()) stop = pick.StartStop(first.device());
@@ -222,11 +225,13 @@ absl::StatusOr<ChainResult> DeviceModel::ForwardChain(const at::Tensor& first, i
 }
 
 absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t tentative, int64_t levels,
-                                      const LevelPick& pick, const FeedLevel& feed) {
+                                      const LevelPick& pick, const FeedLevel& feed, const at::Tensor* given_noise) {
   RETURN_IF_ERROR(ValidateGrowth(levels, pick));
   try {
     const int64_t m = pick.width();
-    const at::Tensor noise = LevelNoise(pick, levels, root_logits.size(-1), root_logits.device());
+    const at::Tensor noise = given_noise != nullptr
+                                 ? *given_noise
+                                 : LevelNoise(pick, levels, root_logits.size(-1), root_logits.device());
     const auto level_noise = [&](int64_t level) { return noise.defined() ? noise[level] : at::Tensor(); };
     LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
     const bool free = choice.depths.defined();

@@ -195,9 +195,17 @@ at::Tensor LevelNoise(const LevelPick& pick, int64_t levels, int64_t vocab, c10:
 // chain's token i (token: [1] int64 on the device; i = 0 is `first`). The
 // noise, rows and stop are ForwardChain's. The plain form of every
 // ForwardChain, and of drafters' DraftChain where no graph serves them.
+// `noise`, where given, is the noise the pick reads (ChainNoise(), drawn
+// beforehand: work captured into a graph draws no random numbers);
+// otherwise PickEach draws it.
 using LogitsAfter = std::function<absl::StatusOr<at::Tensor>(int64_t i, const at::Tensor& token)>;
 absl::StatusOr<ChainResult> PickEach(const at::Tensor& first, int64_t steps, int64_t vocab, const ChainPick& pick,
-                                     const LogitsAfter& logits_after);
+                                     const LogitsAfter& logits_after, const at::Tensor* noise = nullptr);
+
+// The noise a ChainPick with a noise generator reads over `steps` picks:
+// [steps, vocab] float32 Exp(1) draws on `device`, freshly drawn; undefined
+// for a pick without one.
+at::Tensor ChainNoise(const ChainPick& pick, int64_t steps, int64_t vocab, c10::Device device);
 
 // A pick among another pick's parameters is keyed by its own key.
 inline std::string PickKeyPart(const ChainPick& pick) { return absl::StrCat("{", pick.key(), "}"); }
@@ -217,9 +225,12 @@ struct LevelFeed {
   at::Tensor parents;  // [width] int64: in feeding order, 0 the root, 1 + (l - 1) * width + j node j of level l
   at::Tensor visible;  // [width, tentative + nodes fed so far + width] bool: the forward's mask
 };
+// `noise`, where given, is the pick's (LevelNoise(), drawn beforehand), as
+// for PickEach.
 using FeedLevel = std::function<absl::StatusOr<at::Tensor>(const LevelFeed& level)>;
 absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t tentative, int64_t levels,
-                                      const LevelPick& pick, const FeedLevel& feed);
+                                      const LevelPick& pick, const FeedLevel& feed,
+                                      const at::Tensor* noise = nullptr);
 
 // Where a forward's tokens go when only the device knows it: decoding loops
 // that queue a step before reading the previous one back (the engine's
