@@ -4,11 +4,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,15 +20,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "drafters/eagle/eagle_head.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "experiments/corpus_windows.h"
 #include "experiments/head_training.h"
 #include "experiments/model_loading.h"
+#include "experiments/progress.h"
 #include "framework/core/file_util.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 #include "framework/model/llama_model.h"
+#include "framework/model/safetensors.h"
 #include "framework/tokenizers/tokenizer.h"
 
 namespace speclab {
@@ -35,7 +42,8 @@ constexpr int kEagleEvalDepths = 4;
 struct HeadSettings {
   std::string kind;  // "eagle_head" or "medusa_head"
   std::string target, output;
-  int64_t layers = 1, heads = 4, warmup_steps = 50;
+  int64_t layers = 1, heads = 4, warmup_steps = 50, checkpoint_every = 100, run_steps = 0;
+  bool resume = true;
   double feature_noise = 0.2, token_weight = 0.1, decay = 0.8, grad_clip = 0.5;
   CorpusData data;
   TrainingBasics run;
@@ -74,12 +82,17 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   RETURN_IF_ERROR(ParseTrainingBasics(training, s.run));
   ASSIGN_OR_RETURN(s.warmup_steps, training.GetInt("warmup_steps", s.warmup_steps));
   ASSIGN_OR_RETURN(s.grad_clip, training.GetDouble("grad_clip", s.grad_clip));
+  ASSIGN_OR_RETURN(s.checkpoint_every, training.GetInt("checkpoint_every", s.checkpoint_every));
+  if (s.checkpoint_every < 0) return training.Error("checkpoint_every", "expected an integer >= 0 (0: only on Ctrl-C)");
+  ASSIGN_OR_RETURN(s.run_steps, training.GetInt("run_steps", s.run_steps));
+  if (s.run_steps < 0) return training.Error("run_steps", "expected an integer >= 0 (0: to the end)");
   if (s.warmup_steps < 0) return training.Error("warmup_steps", "expected an integer >= 0");
   if (!(s.grad_clip >= 0)) return training.Error("grad_clip", "expected a number >= 0 (0: off)");
   RETURN_IF_ERROR(training.CheckAllUsed());
 
   ASSIGN_OR_RETURN(std::string output, root.GetString("output"));
   s.output = root.ResolvePath(output);
+  ASSIGN_OR_RETURN(s.resume, root.GetBool("resume", s.resume));
   RETURN_IF_ERROR(root.CheckAllUsed());
   return s;
 }
@@ -258,6 +271,83 @@ class MedusaRecipe final : public HeadRecipe {
   std::vector<MedusaHead> heads_;
 };
 
+// Bytes as an int32 tensor, and back (safetensors here stores no bytes).
+at::Tensor BytesTensor(const std::string& bytes) {
+  std::vector<int32_t> values(bytes.begin(), bytes.end());
+  return at::tensor(values, at::kInt);
+}
+std::string TensorBytes(const at::Tensor& t) {
+  const at::Tensor values = t.to(at::kInt).contiguous();
+  return std::string(values.data_ptr<int32_t>(), values.data_ptr<int32_t>() + values.numel());
+}
+
+// What a checkpoint holds besides the parameters: the trainer's state.
+struct TrainerState {
+  std::vector<at::Tensor>* params;
+  std::vector<at::Tensor>* m;
+  std::vector<at::Tensor>* v;
+  std::mt19937_64* batch_rng;
+  at::Generator* noise;
+  std::string* log;
+};
+
+absl::Status SaveCheckpoint(const std::string& path, int64_t step, const TrainerState& state) {
+  std::map<std::string, at::Tensor> tensors;
+  for (size_t i = 0; i < state.params->size(); ++i) {
+    tensors[absl::StrCat("param.", i)] = (*state.params)[i].detach().to(at::kCPU, at::kFloat);
+    tensors[absl::StrCat("adam_m.", i)] = (*state.m)[i].to(at::kCPU, at::kFloat);
+    tensors[absl::StrCat("adam_v.", i)] = (*state.v)[i].to(at::kCPU, at::kFloat);
+  }
+  tensors["step"] = at::full({1}, step, at::kLong);
+  std::ostringstream rng;
+  rng << *state.batch_rng;
+  tensors["batch_rng"] = BytesTensor(rng.str());
+  tensors["noise_rng"] = state.noise->get_state().to(at::kInt);
+  tensors["log"] = BytesTensor(*state.log);
+  const std::string partial = path + ".partial";
+  RETURN_IF_ERROR(WriteSafetensors(partial, tensors));
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat(path, ": cannot write the checkpoint: ", ec.message()));
+  return absl::OkStatus();
+}
+
+// Restores the state saved at a step; returns that step.
+absl::StatusOr<int64_t> LoadCheckpoint(const std::string& path, const TrainerState& state) {
+  ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(path));
+  auto take = [&](const std::string& name) -> absl::StatusOr<at::Tensor> {
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": no tensor '", name, "' (the checkpoint is another head's, or not a checkpoint)"));
+    return it->second;
+  };
+  c10::NoGradGuard no_grad;
+  for (size_t i = 0; i < state.params->size(); ++i) {
+    at::Tensor& p = (*state.params)[i];
+    for (const auto& [prefix, into] : {std::make_pair("param.", &p), std::make_pair("adam_m.", &(*state.m)[i]),
+                                       std::make_pair("adam_v.", &(*state.v)[i])}) {
+      ASSIGN_OR_RETURN(at::Tensor saved, take(absl::StrCat(prefix, i)));
+      if (saved.sizes() != into->sizes())
+        return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", prefix, i, "' has shape [",
+                                                       absl::StrJoin(saved.sizes(), ", "), "], this run's [",
+                                                       absl::StrJoin(into->sizes(), ", "),
+                                                       "]: the checkpoint is another head's"));
+      into->copy_(saved);
+    }
+  }
+  if (tensors.count(absl::StrCat("param.", state.params->size())))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": more parameters than this run's head: another head's"));
+  ASSIGN_OR_RETURN(at::Tensor step, take("step"));
+  ASSIGN_OR_RETURN(at::Tensor rng, take("batch_rng"));
+  ASSIGN_OR_RETURN(at::Tensor noise, take("noise_rng"));
+  ASSIGN_OR_RETURN(at::Tensor log, take("log"));
+  std::istringstream(TensorBytes(rng)) >> *state.batch_rng;
+  state.noise->set_state(noise.to(at::kByte));
+  *state.log = TensorBytes(log);
+  return step.item<int64_t>();
+}
+
 class HeadTrainer {
  public:
   explicit HeadTrainer(HeadSettings s) : s_(std::move(s)) {}
@@ -293,7 +383,19 @@ class HeadTrainer {
     std::mt19937_64 rng(s_.run.seed);
     at::Generator noise = at::detail::createCPUGenerator(s_.run.seed + 7);
     std::string log = "{\"steps\": [";
-    for (int64_t step = 1; step <= s_.run.steps; ++step) {
+    const std::string checkpoint = s_.output + ".checkpoint.safetensors";
+    const TrainerState state{.params = &params, .m = &m, .v = &v, .batch_rng = &rng, .noise = &noise, .log = &log};
+    int64_t first_step = 1;
+    if (s_.resume && std::filesystem::exists(checkpoint)) {
+      ASSIGN_OR_RETURN(const int64_t done, LoadCheckpoint(checkpoint, state));
+      first_step = done + 1;
+      std::printf("resuming from %s after step %lld\n", checkpoint.c_str(), static_cast<long long>(done));
+    }
+    // This run stops after run_steps steps (0: at the end), with a checkpoint.
+    const int64_t stop_after = s_.run_steps > 0 ? std::min(s_.run.steps, first_step - 1 + s_.run_steps) : s_.run.steps;
+    StopOnInterrupt();
+    const auto started = std::chrono::steady_clock::now();
+    for (int64_t step = first_step; step <= s_.run.steps; ++step) {
       const Targets batch = MakeTargets(train, s_.run.batch_size, rng, recipe->TrainsOnTargetLaws());
       const Loss loss = recipe->TrainingLoss(batch, noise);
       for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
@@ -306,9 +408,23 @@ class HeadTrainer {
           absl::StrAppend(&line, absl::StrFormat("  %s %.4f", name, x));
           absl::StrAppend(&entry, absl::StrFormat(", \"%s\": %.6f", name, x));
         }
+        // The rate of this run's steps, and the time the rest would take at it.
+        const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() /
+                                static_cast<double>(step - first_step + 1);
+        absl::StrAppend(&line, absl::StrFormat("  | %.3f s/step, ETA %.0f s", per_step,
+                                               per_step * static_cast<double>(s_.run.steps - step)));
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
         absl::StrAppend(&log, step == s_.run.log_every ? "" : ", ", entry, "}");
+      }
+      const bool stopping = step < s_.run.steps && (Interrupted() || step == stop_after);
+      if (stopping || (step < s_.run.steps && s_.checkpoint_every > 0 && step % s_.checkpoint_every == 0))
+        RETURN_IF_ERROR(SaveCheckpoint(checkpoint, step, state));
+      if (stopping) {
+        std::printf("stopped after step %lld of %lld; %s holds the run, and the same command goes on from it\n",
+                    static_cast<long long>(step), static_cast<long long>(s_.run.steps), checkpoint.c_str());
+        if (Interrupted()) return absl::CancelledError(absl::StrCat("interrupted: ", checkpoint, " holds the run"));
+        return absl::OkStatus();
       }
     }
     for (at::Tensor& p : params) p.set_requires_grad(false);
@@ -324,6 +440,7 @@ class HeadTrainer {
     if (ec) return absl::InternalError(absl::StrCat(s_.output, ": cannot create its folder: ", ec.message()));
     RETURN_IF_ERROR(recipe->Save(s_.output));
     RETURN_IF_ERROR(WriteFileAtomically(s_.output + ".log.json", log));
+    std::filesystem::remove(checkpoint, ec);  // the run is done
     std::printf("wrote %s (and %s.log.json)\n", s_.output.c_str(), s_.output.c_str());
     return absl::OkStatus();
   }

@@ -13,9 +13,22 @@
 //   training:    device (auto | cpu | cuda), batch_size (8 windows), steps
 //                (300), lr (1e-3, linear warm-up over warmup_steps (50) then
 //                cosine to lr / 10), grad_clip (0.5, global norm; 0 off),
-//                seed (1), log_every (20), eval_windows (32).
+//                seed (1), log_every (20), eval_windows (32),
+//                checkpoint_every (100 steps; 0: only when stopping early),
+//                run_steps (0; n: stop after n steps with a checkpoint).
+//   resume:      (true) continue from OUTPUT.checkpoint.safetensors when
+//                present.
 //   output:      the head's .safetensors file (bfloat16); OUTPUT.log.json
 //                beside it holds the training and held-out numbers.
+//
+// Checkpoints: every checkpoint_every steps, and when the run stops early
+// (run_steps, or Ctrl-C after the current step: Cancelled),
+// OUTPUT.checkpoint.safetensors holds the head's parameters, Adam's moments,
+// the step, the batch and noise generators' states and the log so far
+// (float32, written atomically). The next run (resume: true) picks it up and
+// ends with the head an uninterrupted run would have written, bit for bit on
+// one machine. A finished run removes its checkpoint. Each logged step's line
+// gives the run's rate and the time left.
 //
 // A batch: windows x of the corpus and the target's features F of every
 // position (no gradient), and the target's law after each. Adam (0.9, 0.95).
@@ -51,6 +64,8 @@ namespace speclab {
 // True if the YAML file at `config_path` holds `eagle_head:` or `medusa_head:`.
 bool IsDraftHeadConfig(const std::string& config_path);
 
+// A checkpoint of another head's shapes is an error naming the file and
+// tensor. Ctrl-C: Cancelled, after the checkpoint is written.
 absl::Status RunDraftHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides);
 
 }  // namespace speclab

@@ -322,5 +322,40 @@ TEST_F(TrainTest, FitsMedusaHeadsOnATarget) {
   EXPECT_THAT(RunTraining(path, {"medusa_head.decay=2"}).message(), ::testing::HasSubstr("medusa_head.decay"));
 }
 
+// A head training stopped early (training.run_steps: the checkpoint a killed
+// run leaves) and resumed twice ends with the head, and the log, of an
+// uninterrupted run, bit for bit: parameters, Adam's moments, the batch
+// sampler and EAGLE's feature noise all restart where they stopped. A
+// checkpoint of another head's shape is refused by name.
+TEST_F(TrainTest, ResumedHeadTrainingEndsWithTheUninterruptedHead) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/resume_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("resume_target.yaml", target), {"training.steps=10"}).ok());
+  const std::string head = "eagle_head:\n  target: " + target + "\n  layers: 1\n";
+  const std::vector<std::string> settings = {"training.steps=12", "training.log_every=3"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), settings.begin(), settings.end());
+    return more;
+  };
+  const std::string whole = *dir_ + "/heads/whole.safetensors", parts = *dir_ + "/heads/parts.safetensors";
+  ASSERT_TRUE(RunTraining(WriteDraftHeadConfig("whole.yaml", head, whole), with({})).ok());
+  const std::string config = WriteDraftHeadConfig("parts.yaml", head, parts);
+  ASSERT_TRUE(RunTraining(config, with({"training.run_steps=5"})).ok());
+  EXPECT_FALSE(fs::exists(parts));  // unfinished: only the checkpoint
+  ASSERT_TRUE(fs::exists(parts + ".checkpoint.safetensors"));
+  // Another head's shape: refused, naming the checkpoint and the tensor.
+  const absl::Status other = RunTraining(config, with({"eagle_head.layers=2"}));
+  EXPECT_THAT(other.message(), ::testing::HasSubstr(parts + ".checkpoint.safetensors"));
+  EXPECT_THAT(other.message(), ::testing::HasSubstr("another head's"));
+  ASSERT_TRUE(RunTraining(config, with({"training.run_steps=4"})).ok());
+  ASSERT_TRUE(RunTraining(config, with({})).ok());
+  EXPECT_FALSE(fs::exists(parts + ".checkpoint.safetensors"));  // a finished run removes it
+  auto a = ReadSafetensors(whole), b = ReadSafetensors(parts);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (const auto& [name, tensor] : *a) EXPECT_TRUE(at::equal(tensor, b->at(name))) << name;
+  EXPECT_EQ(*ReadFileToString(whole + ".log.json"), *ReadFileToString(parts + ".log.json"));
+}
+
 }  // namespace
 }  // namespace speclab
