@@ -22,6 +22,7 @@
 #include "tests/support/float_tolerance.h"
 #include "tests/support/prompt_features.h"
 #include "tests/support/host_only_drafter.h"
+#include "tests/support/pipelined_agreement.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -232,22 +233,8 @@ TEST(EagleDrafterTest, PipelinedStepsDraftFromTheSameFeatures) {
       auto method = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: eagle}, ", parts, "}"), target.get());
       ASSERT_TRUE(method.ok()) << method.status();
       dynamic_cast<LlamaModel&>(*method->drafter->models().at(0)).EnableCudaGraphs(static_shapes);
-      DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40, .time_phases = false};
-      auto pipelined = GenerateSpeculative(*target, *method, kPrompt, options);
-      ASSERT_TRUE(pipelined.ok()) << pipelined.status();
-      EXPECT_THAT(pipelined->engine_form, HasSubstr("pipelined"));
-      options.pipeline = false;
-      auto stepped = GenerateSpeculative(*target, *method, kPrompt, options);
-      ASSERT_TRUE(stepped.ok()) << stepped.status();
-      EXPECT_THAT(stepped->engine_form, HasSubstr("step by step"));
-      EXPECT_EQ(pipelined->tokens, stepped->tokens);
-      ASSERT_EQ(pipelined->steps.size(), stepped->steps.size());
-      int accepted = 0;
-      for (size_t i = 0; i < stepped->steps.size(); ++i) {
-        EXPECT_EQ(pipelined->steps[i].accepted, stepped->steps[i].accepted) << "step " << i;
-        accepted += stepped->steps[i].accepted;
-      }
-      EXPECT_GT(accepted, 0) << "no draft accepted: the comparison would not see the drafts";
+      const testing::StepAgreement seen = testing::ExpectPipelinedAsStepByStep(*target, *method, kPrompt, 40, "pipelined");
+      EXPECT_GT(seen.accepted, 0) << "no draft accepted: the comparison would not see the drafts";
     }
   }
 }
@@ -288,13 +275,7 @@ TEST(EagleDrafterTest, ChainsAndSampledTreesKeepTheTargetsLaw) {
     auto method = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: eagle, layers: 1}, ", parts, "}"),
                                  target.get());
     ASSERT_TRUE(method.ok()) << method.status();
-    for (bool pipeline : {true, false}) {
-      const testing::TwoTokenSample sample =
-          testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000, pipeline);
-      const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
-      EXPECT_LT(statistic, critical) << parts << (pipeline ? ", pipelined" : ", step by step");
-      EXPECT_GT(sample.accepted, kRuns / 40) << parts << ": drafts were rarely accepted; acceptance is not exercised";
-    }
+    testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, kPrompt, law, kRuns, parts);
   }
 }
 

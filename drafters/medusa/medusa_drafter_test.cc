@@ -18,6 +18,7 @@
 #include "framework/model/safetensors.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/float_tolerance.h"
+#include "tests/support/pipelined_agreement.h"
 #include "tests/support/prompt_features.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
@@ -176,16 +177,10 @@ TEST(MedusaDrafterTest, ChainsAndSampledTreesKeepTheTargetsLaw) {
     auto method =
         MethodFromYaml(absl::StrCat("{name: m, drafter: {type: medusa, heads: 2}, ", parts, "}"), target.get());
     ASSERT_TRUE(method.ok()) << method.status();
-    for (bool pipeline : {true, false}) {
-      const testing::TwoTokenSample sample =
-          testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000, pipeline);
-      const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
-      EXPECT_LT(statistic, critical) << parts << (pipeline ? ", pipelined" : ", step by step");
-      // Medusa's initial heads propose the root's law one place too late, so
-      // drafts are accepted rarely (about one run in twenty here): enough to
-      // exercise both branches of the rule, which is what the law test needs.
-      EXPECT_GT(sample.accepted, kRuns / 40) << parts << ": drafts were never accepted; acceptance is not exercised";
-    }
+    // Medusa's initial heads propose the root's law one place too late, so
+    // drafts are accepted rarely (about one run in twenty here): enough to
+    // exercise both branches of the rule, which is what the law test needs.
+    testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, kPrompt, law, kRuns, parts);
   }
 }
 
@@ -207,24 +202,9 @@ TEST(MedusaDrafterTest, PipelinedStepsDraftFromTheSameStates) {
       auto method =
           MethodFromYaml(absl::StrCat("{name: m, drafter: {type: medusa, heads: 3}, ", parts, "}"), target.get());
       ASSERT_TRUE(method.ok()) << method.status();
-      DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 40};
-      auto pipelined = GenerateSpeculative(*target, *method, kPrompt, options);
-      ASSERT_TRUE(pipelined.ok()) << pipelined.status();
-      EXPECT_EQ(pipelined->engine_form, form);
-      options.pipeline = false;
-      auto stepped = GenerateSpeculative(*target, *method, kPrompt, options);
-      ASSERT_TRUE(stepped.ok()) << stepped.status();
-      EXPECT_THAT(stepped->engine_form, HasSubstr("step by step"));
-      EXPECT_EQ(pipelined->tokens, stepped->tokens);
-      ASSERT_EQ(pipelined->steps.size(), stepped->steps.size());
-      int accepted = 0, rejected = 0;
-      for (size_t i = 0; i < stepped->steps.size(); ++i) {
-        EXPECT_EQ(pipelined->steps[i].accepted, stepped->steps[i].accepted) << "seed " << seed << ", step " << i;
-        accepted += stepped->steps[i].accepted;
-        rejected += stepped->steps[i].accepted < stepped->steps[i].longest_path;
-      }
-      EXPECT_GT(accepted, 0) << "seed " << seed;
-      EXPECT_GT(rejected, 0) << "seed " << seed;
+      const testing::StepAgreement seen = testing::ExpectPipelinedAsStepByStep(*target, *method, kPrompt, 40, form);
+      EXPECT_GT(seen.accepted, 0) << "seed " << seed;
+      EXPECT_GT(seen.rejected, 0) << "seed " << seed;
     }
   }
 }

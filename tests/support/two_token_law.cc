@@ -75,4 +75,15 @@ ChiSquareResult ChiSquareTest(const TwoTokenCounts& counts, const TwoTokenLaw& l
   return {statistic, dof, dof * std::pow(1 - h + z * std::sqrt(h), 3)};
 }
 
+void ExpectTheLawPipelinedAndStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
+                                        const TwoTokenLaw& law, int runs, const std::string& label) {
+  for (bool pipeline : {true, false}) {
+    const TwoTokenSample sample = SampleTwoTokens(target, method, prompt, runs, 1000, pipeline);
+    const ChiSquareResult chi = ChiSquareTest(sample.counts, law, runs);
+    const std::string where = label + (pipeline ? ", pipelined" : ", step by step");
+    EXPECT_LT(chi.statistic, chi.critical) << where;
+    EXPECT_GT(sample.accepted, runs / 40) << where << ": drafts were rarely accepted; acceptance is not exercised";
+  }
+}
+
 }  // namespace speclab::testing

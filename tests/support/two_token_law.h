@@ -4,6 +4,7 @@
 #define SPECLAB_TESTS_SUPPORT_TWO_TOKEN_LAW_H_
 
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,13 @@ TwoTokenSample SampleTwoTokens(LlamaModel& target, Method& method, const std::ve
 // Pearson chi-square of `runs` samples against `law`, cells of expected count
 // below 5 pooled into one.
 ChiSquareResult ChiSquareTest(const TwoTokenCounts& counts, const TwoTokenLaw& law, int runs);
+
+// Samples `method` pipelined and step by step (SampleTwoTokens, seeds from
+// 1000) and expects each sample to pass ChiSquareTest against `law` and to
+// have accepted drafts in more than one run in 40, so that both branches of
+// the rule are exercised; `label` names the method in failures.
+void ExpectTheLawPipelinedAndStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
+                                        const TwoTokenLaw& law, int runs, const std::string& label);
 
 }  // namespace speclab::testing
 

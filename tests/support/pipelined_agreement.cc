@@ -1,0 +1,32 @@
+#include "tests/support/pipelined_agreement.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "framework/speculative_decoder.h"
+
+namespace speclab::testing {
+
+StepAgreement ExpectPipelinedAsStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
+                                          int max_new_tokens, const std::string& form) {
+  StepAgreement agreement;
+  DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = max_new_tokens, .time_phases = false};
+  auto pipelined = GenerateSpeculative(target, method, prompt, options);
+  options.pipeline = false;
+  auto stepped = GenerateSpeculative(target, method, prompt, options);
+  EXPECT_TRUE(pipelined.ok()) << pipelined.status();
+  EXPECT_TRUE(stepped.ok()) << stepped.status();
+  if (!pipelined.ok() || !stepped.ok()) return agreement;
+  EXPECT_THAT(pipelined->engine_form, ::testing::HasSubstr(form));
+  EXPECT_THAT(stepped->engine_form, ::testing::HasSubstr("step by step"));
+  EXPECT_EQ(pipelined->tokens, stepped->tokens);
+  EXPECT_EQ(pipelined->steps.size(), stepped->steps.size());
+  for (size_t i = 0; i < stepped->steps.size() && i < pipelined->steps.size(); ++i) {
+    EXPECT_EQ(pipelined->steps[i].accepted, stepped->steps[i].accepted) << "step " << i;
+    agreement.accepted += stepped->steps[i].accepted;
+    agreement.rejected += stepped->steps[i].accepted < stepped->steps[i].longest_path;
+  }
+  return agreement;
+}
+
+}  // namespace speclab::testing

@@ -1,0 +1,29 @@
+// The check that a drafter's pipelined form drafts what its step-by-step
+// form does: the same tokens, the same drafts accepted at every step.
+#ifndef SPECLAB_TESTS_SUPPORT_PIPELINED_AGREEMENT_H_
+#define SPECLAB_TESTS_SUPPORT_PIPELINED_AGREEMENT_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/method.h"
+#include "framework/model/llama_model.h"
+
+namespace speclab::testing {
+
+// What the step-by-step run accepted: drafts in all, and steps that
+// rejected one, so that callers can check the comparison saw both.
+struct StepAgreement {
+  int accepted = 0;
+  int rejected = 0;
+};
+
+// Decodes `prompt` with `method` at T = 0 pipelined (expecting an engine form
+// containing `form`) and step by step, and expects the same tokens and the
+// same number of drafts accepted at every step.
+StepAgreement ExpectPipelinedAsStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
+                                          int max_new_tokens, const std::string& form);
+
+}  // namespace speclab::testing
+
+#endif  // SPECLAB_TESTS_SUPPORT_PIPELINED_AGREEMENT_H_
