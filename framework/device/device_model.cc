@@ -110,6 +110,12 @@ absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick,
 
 }  // namespace
 
+at::Tensor ParentsInFeedingOrder(const LevelPick::Choice& choice, int64_t level, int64_t width) {
+  const at::Tensor parents = choice.parents.to(at::kLong);
+  if (choice.depths.defined() || level == 1) return parents;
+  return parents + (1 + (level - 2) * width);
+}
+
 at::Tensor ChainNoise(const ChainPick& pick, int64_t steps, int64_t vocab, c10::Device device) {
   if (pick.noise_generator() == nullptr) return at::Tensor();
   return at::empty({steps, vocab}, at::TensorOptions().device(device).dtype(at::kFloat))
@@ -244,14 +250,9 @@ absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t ten
     at::Tensor fed = at::ones({1, tentative}, bools);
     at::Tensor visible = at::cat({at::ones({m, tentative}, bools), at::eye(m, bools)}, 1);
     for (int64_t level = 1; level <= levels; ++level) {
-      LevelFeed step{.tokens = choice.tokens.to(at::kLong), .visible = visible};
-      if (free) {
-        step.depths = choice.depths.to(at::kLong);
-        step.parents = choice.parents.to(at::kLong);
-      } else {
-        step.depths = at::full({m}, level, step.tokens.options());
-        step.parents = choice.parents.to(at::kLong) + (level == 1 ? 0 : 1 + (level - 2) * m);
-      }
+      LevelFeed step{.tokens = choice.tokens.to(at::kLong), .parents = ParentsInFeedingOrder(choice, level, m),
+                     .visible = visible};
+      step.depths = free ? choice.depths.to(at::kLong) : at::full({m}, level, step.tokens.options());
       ASSIGN_OR_RETURN(at::Tensor logits, feed(step));
       const std::vector<at::Tensor> carry = std::move(choice.carry);
       choice = pick(level, logits, carry, level_noise(level));

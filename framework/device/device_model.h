@@ -185,6 +185,11 @@ class LevelPick {
   at::Generator* noise_generator_ = nullptr;
 };
 
+// The parents of the nodes `choice` gives for level `level` (>= 1) of a
+// pick of `width`, numbered in feeding order as LevelFeed::parents: as given
+// where the choice gives depths, else shifted past the levels before.
+at::Tensor ParentsInFeedingOrder(const LevelPick::Choice& choice, int64_t level, int64_t width);
+
 // The noise a LevelPick with a noise generator reads over `levels` levels:
 // [levels + 1, width, vocab] float32 Exp(1) draws on `device`, freshly drawn;
 // undefined for a pick without one.

@@ -80,7 +80,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   const at::Tensor root_position = positions().narrow(0, 1, 1);
   context().index_copy_(0, root_position + draft_offsets(gamma), tokens.narrow(0, 1, gamma));
   context().index_copy_(0, root_position + accepted + 1, answer.narrow(0, 1, 1));
-  RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
+  if (reads_target_features()) RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
   AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
   return at::cat({at::full({1}, gamma, answer.options()), tokens, answer, kept});
 }

@@ -21,7 +21,8 @@ PipelinedSteps::PipelinedSteps(DeviceModel& target, Method& method, const Sampli
       method_(method),
       sampling_(sampling),
       draft_generator_(draft_generator),
-      verify_generator_(verify_generator) {
+      verify_generator_(verify_generator),
+      features_request_(method.drafter->target_features()) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   const c10::Device device = target.model().device();
   last_two_ = LongsToDevice({prompt[n - 2], prompt[n - 1]}, device);
@@ -38,9 +39,8 @@ void PipelinedSteps::KeepPrefillFeatures(const TargetFeatures& prompt_features, 
 }
 
 absl::Status PipelinedSteps::KeepPathFeatures(const at::Tensor& path_length, const at::Tensor& rows) {
-  const TargetFeatureRequest request = method_.drafter->target_features();
-  if (request.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), request, rows));
+  if (!reads_target_features()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(target_features_, GatherFeatures(target(), features_request_, rows));
   path_length_ = path_length;
   return absl::OkStatus();
 }

@@ -90,6 +90,8 @@ class PipelinedSteps {
   // device; all of them where undefined), of which the first path_length
   // ([1] int64 on the device) are the accepted path's.
   absl::Status KeepPathFeatures(const at::Tensor& path_length, const at::Tensor& rows = at::Tensor());
+  // Whether the drafter reads target features (KeepPathFeatures then keeps them).
+  bool reads_target_features() const { return !features_request_.empty(); }
   // Records why Queue() gives nullopt (refusal()).
   void Refuse(std::string reason) { refusal_ = std::move(reason); }
 
@@ -113,6 +115,7 @@ class PipelinedSteps {
   at::Tensor last_two_;   // [2] int64: the token before the next root, the root
   at::Tensor positions_;  // [2] int64: their positions
   at::Tensor context_;    // int64 [capacity + kMaxStepTokens]
+  const TargetFeatureRequest features_request_;  // the drafter's
   TargetFeatures target_features_;
   at::Tensor path_length_;
   std::string refusal_;

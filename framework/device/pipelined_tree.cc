@@ -62,8 +62,9 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   ASSIGN_OR_RETURN(at::Tensor walk, method().device_verifier->VerifyTree(problem, verify_generator()));
   // The accepted path's target features (the root's row, then each accepted
   // node's; rows past the path repeat the root's), for drafters that read them.
-  RETURN_IF_ERROR(KeepPathFeatures(walk.narrow(0, 0, 1) + 1,
-                                   at::cat({at::zeros({1}, walk.options()), walk.narrow(0, 1, path_length_ - 1)})));
+  if (reads_target_features())
+    RETURN_IF_ERROR(KeepPathFeatures(walk.narrow(0, 0, 1) + 1,
+                                     at::cat({at::zeros({1}, walk.options()), walk.narrow(0, 1, path_length_ - 1)})));
   // The accepted path becomes context: its cache entries move into place,
   // and its tokens, then the extra token, follow the root in context_.
   RETURN_IF_ERROR(target_device().CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));

@@ -339,7 +339,7 @@ struct LlamaModel::Impl {
                                                              const LevelPick& pick, const NodeInputs& inputs);
   // A level's forward: its nodes (choice.tokens, choice.parents), at
   // `positions` in `slots` ([width] int64), each seeing its row of `visible`.
-  using LevelForward = std::function<at::Tensor(int64_t level, const LevelPick::Choice& choice, bool free,
+  using LevelForward = std::function<at::Tensor(int64_t level, const LevelPick::Choice& choice,
                                                 const at::Tensor& positions, const at::Tensor& slots,
                                                 const at::Tensor& visible)>;
   // Levels grown from root_logits [1, vocab] float32: level 1 in the slots

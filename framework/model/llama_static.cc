@@ -402,7 +402,7 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
     TORCH_CHECK(choice.depths.defined() == free, "ForwardLevels: pick '", pick.key(), "' gives depths at level ",
                 level - 1, " but not at every level");
     const at::Tensor level_positions = free ? root_position + choice.depths.to(at::kLong) : positions[level - 1];
-    const at::Tensor logits = forward(level, choice, free, level_positions, slots[level - 1], visible);
+    const at::Tensor logits = forward(level, choice, level_positions, slots[level - 1], visible);
     const std::vector<at::Tensor> carry = std::move(choice.carry);
     choice = pick(level, logits.to(at::kFloat), carry, level_noise(level));
     captured.kept.push_back(std::move(choice.kept));
@@ -424,7 +424,7 @@ void LlamaModel::Impl::LevelsBody(int64_t levels, int64_t prefix, int64_t kv_len
       CausalBody(levels_in.tokens.narrow(0, 0, prefix), levels_in.start, levels_in.position, 0, kv_length).first;
   GrowLevelsBody(levels, kv_length, pick, captured, prefix_logits.narrow(0, prefix - 1, 1).to(at::kFloat),
                  levels_in.start + prefix, levels_in.position + (prefix - 1),
-                 [&](int64_t, const LevelPick::Choice& choice, bool, const at::Tensor& positions,
+                 [&](int64_t, const LevelPick::Choice& choice, const at::Tensor& positions,
                      const at::Tensor& slots, const at::Tensor& visible) {
                    return StaticForwardBody(choice.tokens.to(at::kLong), positions, slots, visible, kv_length).first;
                  });
@@ -437,12 +437,9 @@ void LlamaModel::Impl::FeatureLevelsBody(int64_t levels, int64_t kv_length, cons
                                          const NodeInputs& inputs, CapturedLevels& captured) {
   const int64_t m = pick.width();
   GrowLevelsBody(levels, kv_length, pick, captured, features_in.logits, levels_in.start, levels_in.position,
-                 [&](int64_t level, const LevelPick::Choice& choice, bool free, const at::Tensor& positions,
+                 [&](int64_t level, const LevelPick::Choice& choice, const at::Tensor& positions,
                      const at::Tensor& slots, const at::Tensor& visible) {
-                   // Parents in feeding order (0 the root, 1 + (l - 1) * m + j node j of level l).
-                   const at::Tensor parents =
-                       free ? choice.parents.to(at::kLong)
-                            : choice.parents.to(at::kLong) + (level == 1 ? 0 : 1 + (level - 2) * m);
+                   const at::Tensor parents = ParentsInFeedingOrder(choice, level, m);
                    const at::Tensor x = inputs(at::embedding(embed, choice.tokens.to(at::kLong)),
                                                features_in.features.index_select(0, parents));
                    auto [logits, hidden] = StaticForwardBody(at::Tensor(), positions, slots, visible, kv_length, x);
