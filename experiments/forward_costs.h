@@ -20,12 +20,14 @@
 namespace speclab {
 
 // Seconds per Forward() of n tokens (a causal chain) on top of a committed
-// prefix of `context` tokens, for each n in `token_counts`: the mean of
-// `repeats` forwards queued back to back after a warm-up, so that on a GPU the
-// host's launch work overlaps the device's as in decoding. With
-// `synchronize_each`, the host instead waits for every forward before
-// launching the next: the difference is the launch and synchronisation
-// latency a step pays when its next forward depends on a host decision.
+// prefix of `context` tokens, for each n in `token_counts`: after a warm-up,
+// `repeats` forwards queued back to back, timed on the device's own clock
+// with the host ahead of it (framework/device/device_timer.h), so that the
+// price is the device's work alone, as in a decode whose host is hidden; on
+// an accelerator the median of five such windows. With `synchronize_each`,
+// the host instead waits for every forward before launching the next, timed
+// on its own clock: the difference is the launch and synchronisation latency
+// a step pays when its next forward depends on a host decision.
 // Leaves the model's cache empty.
 absl::StatusOr<std::map<int64_t, double>> MeasureForwardCosts(LanguageModel& model,
                                                               const std::set<int64_t>& token_counts,

@@ -37,9 +37,14 @@ struct StepStats {
   int tree_nodes = 0;      // drafted nodes, root excluded
   int longest_path = 0;    // depth of the drafted tree
   int accepted = 0;        // accepted drafts; the step emitted accepted + 1 tokens
+  // The host's time, by phase. Step by step: drafting; the target forward and
+  // the verification rule; commits, drafter and policy updates and
+  // bookkeeping. Pipelined (the host one step ahead): queuing the next step;
+  // waiting for this step's verdict (near zero where the host, not the
+  // device, sets the pace); reading the verdict and bookkeeping.
   double draft_seconds = 0;
-  double verify_seconds = 0;  // target forward + verification rule
-  double other_seconds = 0;   // commit, drafter and policy updates, bookkeeping
+  double verify_seconds = 0;
+  double other_seconds = 0;
 };
 
 struct Generation {

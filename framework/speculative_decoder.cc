@@ -132,6 +132,9 @@ absl::StatusOr<bool> DecodePipelined(PipelinedSteps& steps, Method& method, absl
   std::deque<AsyncRead> unread;
   unread.push_back(AsyncRead::Start(*first));
   for (bool done = false; !done;) {
+    // The host's time a step, in three parts (StepStats): queuing the next
+    // step, waiting for the oldest one's verdict, and reading it. Where the
+    // wait is near zero, the host, not the device, sets the pace.
     auto step_start = Clock::now();
     // The next step, unless the unread one surely ends generation (it emits at least one token).
     if (static_cast<int>(out.tokens.size()) + 1 < options.max_new_tokens) {
@@ -139,15 +142,20 @@ absl::StatusOr<bool> DecodePipelined(PipelinedSteps& steps, Method& method, absl
       if (!next) return absl::InternalError("pipelined decoding: the builder stopped drafting from device roots");
       unread.push_back(AsyncRead::Start(*next));
     }
-    ASSIGN_OR_RETURN(PipelinedRead read, steps.Read(unread.front().Wait()));
+    auto queued = Clock::now();
+    const at::Tensor record = unread.front().Wait();
+    auto verdict = Clock::now();
+    ASSIGN_OR_RETURN(PipelinedRead read, steps.Read(record));
     unread.pop_front();
     done = Emit(read.emitted, options, out);
     root += static_cast<int64_t>(read.emitted.size());
+    auto step_end = Clock::now();
     StepStats stats{.tree_nodes = read.tree_nodes, .longest_path = read.longest_path,
                     .accepted = static_cast<int>(read.emitted.size()) - 1,
-                    .verify_seconds = Seconds(step_start, Clock::now())};
+                    .draft_seconds = Seconds(step_start, queued), .verify_seconds = Seconds(queued, verdict),
+                    .other_seconds = Seconds(verdict, step_end)};
     method.policy->Observe({.drafted = stats.longest_path, .accepted = stats.accepted,
-                            .tree_nodes = stats.tree_nodes, .step_seconds = stats.verify_seconds});
+                            .tree_nodes = stats.tree_nodes, .step_seconds = Seconds(step_start, step_end)});
     out.steps.push_back(stats);
   }
   return true;  // the caller trims the cache (KeepEmitted)
