@@ -1,6 +1,6 @@
 // `speclab train TRAIN.yaml`: trains a Llama-architecture language model (or,
 // for a YAML with `acceptance_head:`, a length policy's acceptance head:
-// experiments/train_acceptance_head.h; with `eagle_head:` or `medusa_head:`,
+// experiments/train_acceptance_head.h; with `eagle_head:`, `medusa_head:` or `hydra_head:`,
 // a draft head: experiments/train_draft_head.h).
 //
 // Config (every mapping is checked for unknown keys, errors name FILE:LINE):

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "drafters/eagle/eagle_head.h"
+#include "drafters/hydra/hydra_drafter.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "experiments/corpus_windows.h"
 #include "experiments/head_training.h"
@@ -40,7 +42,7 @@ namespace {
 constexpr int kEagleEvalDepths = 4;
 
 struct HeadSettings {
-  std::string kind;  // "eagle_head" or "medusa_head"
+  std::string kind;  // "eagle_head", "medusa_head" or "hydra_head"
   std::string target, output;
   int64_t layers = 1, heads = 4, warmup_steps = 50, checkpoint_every = 100, run_steps = 0;
   bool resume = true;
@@ -60,7 +62,9 @@ absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
     ASSIGN_OR_RETURN(s.token_weight, head.GetDouble("token_weight", s.token_weight));
     if (!(s.token_weight >= 0)) return head.Error("token_weight", "expected a number >= 0");
   } else {
-    if (s.layers < 0 || s.layers > 16) return head.Error("layers", "expected an integer in [0, 16]");
+    const int64_t min_layers = s.kind == "hydra_head" ? 1 : 0;  // Hydra's first ResBlock reads the path
+    if (s.layers < min_layers || s.layers > 16)
+      return head.Error("layers", absl::StrCat("expected an integer in [", min_layers, ", 16]"));
     ASSIGN_OR_RETURN(s.heads, head.GetInt("heads", s.heads));
     if (s.heads < 1 || s.heads > 64) return head.Error("heads", "expected an integer in [1, 64]");
     ASSIGN_OR_RETURN(s.decay, head.GetDouble("decay", s.decay));
@@ -72,7 +76,7 @@ absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
 absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const std::vector<std::string>& overrides) {
   ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(path, overrides));
   HeadSettings s;
-  s.kind = root.Has("eagle_head") ? "eagle_head" : "medusa_head";
+  s.kind = root.Has("eagle_head") ? "eagle_head" : root.Has("hydra_head") ? "hydra_head" : "medusa_head";
   ASSIGN_OR_RETURN(Options head, root.GetMap(s.kind));
   RETURN_IF_ERROR(ParseHeadSection(head, s));
 
@@ -204,6 +208,27 @@ class EagleRecipe final : public HeadRecipe {
   EagleHead head_;
 };
 
+// Heads that each predict one place further (Medusa's, Hydra's): head k's
+// logits at the first n positions (`logits(k, n)`, n = T - 2 - k) against the
+// target's law of the token k + 2 places on (agreement and acceptance) and
+// the corpus token (top-1 accuracy), printed and returned as JSON.
+std::string ScoreHeadsByDepth(const HeadSettings& s, const Targets& batch,
+                              const std::function<at::Tensor(int64_t k, int64_t n)>& logits) {
+  std::string heads;
+  for (int64_t k = 0; k < s.heads; ++k) {
+    const int64_t n = s.data.seq_len - 2 - k;
+    const at::Tensor q = logits(k, n).softmax(-1);
+    const auto [agree, accept] = Scores(q, batch.probs.narrow(1, 1 + k, n));
+    const double accuracy = (q.argmax(-1) == batch.tokens.narrow(1, 2 + k, n)).to(at::kDouble).mean().item<double>();
+    std::printf("  head %lld (depth %lld): argmax agreement %.3f, acceptance at T = 1 %.3f, top-1 accuracy %.3f\n",
+                static_cast<long long>(k), static_cast<long long>(k + 1), agree, accept, accuracy);
+    absl::StrAppend(&heads, k == 0 ? "" : ", ",
+                    absl::StrFormat("{\"depth\": %d, \"agreement\": %.6f, \"acceptance\": %.6f, \"accuracy\": %.6f}",
+                                    k + 1, agree, accept, accuracy));
+  }
+  return absl::StrFormat("{\"windows\": %d, \"depths\": [%s]}", s.run.eval_windows, heads);
+}
+
 class MedusaRecipe final : public HeadRecipe {
  public:
   MedusaRecipe(const HeadSettings& s, const LlamaModel& target) : s_(s), target_(target), heads_(s.heads) {
@@ -246,21 +271,9 @@ class MedusaRecipe final : public HeadRecipe {
   }
 
   std::string Evaluate(const Targets& batch) override {
-    std::string heads;
-    for (int64_t k = 0; k < s_.heads; ++k) {
-      const int64_t n = s_.data.seq_len - 2 - k;
-      const at::Tensor q = MedusaHeadLogits(heads_[k], target_, batch.features.narrow(1, 0, n)).softmax(-1);
-      const auto [agree, accept] = Scores(q, batch.probs.narrow(1, 1 + k, n));
-      const double accuracy =
-          (q.argmax(-1) == batch.tokens.narrow(1, 2 + k, n)).to(at::kDouble).mean().item<double>();
-      std::printf("  head %lld (depth %lld): argmax agreement %.3f, acceptance at T = 1 %.3f, top-1 accuracy %.3f\n",
-                  static_cast<long long>(k), static_cast<long long>(k + 1), agree, accept, accuracy);
-      absl::StrAppend(&heads, k == 0 ? "" : ", ",
-                      absl::StrFormat("{\"depth\": %d, \"agreement\": %.6f, \"acceptance\": %.6f, "
-                                      "\"accuracy\": %.6f}",
-                                      k + 1, agree, accept, accuracy));
-    }
-    return absl::StrFormat("{\"windows\": %d, \"depths\": [%s]}", s_.run.eval_windows, heads);
+    return ScoreHeadsByDepth(s_, batch, [&](int64_t k, int64_t n) {
+      return MedusaHeadLogits(heads_[k], target_, batch.features.narrow(1, 0, n));
+    });
   }
 
   absl::Status Save(const std::string& path) const override { return SaveMedusaHeads(path, heads_, at::kBFloat16); }
@@ -269,6 +282,61 @@ class MedusaRecipe final : public HeadRecipe {
   const HeadSettings& s_;
   const LlamaModel& target_;
   std::vector<MedusaHead> heads_;
+};
+
+class HydraRecipe final : public HeadRecipe {
+ public:
+  HydraRecipe(const HeadSettings& s, const LlamaModel& target) : s_(s), target_(target) {
+    for (int64_t k = 0; k < s.heads; ++k)
+      heads_.push_back(InitialHydraHead(target, static_cast<int>(k), static_cast<int>(s.layers)));
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("hydra heads: ", s_.heads, " of ", s_.layers, " ResBlock(s)");
+  }
+
+  bool TrainsOnTargetLaws() const override { return true; }  // distilled from the target's laws
+
+  std::vector<at::Tensor> Parameters() override {
+    std::vector<at::Tensor> params;
+    for (HydraHead& head : heads_) {
+      params.insert(params.end(), {head.in_weight, head.in_bias, head.res_weight, head.res_bias});
+      params.insert(params.end(), head.weights.begin(), head.weights.end());
+      params.insert(params.end(), head.biases.begin(), head.biases.end());
+    }
+    return params;
+  }
+
+  Loss TrainingLoss(const Targets& batch, at::Generator&) override {
+    Loss loss{.total = at::zeros({}, batch.features.options().dtype(at::kFloat))};
+    for (int64_t k = 0; k < s_.heads; ++k) {
+      const int64_t n = s_.data.seq_len - 2 - k;
+      const at::Tensor log_q = Logits(batch, k, n).log_softmax(-1);
+      const at::Tensor ce = -(batch.probs.narrow(1, 1 + k, n) * log_q).sum(-1).mean();
+      loss.total = loss.total + std::pow(s_.decay, k) * ce;
+      loss.parts.emplace_back(absl::StrCat("head", k, "_loss"), ce);
+    }
+    return loss;
+  }
+
+  std::string Evaluate(const Targets& batch) override {
+    return ScoreHeadsByDepth(s_, batch, [&](int64_t k, int64_t n) { return Logits(batch, k, n); });
+  }
+
+  absl::Status Save(const std::string& path) const override { return SaveHydraHeads(path, heads_, at::kBFloat16); }
+
+ private:
+  // Head k at F_t, fed the corpus tokens x_{t+1} .. x_{t+1+k} (teacher
+  // forcing), for t < n: logits of x_{t+2+k}.
+  at::Tensor Logits(const Targets& batch, int64_t k, int64_t n) const {
+    std::vector<at::Tensor> inputs{batch.features.narrow(1, 0, n)};
+    for (int64_t j = 0; j <= k; ++j) inputs.push_back(target_.Embed(batch.tokens.narrow(1, 1 + j, n)));
+    return HydraHeadLogits(heads_[k], target_, at::cat(inputs, -1));
+  }
+
+  const HeadSettings& s_;
+  const LlamaModel& target_;
+  std::vector<HydraHead> heads_;
 };
 
 // Bytes as an int32 tensor, and back (safetensors here stores no bytes).
@@ -365,6 +433,8 @@ class HeadTrainer {
     if (s_.kind == "eagle_head") {
       ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.data.seq_len, s_.run.seed));
       recipe = std::make_unique<EagleRecipe>(s_, *target_, std::move(head));
+    } else if (s_.kind == "hydra_head") {
+      recipe = std::make_unique<HydraRecipe>(s_, *target_);
     } else {
       recipe = std::make_unique<MedusaRecipe>(s_, *target_);
     }
@@ -491,7 +561,7 @@ class HeadTrainer {
 }  // namespace
 
 bool IsDraftHeadConfig(const std::string& config_path) {
-  return ConfigHasSection(config_path, {"eagle_head", "medusa_head"});
+  return ConfigHasSection(config_path, {"eagle_head", "medusa_head", "hydra_head"});
 }
 
 absl::Status RunDraftHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides) {

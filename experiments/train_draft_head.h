@@ -1,6 +1,6 @@
-// `speclab train HEAD.yaml` where the YAML holds `eagle_head:` or
-// `medusa_head:`: fits a draft head that reads the frozen target's
-// final-norm features, on speclab's corpus.
+// `speclab train HEAD.yaml` where the YAML holds `eagle_head:`,
+// `medusa_head:` or `hydra_head:`: fits a draft head that reads the frozen
+// target's final-norm features, on speclab's corpus.
 //
 // Config (unknown keys refused, errors name FILE and key):
 //   eagle_head:  target (HF folder), layers (1), feature_noise (0.2: the
@@ -9,6 +9,7 @@
 //                token_weight (0.1: the weight of the token loss).
 //   medusa_head: target, heads (4), layers (1: ResBlocks a head), decay (0.8:
 //                head k's loss weighs decay^k, Medusa-1's).
+//   hydra_head:  target, heads (4), layers (1, at least 1), decay (0.8).
 //   data:        tokenizer, train, valid (corpus text files), seq_len (128).
 //   training:    device (auto | cpu | cuda), batch_size (8 windows), steps
 //                (300), lr (1e-3, linear warm-up over warmup_steps (50) then
@@ -45,12 +46,19 @@
 // target's LM head, which stays frozen and is not saved (speclab's variant:
 // Medusa-1 also tunes a copy of the LM head per head).
 //
+// Hydra (drafters/hydra/hydra_drafter.h): head k reads F_t and the
+// embeddings of the corpus tokens x_{t+1} .. x_{t+1+k} (teacher forcing) and
+// is distilled from the target's law of x_{t+2+k} (soft cross-entropy, Hydra++'s
+// objective); loss sum_k decay^k CE. Each head starts as Medusa's initial
+// head (the target's LM head on F_t: P = [I 0 ... 0], everything else zero)
+// and reads out through the target's frozen LM head.
+//
 // Held out (valid), per draft depth d (EAGLE: d = 1..4, the head fed its own
 // predictions d - 1 times, every position's input then the head's, a slightly
 // harder setting than drafting; Medusa: head d - 1): the share of positions
 // where the head's argmax is the target's greedy token there, the mean
-// sum_v min(p, q) (rejection sampling's acceptance at T = 1) and, for Medusa,
-// the top-1 accuracy against the corpus.
+// sum_v min(p, q) (rejection sampling's acceptance at T = 1) and, for Medusa
+// and Hydra, the top-1 accuracy against the corpus.
 #ifndef SPECLAB_EXPERIMENTS_TRAIN_DRAFT_HEAD_H_
 #define SPECLAB_EXPERIMENTS_TRAIN_DRAFT_HEAD_H_
 
@@ -61,7 +69,7 @@
 
 namespace speclab {
 
-// True if the YAML file at `config_path` holds `eagle_head:` or `medusa_head:`.
+// True if the YAML file at `config_path` holds `eagle_head:`, `medusa_head:` or `hydra_head:`.
 bool IsDraftHeadConfig(const std::string& config_path);
 
 // A checkpoint of another head's shapes is an error naming the file and

@@ -2,6 +2,7 @@
 
 #include "algorithms/length_policies/common/acceptance_head.h"
 #include "drafters/eagle/eagle_head.h"
+#include "drafters/hydra/hydra_drafter.h"
 #include "drafters/medusa/medusa_drafter.h"
 
 #include <ATen/ATen.h>
@@ -320,6 +321,36 @@ TEST_F(TrainTest, FitsMedusaHeadsOnATarget) {
   EXPECT_LT(losses.back(), losses.front()) << *log;
   EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 2, \"agreement\": "));
   EXPECT_THAT(RunTraining(path, {"medusa_head.decay=2"}).message(), ::testing::HasSubstr("medusa_head.decay"));
+}
+
+// Hydra's heads: head 0's distillation loss falls, the held-out numbers of
+// every head are recorded, and the file loads as heads whose first block
+// reads the state and the path (two tokens for head 1).
+TEST_F(TrainTest, FitsHydraHeadsOnATarget) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/hydra_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("hydra_target.yaml", target), {"training.steps=20"}).ok());
+  const std::string output = *dir_ + "/heads/hydra.safetensors";
+  const std::string path = WriteDraftHeadConfig("hydra.yaml", "hydra_head:\n  target: " + target + "\n  heads: 2\n", output);
+  const absl::Status status = RunTraining(path, {});
+  ASSERT_TRUE(status.ok()) << status;
+  auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto heads = LoadHydraHeads(output, 2, 1, **model);
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  const int64_t hidden = (*model)->config().hidden_size;
+  EXPECT_EQ((*heads)[1].in_weight.sizes(), (std::vector<int64_t>{hidden, 3 * hidden}));
+  EXPECT_FALSE((*heads)[0].lm_head.defined());
+  auto log = ReadFileToString(output + ".log.json");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<double> losses;
+  const std::regex loss("\"head0_loss\": ([0-9.]+)");
+  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(losses.size(), 6u) << *log;
+  EXPECT_LT(losses.back(), losses.front()) << *log;
+  EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 2, \"agreement\": "));
+  EXPECT_THAT(RunTraining(path, {"hydra_head.layers=0"}).message(), ::testing::HasSubstr("hydra_head.layers"));
 }
 
 // A head training stopped early (training.run_steps: the checkpoint a killed

@@ -13,7 +13,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
 #include "framework/model/safetensors.h"
 
@@ -65,9 +64,9 @@ absl::StatusOr<EagleHead> NewEagleHead(const LlamaModel& target, int64_t layers,
 }
 
 absl::StatusOr<EagleHead> LoadEagleHead(const std::string& path, const LlamaModel& target, int64_t kv_capacity) {
-  ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(path));
+  ASSIGN_OR_RETURN(CheckpointTensors file, CheckpointTensors::Read(path, "an EAGLE head"));
   int64_t layers = 0;
-  for (const auto& [name, tensor] : tensors) {
+  for (const std::string& name : file.Names()) {
     if (!absl::StartsWith(name, kFilePrefix)) continue;
     const std::string rest = name.substr(sizeof(kFilePrefix) - 1);
     int64_t index = 0;
@@ -77,28 +76,18 @@ absl::StatusOr<EagleHead> LoadEagleHead(const std::string& path, const LlamaMode
   }
   if (layers == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": no 'layers.{i}.' tensors: not an EAGLE head"));
   ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(target, layers, kv_capacity, /*seed=*/0));
+  file.Expect(absl::StrCat("an EAGLE head of ", layers, " layers for this target"));
   auto take = [&](const std::string& name, at::Tensor& into) -> absl::Status {
-    auto it = tensors.find(name);
-    if (it == tensors.end())
-      return absl::NotFoundError(absl::StrCat(path, ": no tensor '", name, "' (an EAGLE head of ", layers,
-                                              " layers for this target expected)"));
-    if (it->second.sizes() != into.sizes())
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape [",
-                                                     absl::StrJoin(it->second.sizes(), ", "), "], expected [",
-                                                     absl::StrJoin(into.sizes(), ", "), "] (the target's shape)"));
+    ASSIGN_OR_RETURN(at::Tensor stored, file.Take(name, into.sizes().vec()));
     c10::NoGradGuard no_grad;
-    into.copy_(it->second);
-    tensors.erase(it);
+    into.copy_(stored);
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(take("fc.weight", head.fc_weight));
   RETURN_IF_ERROR(take("fc.bias", head.fc_bias));
   for (auto& [name, tensor] : head.body->NamedParameters())
-    if (std::string file = FileName(name); !file.empty()) RETURN_IF_ERROR(take(file, tensor));
-  if (!tensors.empty())
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": tensor '", tensors.begin()->first, "' is not part of an EAGLE head of ", layers,
-                     " layers (attention biases or another architecture?)"));
+    if (std::string file_name = FileName(name); !file_name.empty()) RETURN_IF_ERROR(take(file_name, tensor));
+  RETURN_IF_ERROR(file.Finish("attention biases or another architecture?"));
   return head;
 }
 

@@ -41,15 +41,8 @@ absl::StatusOr<ChainResult> MedusaDrafter::DraftChain(int length, const ChainPic
   return DrawChain(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_, length, pick);
 }
 
-absl::StatusOr<at::Tensor> MedusaDrafter::PathState(const DeviceRoot& root) {
-  if (root.target.hidden.size() != 1 || !root.path_length.defined())
-    return absl::UnimplementedError("medusa: the pipelined step handed over no target features");
-  // The last path row: the token before the root.
-  return root.target.hidden[0].index_select(0, root.path_length.to(at::kLong).view({1}) - 1);
-}
-
 absl::StatusOr<ChainResult> MedusaDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
-  ASSIGN_OR_RETURN(at::Tensor state, PathState(root));
+  ASSIGN_OR_RETURN(at::Tensor state, FeatureBeforeRoot(root, "medusa"));
   return DrawChain(root.last_two.narrow(0, 1, 1), state, length, pick);
 }
 
@@ -73,20 +66,9 @@ absl::StatusOr<LevelsKept> MedusaDrafter::GrowLevelsFrom(const at::Tensor& state
                                                   return logits.index_select(0, level.depths);
                                                 },
                                                 &noise));
-                    DeviceOutputs flat;
-                    for (const std::vector<at::Tensor>& level : kept) {
-                      flat.layout.push_back(static_cast<int64_t>(level.size()));
-                      flat.tensors.insert(flat.tensors.end(), level.begin(), level.end());
-                    }
-                    return flat;
+                    return LevelsAsOutputs(kept);
                   }));
-  LevelsKept kept;
-  auto next = out.tensors.begin();
-  for (int64_t count : out.layout) {
-    kept.emplace_back(next, next + count);
-    next += count;
-  }
-  return kept;
+  return LevelsFromOutputs(out);
 }
 
 absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevels(int levels, const LevelPick& pick) {
@@ -95,7 +77,7 @@ absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevels(int levels, const LevelPic
 }
 
 absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {
-  ASSIGN_OR_RETURN(at::Tensor state, PathState(root));
+  ASSIGN_OR_RETURN(at::Tensor state, FeatureBeforeRoot(root, "medusa"));
   return GrowLevelsFrom(state, levels, pick);
 }
 

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 #include "framework/model/safetensors.h"
@@ -15,23 +14,15 @@ namespace speclab {
 
 absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path, int heads, int layers,
                                                         const LlamaModel& target) {
-  ASSIGN_OR_RETURN(auto tensors, ReadSafetensors(path));
+  ASSIGN_OR_RETURN(CheckpointTensors file,
+                   CheckpointTensors::Read(path, absl::StrCat(heads, " heads of ", layers, " ResBlocks")));
   const int64_t hidden = target.config().hidden_size, vocab = target.config().vocab_size;
   auto take = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
-    auto it = tensors.find(name);
-    if (it == tensors.end())
-      return absl::NotFoundError(absl::StrCat(path, ": no tensor '", name, "' (", heads, " heads of ", layers,
-                                              " ResBlocks expected)"));
-    if (it->second.sizes() != at::IntArrayRef(shape))
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape [",
-                                                     absl::StrJoin(it->second.sizes(), ", "), "], expected [",
-                                                     absl::StrJoin(shape, ", "), "]"));
-    at::Tensor out = it->second.to(target.parameter_options());
-    tensors.erase(it);
-    return out;
+    ASSIGN_OR_RETURN(at::Tensor t, file.Take(name, shape));
+    return t.to(target.parameter_options());
   };
   // Every head has its own LM head, or none does (the target's).
-  const bool own_lm_heads = tensors.count(absl::StrCat(0, ".", layers, ".weight")) > 0;
+  const bool own_lm_heads = file.Has(absl::StrCat(0, ".", layers, ".weight"));
   std::vector<MedusaHead> out(heads);
   for (int k = 0; k < heads; ++k) {
     for (int l = 0; l < layers; ++l) {
@@ -44,9 +35,7 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
       ASSIGN_OR_RETURN(out[k].lm_head, take(absl::StrCat(k, ".", layers, ".weight"), {vocab, hidden}));
     }
   }
-  if (!tensors.empty())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", tensors.begin()->first, "' is not part of ",
-                                                   heads, " heads of ", layers, " ResBlocks (check heads and layers)"));
+  RETURN_IF_ERROR(file.Finish("check heads and layers"));
   return out;
 }
 

@@ -92,8 +92,6 @@ class MedusaDrafter final : public Drafter, public DeviceDrafter {
                                         const ChainPick& pick) const;
   // The levels after the root from `state` [1, hidden].
   absl::StatusOr<LevelsKept> GrowLevelsFrom(const at::Tensor& state, int levels, const LevelPick& pick) const;
-  // The state a pipelined step hands over: the last path row.
-  static absl::StatusOr<at::Tensor> PathState(const DeviceRoot& root);
 
   const LlamaModel& target_;
   std::vector<MedusaHead> heads_;

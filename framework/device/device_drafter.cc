@@ -1,8 +1,18 @@
 #include "framework/device/device_drafter.h"
 
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
 #include "framework/drafter.h"
 
 namespace speclab {
+
+absl::StatusOr<at::Tensor> FeatureBeforeRoot(const DeviceRoot& root, const std::string& drafter) {
+  if (root.target.hidden.size() != 1 || !root.path_length.defined())
+    return absl::UnimplementedError(absl::StrCat(drafter, ": the pipelined step handed over no target features"));
+  return root.target.hidden[0].index_select(0, root.path_length.to(at::kLong).view({1}) - 1);
+}
 
 absl::StatusOr<ChainResult> DeviceDrafter::DraftChain(int, const ChainPick&) {
   return absl::UnimplementedError("this drafter drafts token by token");

@@ -12,6 +12,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "framework/device/device_model.h"
 #include "framework/target_features.h"
@@ -38,6 +40,12 @@ struct DeviceRoot {
   TargetFeatures target;
   at::Tensor path_length;
 };
+
+// The last-layer target feature of the token before the root ([1, hidden]:
+// the last of the path rows a pipelined step hands over), for drafters that
+// read it (Medusa's and Hydra's heads). Unimplemented, naming `drafter`,
+// where the step handed over no features.
+absl::StatusOr<at::Tensor> FeatureBeforeRoot(const DeviceRoot& root, const std::string& drafter);
 
 class DeviceDrafter {
  public:

@@ -12,6 +12,25 @@
 
 namespace speclab {
 
+DeviceOutputs LevelsAsOutputs(const std::vector<std::vector<at::Tensor>>& levels) {
+  DeviceOutputs flat;
+  for (const std::vector<at::Tensor>& level : levels) {
+    flat.layout.push_back(static_cast<int64_t>(level.size()));
+    flat.tensors.insert(flat.tensors.end(), level.begin(), level.end());
+  }
+  return flat;
+}
+
+std::vector<std::vector<at::Tensor>> LevelsFromOutputs(const DeviceOutputs& outputs) {
+  std::vector<std::vector<at::Tensor>> levels;
+  auto next = outputs.tensors.begin();
+  for (int64_t count : outputs.layout) {
+    levels.emplace_back(next, next + count);
+    next += count;
+  }
+  return levels;
+}
+
 struct DeviceGraphs::Captured {
   std::vector<at::Tensor> inputs;  // the graph's input buffers
   DeviceOutputs outputs;           // its output buffers, and their layout

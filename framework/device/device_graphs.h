@@ -39,6 +39,11 @@ struct DeviceOutputs {
   std::vector<int64_t> layout;
 };
 
+// Levels of tensors (a tree's levels, ForwardLevels' LevelsKept) as one
+// DeviceOutputs, the layout holding each level's count, and back.
+DeviceOutputs LevelsAsOutputs(const std::vector<std::vector<at::Tensor>>& levels);
+std::vector<std::vector<at::Tensor>> LevelsFromOutputs(const DeviceOutputs& outputs);
+
 class DeviceGraphs {
  public:
   using Work = std::function<absl::StatusOr<DeviceOutputs>(const std::vector<at::Tensor>& inputs)>;

@@ -251,7 +251,7 @@ absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t ten
     at::Tensor visible = at::cat({at::ones({m, tentative}, bools), at::eye(m, bools)}, 1);
     for (int64_t level = 1; level <= levels; ++level) {
       LevelFeed step{.tokens = choice.tokens.to(at::kLong), .parents = ParentsInFeedingOrder(choice, level, m),
-                     .visible = visible};
+                     .visible = visible, .level = level, .at_level_depth = !free};
       step.depths = free ? choice.depths.to(at::kLong) : at::full({m}, level, step.tokens.options());
       ASSIGN_OR_RETURN(at::Tensor logits, feed(step));
       const std::vector<at::Tensor> carry = std::move(choice.carry);

@@ -229,6 +229,10 @@ struct LevelFeed {
   at::Tensor depths;   // [width] int64: below the root (>= 1)
   at::Tensor parents;  // [width] int64: in feeding order, 0 the root, 1 + (l - 1) * width + j node j of level l
   at::Tensor visible;  // [width, tentative + nodes fed so far + width] bool: the forward's mask
+  int64_t level = 0;   // 1 for the first level fed
+  // Known on the host: every node sits at depth `level` (picks without
+  // free parents); otherwise depths are at most `level`.
+  bool at_level_depth = true;
 };
 // `noise`, where given, is the pick's (LevelNoise(), drawn beforehand), as
 // for PickEach.

@@ -194,6 +194,39 @@ absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensors(const std::str
   }
 }
 
+absl::StatusOr<CheckpointTensors> CheckpointTensors::Read(const std::string& path, std::string what) {
+  CheckpointTensors out;
+  ASSIGN_OR_RETURN(out.tensors_, ReadSafetensors(path));
+  out.path_ = path;
+  out.what_ = std::move(what);
+  return out;
+}
+
+absl::StatusOr<at::Tensor> CheckpointTensors::Take(const std::string& name, const std::vector<int64_t>& shape) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "' (", what_, " expected)"));
+  if (it->second.sizes() != at::IntArrayRef(shape))
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' has shape [",
+                                                   absl::StrJoin(it->second.sizes(), ", "), "], expected [",
+                                                   absl::StrJoin(shape, ", "), "]"));
+  at::Tensor out = std::move(it->second);
+  tensors_.erase(it);
+  return out;
+}
+
+std::vector<std::string> CheckpointTensors::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : tensors_) names.push_back(name);
+  return names;
+}
+
+absl::Status CheckpointTensors::Finish(const std::string& hint) const {
+  if (tensors_.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path_, ": tensor '", tensors_.begin()->first, "' is not part of ", what_, " (", hint, ")"));
+}
+
 absl::Status WriteSafetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors) {
   try {
     return WriteImpl(path, tensors);
