@@ -19,6 +19,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +42,24 @@ struct TargetFeatures {
   // One tensor per requested layer, in request order: [tokens, hidden] in the
   // target's dtype on its device. Empty when nothing was requested.
   std::vector<at::Tensor> hidden;
+};
+
+// The last-layer feature of the last token the target verified, kept the
+// way drafters that read only it keep it (Medusa's and Hydra's heads): the
+// last prefill row at Reset (none for a one-token prompt), the last path row
+// at EndStep. Errors name `drafter`.
+class LastFeature {
+ public:
+  explicit LastFeature(std::string drafter) : drafter_(std::move(drafter)) {}
+
+  absl::Status FromPrefill(const TargetFeatures& target);
+  absl::Status FromPath(const TargetFeatures& target, size_t path_length);
+  // [1, hidden]; undefined before any feature.
+  const at::Tensor& row() const { return row_; }
+
+ private:
+  std::string drafter_;
+  at::Tensor row_;
 };
 
 // The requested hidden states of `target`'s last forward: rows `rows` of

@@ -15,8 +15,8 @@ namespace speclab {
 absl::StatusOr<ChainResult> HydraDrafter::DrawChain(const at::Tensor& root, const at::Tensor& state, int length,
                                                     const ChainPick& pick) const {
   if (length < 1 || length > static_cast<int>(heads_.size()))
-    return absl::InvalidArgumentError(absl::StrCat("hydra: a chain of ", length, " tokens needs as many heads; there are ",
-                                                   heads_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hydra: a chain of ", length, " tokens needs as many heads; there are ", heads_.size()));
   const int64_t vocab = target_.config().vocab_size;
   std::vector<at::Tensor> inputs{root.to(at::kLong).view({1}), state};
   if (at::Tensor noise = ChainNoise(pick, length, vocab, root.device()); noise.defined()) inputs.push_back(noise);
@@ -39,9 +39,10 @@ absl::StatusOr<ChainResult> HydraDrafter::DrawChain(const at::Tensor& root, cons
 }
 
 absl::StatusOr<ChainResult> HydraDrafter::DraftChain(int length, const ChainPick& pick) {
-  if (!state_.defined()) return absl::UnimplementedError("hydra: no hidden state yet (a one-token prompt)");
+  if (!state_.row().defined()) return absl::UnimplementedError("hydra: no hidden state yet (a one-token prompt)");
   const c10::Device device = target_.device();
-  return DrawChain(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_, length, pick);
+  const at::Tensor root = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device));
+  return DrawChain(root, state_.row(), length, pick);
 }
 
 absl::StatusOr<ChainResult> HydraDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
@@ -57,8 +58,8 @@ absl::StatusOr<LevelsKept> HydraDrafter::GrowLevelsFrom(const at::Tensor& root, 
                                                         const LevelPick& pick) const {
   const int64_t heads = static_cast<int64_t>(heads_.size());
   if (levels < 1 || levels >= heads)
-    return absl::InvalidArgumentError(absl::StrCat("hydra: a tree of depth ", levels + 1, " needs as many heads; there are ",
-                                                   heads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hydra: a tree of depth ", levels + 1, " needs as many heads; there are ", heads));
   std::vector<at::Tensor> inputs{root.to(at::kLong).view({1}), state};
   if (at::Tensor noise = LevelNoise(pick, levels, target_.config().vocab_size, state.device()); noise.defined())
     inputs.push_back(noise);
@@ -105,9 +106,9 @@ absl::StatusOr<LevelsKept> HydraDrafter::GrowLevelsFrom(const at::Tensor& root, 
 }
 
 absl::StatusOr<LevelsKept> HydraDrafter::DraftLevels(int levels, const LevelPick& pick) {
-  if (!state_.defined()) return absl::UnimplementedError("hydra: no hidden state yet (a one-token prompt)");
+  if (!state_.row().defined()) return absl::UnimplementedError("hydra: no hidden state yet (a one-token prompt)");
   const c10::Device device = target_.device();
-  return GrowLevelsFrom(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_, levels,
+  return GrowLevelsFrom(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_.row(), levels,
                         pick);
 }
 

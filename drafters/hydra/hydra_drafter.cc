@@ -101,11 +101,7 @@ at::Tensor HydraDrafter::HeadLogits(int k, const at::Tensor& state, const at::Te
 }
 
 absl::Status HydraDrafter::Reset(absl::Span<const int32_t>, const TargetFeatures& target) {
-  state_ = at::Tensor();
-  if (target.hidden.size() != 1) return absl::InvalidArgumentError("hydra: expected the target's last hidden state");
-  const at::Tensor& rows = target.hidden[0];
-  if (rows.size(0) > 0) state_ = rows.narrow(0, rows.size(0) - 1, 1);
-  return absl::OkStatus();
+  return state_.FromPrefill(target);
 }
 
 absl::Status HydraDrafter::BeginStep(absl::Span<const int32_t> context) {
@@ -151,20 +147,17 @@ absl::StatusOr<at::Tensor> HydraDrafter::NextTokenLogits(const TokenTree& tree, 
   }
   at::Tensor out = at::zeros({static_cast<int64_t>(nodes.size()), target_.config().vocab_size},
                              at::TensorOptions().dtype(at::kFloat).device(device));
-  if (!state_.defined()) return out;
+  if (!state_.row().defined()) return out;
   for (const auto& [depth, group] : by_depth) {
     const auto& [rows, paths] = group;
-    out.index_copy_(0, at::tensor(rows, at::kLong).to(device), HeadLogits(depth, state_, at::stack(paths)));
+    out.index_copy_(0, at::tensor(rows, at::kLong).to(device), HeadLogits(depth, state_.row(), at::stack(paths)));
   }
   return out;
 }
 
 absl::Status HydraDrafter::EndStep(const TokenTree&, absl::Span<const int> accepted_path,
                                    const TargetFeatures& target) {
-  if (target.hidden.size() != 1 || target.hidden[0].size(0) != static_cast<int64_t>(accepted_path.size()))
-    return absl::InvalidArgumentError("hydra: expected the target's last hidden state of each accepted node");
-  state_ = target.hidden[0].narrow(0, target.hidden[0].size(0) - 1, 1);
-  return absl::OkStatus();
+  return state_.FromPath(target, accepted_path.size());
 }
 
 namespace {

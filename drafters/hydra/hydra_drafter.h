@@ -47,6 +47,7 @@
 #include "framework/device/device_graphs.h"
 #include "framework/drafter.h"
 #include "framework/model/llama_model.h"
+#include "framework/target_features.h"
 
 namespace speclab {
 
@@ -112,7 +113,7 @@ class HydraDrafter final : public Drafter, public DeviceDrafter {
 
   const LlamaModel& target_;
   std::vector<HydraHead> heads_;
-  at::Tensor state_;             // [1, hidden]: the last verified token's final-norm hidden state
+  LastFeature state_{"hydra"};  // the last verified token's final-norm hidden state
   std::vector<at::Tensor> step_tokens_;  // by node, [1] int64 on the device: the tokens listed this step
   mutable DeviceGraphs graphs_;  // the device form's chains and levels, as CUDA graphs
   int32_t root_ = -1;            // this step's root (BeginStep)

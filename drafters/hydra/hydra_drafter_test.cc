@@ -52,7 +52,8 @@ std::string PerturbedHeads(const LlamaModel& target, int heads, int layers, doub
   const double spread = target.Embed(at::arange(vocab, at::kLong)).std().item<double>();
   for (int k = 0; k < heads; ++k) {
     HydraHead head = InitialHydraHead(target, k, layers);
-    for (at::Tensor* t : {&head.in_weight, &head.in_bias, &head.res_weight, &head.res_bias}) *t = *t + at::randn_like(*t) * scale;
+    for (at::Tensor* t : {&head.in_weight, &head.in_bias, &head.res_weight, &head.res_bias})
+      *t = *t + at::randn_like(*t) * scale;
     for (at::Tensor* t : {&head.in_weight, &head.res_weight})
       t->narrow(1, hidden, t->size(1) - hidden).div_(spread);
     for (at::Tensor& t : head.weights) t = t + at::randn_like(t) * scale;
@@ -158,7 +159,8 @@ TEST(HydraDrafterTest, CheckpointsRoundTripAndErrorsNameTheFileAndTensor) {
   EXPECT_TRUE(at::equal((*loaded)[1].res_weight, tensors->at("hydra_mlp.1.0.res_connection.weight")));
   const at::Tensor x = at::randn({1, 3 * hidden});
   const HydraHead& head = (*loaded)[1];
-  const at::Tensor y = at::linear(x, head.res_weight, head.res_bias) + at::silu(at::linear(x, head.in_weight, head.in_bias));
+  const at::Tensor y =
+      at::linear(x, head.res_weight, head.res_bias) + at::silu(at::linear(x, head.in_weight, head.in_bias));
   EXPECT_TRUE(at::equal(HydraHeadLogits(head, *target, x), target->LmHead(y)));
 
   auto missing = LoadHydraHeads(path, 3, 1, *target);
@@ -171,8 +173,8 @@ TEST(HydraDrafterTest, CheckpointsRoundTripAndErrorsNameTheFileAndTensor) {
   (*tensors)["hydra_mlp.1.0.linear.weight"] = at::zeros({hidden, 2 * hidden});
   ASSERT_TRUE(WriteSafetensors(path, *tensors).ok());
   auto shape = LoadHydraHeads(path, 2, 1, *target);
-  EXPECT_THAT(std::string(shape.status().message()), HasSubstr(absl::StrCat("'hydra_mlp.1.0.linear.weight' has shape [", hidden, ", ",
-                                                                      2 * hidden, "]")));
+  const std::string wrong_shape = absl::StrCat("'hydra_mlp.1.0.linear.weight' has shape [", hidden, ", ", 2 * hidden, "]");
+  EXPECT_THAT(std::string(shape.status().message()), HasSubstr(wrong_shape));
   auto config = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: hydra, heads: 2, path: ", path,
                                             "}, verifier: {type: greedy}}"),
                                target.get());

@@ -36,9 +36,10 @@ absl::StatusOr<ChainResult> MedusaDrafter::DrawChain(const at::Tensor& root, con
 }
 
 absl::StatusOr<ChainResult> MedusaDrafter::DraftChain(int length, const ChainPick& pick) {
-  if (!state_.defined()) return absl::UnimplementedError("medusa: no hidden state yet (a one-token prompt)");
+  if (!state_.row().defined()) return absl::UnimplementedError("medusa: no hidden state yet (a one-token prompt)");
   const c10::Device device = target_.device();
-  return DrawChain(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_, length, pick);
+  const at::Tensor root = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device));
+  return DrawChain(root, state_.row(), length, pick);
 }
 
 absl::StatusOr<ChainResult> MedusaDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
@@ -72,8 +73,8 @@ absl::StatusOr<LevelsKept> MedusaDrafter::GrowLevelsFrom(const at::Tensor& state
 }
 
 absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevels(int levels, const LevelPick& pick) {
-  if (!state_.defined()) return absl::UnimplementedError("medusa: no hidden state yet (a one-token prompt)");
-  return GrowLevelsFrom(state_, levels, pick);
+  if (!state_.row().defined()) return absl::UnimplementedError("medusa: no hidden state yet (a one-token prompt)");
+  return GrowLevelsFrom(state_.row(), levels, pick);
 }
 
 absl::StatusOr<LevelsKept> MedusaDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {

@@ -69,11 +69,7 @@ at::Tensor MedusaDrafter::HeadLogits(const at::Tensor& hidden) const {
 }
 
 absl::Status MedusaDrafter::Reset(absl::Span<const int32_t>, const TargetFeatures& target) {
-  state_ = at::Tensor();
-  if (target.hidden.size() != 1) return absl::InvalidArgumentError("medusa: expected the target's last hidden state");
-  const at::Tensor& rows = target.hidden[0];
-  if (rows.size(0) > 0) state_ = rows.narrow(0, rows.size(0) - 1, 1);
-  return absl::OkStatus();
+  return state_.FromPrefill(target);
 }
 
 absl::Status MedusaDrafter::BeginStep(absl::Span<const int32_t> context) {
@@ -95,19 +91,16 @@ absl::StatusOr<at::Tensor> MedusaDrafter::NextTokenLogits(const TokenTree& tree,
     depths.push_back(tree.depth(node));
   }
   const c10::Device device = target_.device();
-  if (!state_.defined())
+  if (!state_.row().defined())
     return at::zeros({static_cast<int64_t>(nodes.size()), target_.config().vocab_size},
                      at::TensorOptions().dtype(at::kFloat).device(device));
-  if (!step_logits_.defined()) step_logits_ = HeadLogits(state_);
+  if (!step_logits_.defined()) step_logits_ = HeadLogits(state_.row());
   return step_logits_.index_select(0, at::tensor(depths, at::kLong).to(device));
 }
 
 absl::Status MedusaDrafter::EndStep(const TokenTree&, absl::Span<const int> accepted_path,
-                                   const TargetFeatures& target) {
-  if (target.hidden.size() != 1 || target.hidden[0].size(0) != static_cast<int64_t>(accepted_path.size()))
-    return absl::InvalidArgumentError("medusa: expected the target's last hidden state of each accepted node");
-  state_ = target.hidden[0].narrow(0, target.hidden[0].size(0) - 1, 1);
-  return absl::OkStatus();
+                                    const TargetFeatures& target) {
+  return state_.FromPath(target, accepted_path.size());
 }
 
 namespace {

@@ -37,6 +37,7 @@
 #include "framework/device/device_graphs.h"
 #include "framework/drafter.h"
 #include "framework/model/llama_model.h"
+#include "framework/target_features.h"
 
 namespace speclab {
 
@@ -95,7 +96,7 @@ class MedusaDrafter final : public Drafter, public DeviceDrafter {
 
   const LlamaModel& target_;
   std::vector<MedusaHead> heads_;
-  at::Tensor state_;        // [1, hidden]: the last verified token's final-norm hidden state
+  LastFeature state_{"medusa"};  // the last verified token's final-norm hidden state
   at::Tensor step_logits_;  // [K, vocab] of this step, once computed
   mutable DeviceGraphs graphs_;  // the device form's chains and levels, as CUDA graphs
   int32_t root_ = -1;       // this step's root (BeginStep)
