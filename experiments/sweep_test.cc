@@ -221,7 +221,7 @@ TEST(SweepTest, AKilledSweepEndsWithTheUninterruptedStore) {
                                     "--set", "models.device=cpu",
                                     "--set", "models.dtype=float32",
                                     "--set", "prompts.per_task=1",
-                                    "--set", "decoding.max_new_tokens=16",
+                                    "--set", "decoding.max_new_tokens=8",
                                     "--out", out};
   };
   const std::string killed = base + "/killed";
