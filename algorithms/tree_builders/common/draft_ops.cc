@@ -12,6 +12,10 @@ namespace speclab {
 namespace tree_builders {
 
 TopK BestTokens(const at::Tensor& scores, int64_t k) {
+  if (scores.dim() == 2 && scores.scalar_type() == at::kFloat && k <= 32) {
+    auto [values, indices] = fused::TopKRows(scores.contiguous(), at::Tensor(), k);
+    return {indices, values};
+  }
   auto [values, indices] = scores.topk(k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true);
   return {indices, values};
 }
