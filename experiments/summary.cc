@@ -177,13 +177,14 @@ std::string EngineForms(const std::vector<RunRecord>& records, const std::vector
     ++forms[r.method][r.generation.engine_form];
   }
   std::string out = order.empty() ? "" : "\nHow each method's steps ran:\n";
-  for (const std::string& method : order)
-    for (const auto& [form, count] : forms[method])
+  bool pipelined = false;
+  for (const std::string& method : order) {
+    for (const auto& [form, count] : forms[method]) {
       absl::StrAppendFormat(&out, "- %s: %s (%d generations%s)\n", method, form, count,
                             absl::StartsWith(form, "step by step") ? StepCost(method, rows) : "");
-  bool pipelined = false;
-  for (const std::string& method : order)
-    for (const auto& [form, count] : forms[method]) pipelined |= absl::StartsWith(form, "pipelined");
+      pipelined |= absl::StartsWith(form, "pipelined");
+    }
+  }
   if (pipelined)
     out += "(In pipelined steps, draft % is the host's time queuing the next step, verify % its wait for the "
            "device's verdict and other % reading it: a wait near 0% means the host, not the device, sets the pace.)\n";

@@ -38,11 +38,13 @@ absl::StatusOr<ChainResult> HydraDrafter::DrawChain(const at::Tensor& root, cons
   return ChainResult{.tokens = out.tensors[0], .rows = out.tensors[1], .kept = out.tensors[2]};
 }
 
+at::Tensor HydraDrafter::RootOnDevice() const {
+  return at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(target_.device()));
+}
+
 absl::StatusOr<ChainResult> HydraDrafter::DraftChain(int length, const ChainPick& pick) {
   if (!state_.row().defined()) return absl::UnimplementedError("hydra: no hidden state yet (a one-token prompt)");
-  const c10::Device device = target_.device();
-  const at::Tensor root = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device));
-  return DrawChain(root, state_.row(), length, pick);
+  return DrawChain(RootOnDevice(), state_.row(), length, pick);
 }
 
 absl::StatusOr<ChainResult> HydraDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
@@ -107,9 +109,7 @@ absl::StatusOr<LevelsKept> HydraDrafter::GrowLevelsFrom(const at::Tensor& root, 
 
 absl::StatusOr<LevelsKept> HydraDrafter::DraftLevels(int levels, const LevelPick& pick) {
   if (!state_.row().defined()) return absl::UnimplementedError("hydra: no hidden state yet (a one-token prompt)");
-  const c10::Device device = target_.device();
-  return GrowLevelsFrom(at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(device)), state_.row(), levels,
-                        pick);
+  return GrowLevelsFrom(RootOnDevice(), state_.row(), levels, pick);
 }
 
 absl::StatusOr<LevelsKept> HydraDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {

@@ -30,9 +30,8 @@ absl::StatusOr<std::vector<HydraHead>> LoadHydraHeads(const std::string& path, i
   ASSIGN_OR_RETURN(CheckpointTensors file,
                    CheckpointTensors::Read(path, absl::StrCat(heads, " heads of ", layers, " ResBlocks")));
   const int64_t hidden = target.config().hidden_size, vocab = target.config().vocab_size;
-  auto take = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
-    ASSIGN_OR_RETURN(at::Tensor t, file.Take(name, shape));
-    return t.to(target.parameter_options());
+  auto take = [&](const std::string& name, std::vector<int64_t> shape) {
+    return file.Take(name, shape, target.parameter_options());
   };
   const bool own_lm_heads = file.Has("hydra_lm_head.0.weight");
   std::vector<HydraHead> out(heads);

@@ -110,6 +110,8 @@ class HydraDrafter final : public Drafter, public DeviceDrafter {
                                         const ChainPick& pick) const;
   absl::StatusOr<LevelsKept> GrowLevelsFrom(const at::Tensor& root, const at::Tensor& state, int levels,
                                             const LevelPick& pick) const;
+  // This step's root ([1] int64 on the target's device), for the host-state forms.
+  at::Tensor RootOnDevice() const;
 
   const LlamaModel& target_;
   std::vector<HydraHead> heads_;

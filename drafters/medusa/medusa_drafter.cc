@@ -17,9 +17,8 @@ absl::StatusOr<std::vector<MedusaHead>> LoadMedusaHeads(const std::string& path,
   ASSIGN_OR_RETURN(CheckpointTensors file,
                    CheckpointTensors::Read(path, absl::StrCat(heads, " heads of ", layers, " ResBlocks")));
   const int64_t hidden = target.config().hidden_size, vocab = target.config().vocab_size;
-  auto take = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
-    ASSIGN_OR_RETURN(at::Tensor t, file.Take(name, shape));
-    return t.to(target.parameter_options());
+  auto take = [&](const std::string& name, std::vector<int64_t> shape) {
+    return file.Take(name, shape, target.parameter_options());
   };
   // Every head has its own LM head, or none does (the target's).
   const bool own_lm_heads = file.Has(absl::StrCat(0, ".", layers, ".weight"));

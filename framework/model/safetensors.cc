@@ -209,10 +209,16 @@ absl::StatusOr<at::Tensor> CheckpointTensors::Take(const std::string& name, cons
   if (it->second.sizes() != at::IntArrayRef(shape))
     return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", name, "' has shape [",
                                                    absl::StrJoin(it->second.sizes(), ", "), "], expected [",
-                                                   absl::StrJoin(shape, ", "), "]"));
+                                                   absl::StrJoin(shape, ", "), "] (", what_, ")"));
   at::Tensor out = std::move(it->second);
   tensors_.erase(it);
   return out;
+}
+
+absl::StatusOr<at::Tensor> CheckpointTensors::Take(const std::string& name, const std::vector<int64_t>& shape,
+                                                   const at::TensorOptions& options) {
+  ASSIGN_OR_RETURN(at::Tensor stored, Take(name, shape));
+  return stored.to(options);
 }
 
 std::vector<std::string> CheckpointTensors::Names() const {

@@ -32,6 +32,9 @@ class CheckpointTensors {
   void Expect(std::string what) { what_ = std::move(what); }
   // The tensor, as stored (on the CPU): NotFound, or InvalidArgument for another shape.
   absl::StatusOr<at::Tensor> Take(const std::string& name, const std::vector<int64_t>& shape);
+  // Take(), converted to `options` (a model's parameter dtype and device).
+  absl::StatusOr<at::Tensor> Take(const std::string& name, const std::vector<int64_t>& shape,
+                                  const at::TensorOptions& options);
   // InvalidArgument naming a tensor not taken, and `hint` (what to check).
   absl::Status Finish(const std::string& hint) const;
 
