@@ -50,7 +50,8 @@ export LD_LIBRARY_PATH="/tmp/speclab-absl/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_
 
 if has test; then
   log "test (CUDA visible)"
-  SPECLAB_TEST_DEVICE=cuda ctest --test-dir "$BUILD" -j8 --output-on-failure > "$OUT/ctest.log" 2>&1 \
+  { SPECLAB_TEST_DEVICE=cuda SPECLAB_TEST_JOBS=8 scripts/unit_tests.sh "$BUILD" &&
+    ctest --test-dir "$BUILD" -j8 -LE unit --output-on-failure; } > "$OUT/ctest.log" 2>&1 \
     && log "tests passed" || { log "TESTS FAILED"; grep -E "Failed|FAILED|Error" "$OUT/ctest.log" | head -40 || true; }
   tail -5 "$OUT/ctest.log"
   "$BUILD/speclab" audit > "$OUT/audit.txt" 2>&1 || log "AUDIT FAILED"

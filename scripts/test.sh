@@ -12,7 +12,11 @@ fi
 # example against the installed package, run its tests, load it in an
 # experiment and audit its verifier.
 scripts/sdk_check.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+# The unit suite in a few shards (one process per test would spend a third of
+# its time loading LibTorch), then ctest for the tests that are not in it: the
+# CLI's. Arguments go to that ctest run.
+scripts/unit_tests.sh build
+ctest --test-dir build --output-on-failure -j"$(nproc)" -LE unit "$@"
 build/speclab audit
 # The parsers of user input under libFuzzer with ASan and UBSan, a bounded
 # time each (tests/fuzz/; longer campaigns: docs/fuzzing.md).
