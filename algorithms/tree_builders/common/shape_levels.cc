@@ -32,14 +32,21 @@ LevelPick::Choice ChildrenOf(const Plan& plan, int64_t level, const at::Tensor& 
                              const std::vector<at::Tensor>& carry) {
   const auto& [rank_span, depth, offsets, flat, parent_rows, feed, feed_parents, temperature, top_k, top_p] = plan;
   const int64_t begin = offsets[level], count = offsets[level + 1] - offsets[level];
-  const at::Tensor children = by_rank.reshape({-1}).index_select(0, flat.narrow(0, begin, count));
   std::vector<at::Tensor> buffers = carry;
   if (level == 0) {
-    buffers.push_back(at::empty({offsets.back()}, children.options()));
-    if (q.defined()) buffers.push_back(at::zeros({offsets.back() + 1, q.size(1)}, q.options()));
+    buffers.push_back(at::empty({offsets.back()}, by_rank.options()));
+    if (q.defined()) {
+      buffers.push_back(at::empty({offsets.back() + 1, q.size(1)}, q.options()));
+      buffers[1].narrow(0, 0, 1).zero_();  // the root was not drawn
+    }
   }
-  buffers[0].narrow(0, begin, count).copy_(children);
-  if (q.defined()) buffers[1].narrow(0, 1 + begin, count).copy_(q.index_select(0, parent_rows.narrow(0, begin, count)));
+  // Gathered straight into the draft's buffers: one launch each.
+  at::Tensor children = buffers[0].narrow(0, begin, count);
+  at::index_select_out(children, by_rank.reshape({-1}), 0, flat.narrow(0, begin, count));
+  if (q.defined()) {
+    at::Tensor rows = buffers[1].narrow(0, 1 + begin, count);
+    at::index_select_out(rows, q, 0, parent_rows.narrow(0, begin, count));
+  }
   LevelPick::Choice choice;
   if (level + 1 < depth) {
     choice.tokens = children.index_select(0, feed[level]);
