@@ -47,6 +47,14 @@ at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator);
 // chain at once).
 at::Tensor RaceRows(const at::Tensor& probs, const at::Tensor& noise);
 
+// The draws of a sampled draft level in one go: out [n, V] = the
+// Probabilities() of logits' rows `rows` (int64 [n], repeats allowed;
+// undefined: every row), then RaceRows(out, noise): the tokens, int64 [n].
+// A warp of a temperature and top_k alone is one launch on CUDA
+// (fused::TopKSoftmaxRace); `out` is where the draft keeps its q rows.
+at::Tensor WarpAndRace(const at::Tensor& logits, const at::Tensor& rows, const SamplingParams& warp,
+                       const at::Tensor& noise, const at::Tensor& out);
+
 // A generator for `device`, seeded: the same seed gives the same draws.
 at::Generator MakeGenerator(c10::Device device, uint64_t seed);
 

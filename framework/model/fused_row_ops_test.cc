@@ -184,6 +184,45 @@ TEST(FusedRowOps, TopKSoftmaxRowsKeepsTheTopKAndTies) {
   }
 }
 
+// The warp and the race in one launch: on the CPU the four ops it stands
+// for; on CUDA bit for bit the same kernels' answers run one by one (the
+// warp of the gathered rows, then ArgmaxRows over them with the noise),
+// with repeated rows, every warp path (candidates, the radix select past 32,
+// no truncation at k = cols) and a zero in the noise.
+TEST(FusedRowOps, TopKSoftmaxRaceIsTheWarpThenTheRace) {
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor rows = at::tensor({2, 0, 2, 1, 2}, longs);
+  for (const c10::Device device : {c10::Device(c10::kCPU), testing::TestDevice()}) {
+    c10::InferenceMode guard;
+    for (int64_t cols : {7, 300, 8000}) {
+      at::Tensor x = at::randn({3, cols}).mul_(3);
+      x[1].narrow(0, 0, cols / 2).fill_(-kInf);
+      at::Tensor noise = at::empty({5, cols}).exponential_(1.0);
+      noise[3][0] = 0.0f;  // clamped to FLT_MIN, as ArgmaxRows does
+      for (int64_t k : {int64_t{1}, int64_t{5}, int64_t{20}, int64_t{40}, cols}) {
+        if (k > cols) continue;
+        const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k);
+        const at::Tensor on_x = x.to(device), on_noise = noise.to(device), on_rows = rows.to(device);
+        const at::Tensor out = at::full({5, cols}, 7.0f, on_x.options());
+        const at::Tensor tokens = fused::TopKSoftmaxRace(on_x, on_rows, 0.8, k, on_noise, out);
+        const at::Tensor gathered = on_x.index_select(0, on_rows);
+        const at::Tensor want_q =
+            k == cols ? fused::SoftmaxRows(gathered, 0.8) : fused::TopKSoftmaxRows(gathered, 0.8, k);
+        if (device.is_cpu() || k < cols) {
+          EXPECT_TRUE(at::equal(out.cpu(), want_q.cpu())) << where;
+        } else {  // the plain softmax kernel sums in another order
+          EXPECT_TRUE(at::allclose(out.cpu(), want_q.cpu(), 1e-5, 1e-7)) << where;
+        }
+        EXPECT_TRUE(at::equal(tokens.cpu(), fused::ArgmaxRows(out, on_noise).cpu())) << where;
+        // Without rows: x's own rows, in order.
+        const at::Tensor own = at::empty({3, cols}, on_x.options()), own_noise = on_noise.narrow(0, 0, 3);
+        const at::Tensor own_tokens = fused::TopKSoftmaxRace(on_x, at::Tensor(), 0.8, k, own_noise, own);
+        EXPECT_TRUE(at::equal(own_tokens.cpu(), fused::ArgmaxRows(own, own_noise).cpu())) << where;
+      }
+    }
+  }
+}
+
 // The k best quotients of each row, best first, ties to the smaller index,
 // NaN first: on the CPU a stable descending sort; on CUDA the same indices
 // and values, bit for bit (HardRows' ties, NaN and -inf rows; a divisor with

@@ -128,8 +128,10 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
     return ChainPick::Of(
         [](const Params& p, const at::Tensor& logits, const at::Tensor& noise) {
           const auto& [temperature, top_k, top_p] = p;
-          at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
-          return std::make_pair(RaceRows(q, noise), q);
+          const at::Tensor q = at::empty(logits.sizes(), logits.options().dtype(at::kFloat));
+          const at::Tensor token =
+              WarpAndRace(logits, at::Tensor(), {.temperature = temperature, .top_k = top_k, .top_p = top_p}, noise, q);
+          return std::make_pair(token, q);
         },
         Params{sampling.temperature, sampling.top_k, sampling.top_p}, request.generator);
   }
@@ -146,8 +148,9 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
     return ChainPick::Of(
         [](const Params& p, const at::Tensor& logits, const at::Tensor& noise) {
           const auto& [temperature, top_k, top_p] = p;
-          at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
-          const at::Tensor token = RaceRows(q, noise);
+          const at::Tensor q = at::empty(logits.sizes(), logits.options().dtype(at::kFloat));
+          const at::Tensor token =
+              WarpAndRace(logits, at::Tensor(), {.temperature = temperature, .top_k = top_k, .top_p = top_p}, noise, q);
           return std::make_pair(token, at::cat({q, FactsRow(logits, q, token, kLogProbs)}, 1));
         },
         Params{sampling.temperature, sampling.top_k, sampling.top_p}, generator);

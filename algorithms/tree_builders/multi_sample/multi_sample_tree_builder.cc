@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/multi_sample/sequence_trie.h"
+#include "algorithms/tree_builders/multi_sample/trie_level.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_tree_builder.h"
 #include "framework/device_transfer.h"
@@ -53,24 +54,6 @@ namespace {
 using tree_builders::SequenceTrie;
 
 constexpr char kName[] = "multi_sample";
-
-// The draws of one level on the device: from q rows [k, vocab] (at the root
-// its one row, repeated) and noise [k, vocab], the k tokens: each row's race
-// is its own draw, or with `joint` the root's k draws are made together
-// without replacement (Gumbel-top-k).
-at::Tensor DrawLevel(const at::Tensor& q, const at::Tensor& noise, bool joint) {
-  if (joint) return fused::TopKRows(q.narrow(0, 0, 1), noise.narrow(0, 0, 1), noise.size(0)).second.reshape({-1});
-  return RaceRows(q, noise);
-}
-
-// Where each draw of a level sits in the trie: the first draw (in sequence
-// order) with the same parent and token, as an index into the level's draws.
-// parents, tokens [k] int64.
-at::Tensor FirstEqualDraw(const at::Tensor& parents, const at::Tensor& tokens) {
-  const at::Tensor same =
-      parents.unsqueeze(1).eq(parents.unsqueeze(0)).logical_and(tokens.unsqueeze(1).eq(tokens.unsqueeze(0)));
-  return same.to(at::kByte).argmax(1);  // the first true: a draw equals itself
-}
 
 class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
@@ -159,11 +142,12 @@ class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
       if (!replacement_) RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "k", k, model->config().vocab_size));
     // Carry: the node each sequence sits at, which fed row holds that node's
     // context (its first sequence's: every sequence at a node draws from that
-    // one row, so siblings share their q row exactly), and the draft's
-    // buffers, filled level by level: the draws [k * length], their trie
-    // parents, and the q rows they were drawn from [1 + k * length, vocab]
-    // (row 0 the root's zeros). The last level keeps the buffers and the
-    // tree's ancestor mask and depths.
+    // one row, so siblings share their q row exactly), the draft's buffers,
+    // filled level by level: the draws [k * length], the tree's parents
+    // [1 + k * length] (the root's -1 first) and the q rows the draws were
+    // drawn from [1 + k * length, vocab] (row 0 the root's zeros), and the
+    // fed rows' parents past level 0 (sequence i extends fed row i). The last
+    // level keeps the buffers and the tree's ancestor mask and depths.
     using Params = std::tuple<int64_t, int64_t, int64_t, double, int64_t, double>;  // k, length, joint, the warp
     const SamplingParams& warp = request.sampling;
     const LevelPick pick = LevelPick::Sampled(
@@ -171,29 +155,34 @@ class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
         [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
            const at::Tensor& noise) {
           const auto& [k, length, joint, temperature, top_k, top_p] = p;
-          at::Tensor q = Probabilities(logits, {.temperature = temperature, .top_k = top_k, .top_p = top_p});
-          q = level == 0 ? q.expand({k, q.size(1)}) : q.index_select(0, carry[1]);
-          const at::Tensor tokens = DrawLevel(q, noise, level == 0 && joint != 0);
-          const auto longs = tokens.options();
-          const at::Tensor parents = level == 0 ? at::zeros({k}, longs) : carry[0];
-          const at::Tensor first = FirstEqualDraw(parents, tokens);
-          std::vector<at::Tensor> buffers = level == 0 ? std::vector<at::Tensor>{at::empty({k * length}, longs),
-                                                                                 at::empty({k * length}, longs),
-                                                                                 at::zeros({1 + k * length, q.size(1)},
-                                                                                           q.options())}
-                                                       : std::vector<at::Tensor>(carry.begin() + 2, carry.end());
-          buffers[0].narrow(0, level * k, k).copy_(tokens);
-          buffers[1].narrow(0, level * k, k).copy_(parents);
-          buffers[2].narrow(0, 1 + level * k, k).copy_(q);
-          // The drafter's levels: each sequence extends its own node.
-          LevelPick::Choice choice{.tokens = tokens,
-                                   .parents = level == 0 ? at::zeros({k}, longs) : at::arange(k, longs)};
-          if (level + 1 < length) {
-            choice.carry = {first + (1 + level * k), first, buffers[0], buffers[1], buffers[2]};
+          const auto longs = logits.options().dtype(at::kLong);
+          std::vector<at::Tensor> buffers;
+          if (level == 0) {
+            buffers = {at::empty({k * length}, longs), at::empty({1 + k * length}, longs),
+                       at::empty({1 + k * length, logits.size(1)}, logits.options().dtype(at::kFloat)),
+                       at::arange(k, longs)};
+            buffers[2].narrow(0, 0, 1).zero_();
           } else {
-            const at::Tensor tree_parents = at::cat({at::full({1}, -1, longs), buffers[1]});
-            auto [mask, depths] = fused::TreeMask(tree_parents);
-            choice.kept = {buffers[0], tree_parents, depths, mask, buffers[2]};
+            buffers.assign(carry.begin() + 2, carry.end());
+          }
+          // Each draw's q row (at the root its one row), written where the
+          // draft keeps them, and its race: one launch where the warp allows.
+          const at::Tensor fed_rows = level == 0 ? at::zeros({k}, longs) : carry[1];
+          const at::Tensor q = buffers[2].narrow(0, 1 + level * k, k);
+          at::Tensor tokens = WarpAndRace(logits, fed_rows, {.temperature = temperature, .top_k = top_k, .top_p = top_p},
+                                          noise, q);
+          // Without replacement the root's k draws are made together instead (Gumbel-top-k).
+          if (level == 0 && joint != 0)
+            tokens = fused::TopKRows(q.narrow(0, 0, 1), noise.narrow(0, 0, 1), k).second.reshape({-1});
+          const tree_builders::TrieLevel trie = tree_builders::RecordTrieLevel(
+              tokens, level == 0 ? at::Tensor() : carry[0], level, buffers[0], buffers[1]);
+          // The drafter's levels: each sequence extends its own node.
+          LevelPick::Choice choice{.tokens = tokens, .parents = level == 0 ? fed_rows : buffers[3]};
+          if (level + 1 < length) {
+            choice.carry = {trie.node, trie.first, buffers[0], buffers[1], buffers[2], buffers[3]};
+          } else {
+            auto [mask, depths] = fused::TreeMask(buffers[1]);
+            choice.kept = {buffers[0], buffers[1], depths, mask, buffers[2]};
           }
           return choice;
         },

@@ -502,18 +502,23 @@ __device__ bool TopKByCandidates(const ForEach& for_each, int64_t k, KeptRow* ke
   return true;
 }
 
-// One block per row: y = x / t; the softmax of the entries at or above the
-// k-th largest (ties kept) and zeros elsewhere: by candidates where k is
-// small, else by a radix select and a pass for the max and the sum.
+// One block per output row b, reading x's row rows[b] (row b where rows is
+// null): y = x / t; the softmax of the entries at or above the k-th largest
+// (ties kept; every entry where k >= cols) and zeros elsewhere: by
+// candidates where k is small, else by a radix select and a pass for the max
+// and the sum. With noise, also the exponential race of the row written
+// (ArgmaxRowsSmall's, with the same divisions, so the same token): an entry
+// of q = 0 never beats one of q > 0, so only the kept entries' noise is read.
 // kCached: rows of at most kSmallRow entries, held in registers across the
 // passes (loaded once) rather than read again each pass; chunks past the
 // row's end are skipped by the whole block alike.
 template <bool kCached>
 __global__ void __launch_bounds__(kSmallThreads)
-    TopKSoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ out, int64_t cols, int64_t k, float t) {
-  const int64_t row = blockIdx.x;
-  const float* xr = x + row * cols;
-  float* outr = out + row * cols;
+    TopKSoftmaxRowsKernel(const float* __restrict__ x, const int64_t* __restrict__ rows, float* __restrict__ out,
+                          const float* __restrict__ noise, int64_t* __restrict__ tokens, int64_t cols, int64_t k,
+                          float t) {
+  const float* xr = x + (rows == nullptr ? blockIdx.x : rows[blockIdx.x]) * cols;
+  float* outr = out + blockIdx.x * cols;
   float cache[kCached ? kPerThread : 1];
   if constexpr (kCached) {
 #pragma unroll
@@ -541,8 +546,8 @@ __global__ void __launch_bounds__(kSmallThreads)
     }
   };
   KeptRow kept;
-  if (k > kSmallWarps || !TopKByCandidates(for_each, k, &kept)) {
-    kept.threshold = RadixSelectKey(for_each, k);
+  if (k >= cols || k > kSmallWarps || !TopKByCandidates(for_each, k, &kept)) {
+    kept.threshold = k >= cols ? 0u : RadixSelectKey(for_each, k);  // key 0: no value maps to it
     float m = -INFINITY, s = 0.0f;
     for_each([&](int64_t, float y, bool valid) {
       if (!valid || OrderKey(y) < kept.threshold) return;
@@ -557,9 +562,20 @@ __global__ void __launch_bounds__(kSmallThreads)
     kept.max = total.x;
     kept.sum = total.y;
   }
+  const float* nr = noise == nullptr ? nullptr : noise + blockIdx.x * cols;
+  uint64_t race = 0;
   for_each([&](int64_t i, float y, bool valid) {
-    if (valid) outr[i] = OrderKey(y) < kept.threshold ? 0.0f : expf(y - kept.max) / kept.sum;
+    if (!valid) return;
+    const float q = OrderKey(y) < kept.threshold ? 0.0f : expf(y - kept.max) / kept.sum;
+    outr[i] = q;
+    if (nr != nullptr && q != 0.0f) race = MaxKey(race, ArgmaxKey(q / fmaxf(nr[i], FLT_MIN), static_cast<uint32_t>(i)));
   });
+  if (nr != nullptr) {
+    race = BlockMaxKey<kSmallThreads>(race);
+    // No entry of q > 0 (a row of NaN sums): ArgmaxRows' answer among zeros, the first index.
+    if (threadIdx.x == 0)
+      tokens[blockIdx.x] = race == 0 ? 0 : static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(race & 0xFFFFFFFFu));
+  }
 }
 
 }  // namespace
@@ -583,13 +599,22 @@ int LaunchTopKRows(const float* x, const float* divisor, float* values, int64_t*
 
 int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
                           void* stream) {
-  if (rows < 1 || rows > 65535 || k < 1 || k > cols || cols >= (int64_t{1} << 32) || !(temperature > 0))
+  if (k > cols) return cudaErrorInvalidValue;
+  return LaunchTopKSoftmaxRace(x, nullptr, nullptr, out, nullptr, rows, cols, k, temperature, stream);
+}
+
+int LaunchTopKSoftmaxRace(const float* x, const int64_t* rows, const float* noise, float* out, int64_t* tokens,
+                          int64_t n, int64_t cols, int64_t k, float temperature, void* stream) {
+  if (n < 1 || n > 65535 || k < 1 || cols >= (int64_t{1} << 32) || !(temperature > 0) ||
+      (noise != nullptr && tokens == nullptr))
     return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   if (cols <= kSmallRow) {
-    TopKSoftmaxRowsKernel<true><<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, out, cols, k, temperature);
+    TopKSoftmaxRowsKernel<true><<<static_cast<unsigned>(n), kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols,
+                                                                                    k, temperature);
   } else {
-    TopKSoftmaxRowsKernel<false><<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, out, cols, k, temperature);
+    TopKSoftmaxRowsKernel<false><<<static_cast<unsigned>(n), kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols,
+                                                                                     k, temperature);
   }
   return cudaGetLastError();
 }
