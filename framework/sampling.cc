@@ -67,16 +67,21 @@ at::Tensor SampleRows(const at::Tensor& probs, at::Generator& generator) {
 
 at::Tensor RaceRows(const at::Tensor& probs, const at::Tensor& noise) { return fused::ArgmaxRows(probs, noise); }
 
-at::Tensor WarpAndRace(const at::Tensor& logits, const at::Tensor& rows, const SamplingParams& warp,
-                       const at::Tensor& noise, const at::Tensor& out) {
+at::Tensor WarpAndRaceRanks(const at::Tensor& logits, const at::Tensor& rows, const SamplingParams& warp,
+                            const at::Tensor& noise, const at::Tensor& out, int64_t ranks) {
   if (!warp.greedy() && warp.top_p == 1.0 && logits.dim() == 2) {
     const int64_t vocab = logits.size(1);
     const int64_t k = warp.top_k > 0 && warp.top_k < vocab ? warp.top_k : vocab;
-    return fused::TopKSoftmaxRace(logits.to(at::kFloat), rows, warp.temperature, k, noise, out);
+    return fused::TopKSoftmaxRace(logits.to(at::kFloat), rows, warp.temperature, k, noise, out, ranks);
   }
   const at::Tensor q = Probabilities(logits, warp);
   out.copy_(rows.defined() ? q.index_select(0, rows) : q);
-  return RaceRows(out, noise);
+  return ranks == 1 ? RaceRows(out, noise).unsqueeze(1) : fused::TopKRows(out, noise, ranks).second;
+}
+
+at::Tensor WarpAndRace(const at::Tensor& logits, const at::Tensor& rows, const SamplingParams& warp,
+                       const at::Tensor& noise, const at::Tensor& out) {
+  return WarpAndRaceRanks(logits, rows, warp, noise, out, 1).reshape({-1});
 }
 
 at::Generator MakeGenerator(c10::Device device, uint64_t seed) {

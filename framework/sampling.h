@@ -55,6 +55,13 @@ at::Tensor RaceRows(const at::Tensor& probs, const at::Tensor& noise);
 at::Tensor WarpAndRace(const at::Tensor& logits, const at::Tensor& rows, const SamplingParams& warp,
                        const at::Tensor& noise, const at::Tensor& out);
 
+// WarpAndRace's first `ranks` places of each row's race, best first: `ranks`
+// draws without replacement from each q row (Gumbel-top-k; a place past q's
+// support is a token of q = 0), int64 [n, ranks]. One launch on CUDA as
+// WarpAndRace, for ranks <= 32.
+at::Tensor WarpAndRaceRanks(const at::Tensor& logits, const at::Tensor& rows, const SamplingParams& warp,
+                            const at::Tensor& noise, const at::Tensor& out, int64_t ranks);
+
 // A generator for `device`, seeded: the same seed gives the same draws.
 at::Generator MakeGenerator(c10::Device device, uint64_t seed);
 

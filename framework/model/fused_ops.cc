@@ -703,7 +703,7 @@ at::Tensor TopKSoftmaxRows(const at::Tensor& x, double temperature, int64_t k) {
 }
 
 at::Tensor TopKSoftmaxRace(const at::Tensor& x, const at::Tensor& rows, double temperature, int64_t k,
-                           const at::Tensor& noise, const at::Tensor& out) {
+                           const at::Tensor& noise, const at::Tensor& out, int64_t ranks) {
   TORCH_CHECK(x.dim() == 2, "TopKSoftmaxRace: x must be [rows, cols], got ", x.sizes());
   const int64_t n = rows.defined() ? rows.size(0) : x.size(0), cols = x.size(1);
   TORCH_CHECK(!rows.defined() || (rows.dim() == 1 && rows.scalar_type() == at::kLong),
@@ -712,23 +712,25 @@ at::Tensor TopKSoftmaxRace(const at::Tensor& x, const at::Tensor& rows, double t
               out.sizes(), " and noise ", noise.sizes(), " must be [", n, ", ", cols, "]");
   TORCH_CHECK(temperature > 0, "TopKSoftmaxRace: temperature must be positive, got ", temperature);
   TORCH_CHECK(k >= 1, "TopKSoftmaxRace: k = ", k, " must be at least 1");
+  TORCH_CHECK(ranks >= 1 && ranks <= cols, "TopKSoftmaxRace: ranks = ", ranks, " outside [1, ", cols, "]");
 #ifdef SPECLAB_WITH_CUDA
-  if (kernel_launch::FloatRows(x) && kernel_launch::FloatRows(out) && kernel_launch::FloatRows(noise) &&
+  if (kernel_launch::FloatRows(x) && kernel_launch::FloatRows(out) && kernel_launch::FloatRows(noise) && ranks <= 32 &&
       (!rows.defined() || (rows.is_contiguous() && rows.device() == x.device())) && out.device() == x.device() &&
       noise.device() == x.device()) {
     const c10::cuda::CUDAGuard guard(x.device());
-    at::Tensor tokens = at::empty({n}, x.options().dtype(at::kLong));
+    at::Tensor tokens = at::empty({n, ranks}, x.options().dtype(at::kLong));
     CheckLaunch(row_kernels::LaunchTopKSoftmaxRace(x.data_ptr<float>(), rows.defined() ? rows.data_ptr<int64_t>() : nullptr,
                                                    noise.data_ptr<float>(), out.data_ptr<float>(),
                                                    tokens.data_ptr<int64_t>(), n, cols, k,
-                                                   static_cast<float>(temperature), CurrentStream(x)),
+                                                   static_cast<float>(temperature), static_cast<int>(ranks),
+                                                   CurrentStream(x)),
                 "TopKSoftmaxRace");
     return tokens;
   }
 #endif
   const at::Tensor gathered = rows.defined() ? x.index_select(0, rows) : x;
   out.copy_(k >= cols ? SoftmaxRows(gathered, temperature) : TopKSoftmaxRows(gathered, temperature, k));
-  return ArgmaxRows(out, noise);
+  return ranks == 1 ? ArgmaxRows(out, noise).unsqueeze(1) : TopKRows(out, noise, ranks).second;
 }
 
 std::pair<at::Tensor, at::Tensor> TopKLogSoftmax(const at::Tensor& x, int64_t k) {

@@ -253,13 +253,15 @@ at::Tensor TopKSoftmaxRows(const at::Tensor& x, double temperature, int64_t k);
 
 // TopKSoftmaxRows of x's rows `rows` (int64 [n] indices into x [m, cols]
 // float32, repeats allowed; undefined: every row of x, n = m) written into
-// out [n, cols] float32, and one token drawn from each row written with the
-// exponential race against noise [n, cols] (Exp(1) values): ArgmaxRows(out,
-// noise), int64 [n]. k >= cols keeps every entry (the softmax at the
-// temperature). One launch on CUDA, where the warp, the gather, the race and
-// the copy into a draft's buffer were four; ATen: those four.
+// out [n, cols] float32, and draws from each row written by the exponential
+// race against noise [n, cols] (Exp(1) values): the first `ranks` places,
+// TopKRows(out, noise, ranks)'s indices, int64 [n, ranks] (draws without
+// replacement; at one place ArgmaxRows(out, noise)). k >= cols keeps every
+// entry (the softmax at the temperature). One launch on CUDA for ranks <=
+// 32, where the warp, the gather, the copy into a draft's buffer and the
+// race were four; elsewhere those four.
 at::Tensor TopKSoftmaxRace(const at::Tensor& x, const at::Tensor& rows, double temperature, int64_t k,
-                           const at::Tensor& noise, const at::Tensor& out);
+                           const at::Tensor& noise, const at::Tensor& out, int64_t ranks = 1);
 
 // The k largest entries of each row of x [rows, cols] float32, best first
 // (ties: the smaller index; NaN beats every number), and their log-softmax:

@@ -186,7 +186,8 @@ TEST(FusedRowOps, TopKSoftmaxRowsKeepsTheTopKAndTies) {
 
 // The warp and the race in one launch: on the CPU the four ops it stands
 // for; on CUDA bit for bit the same kernels' answers run one by one (the
-// warp of the gathered rows, then ArgmaxRows over them with the noise),
+// warp of the gathered rows, then ArgmaxRows or TopKRows over them with the
+// noise),
 // with repeated rows, every warp path (candidates, the radix select past 32,
 // no truncation at k = cols) and a zero in the noise.
 TEST(FusedRowOps, TopKSoftmaxRaceIsTheWarpThenTheRace) {
@@ -204,7 +205,7 @@ TEST(FusedRowOps, TopKSoftmaxRaceIsTheWarpThenTheRace) {
         const std::string where = "cols " + std::to_string(cols) + " k " + std::to_string(k);
         const at::Tensor on_x = x.to(device), on_noise = noise.to(device), on_rows = rows.to(device);
         const at::Tensor out = at::full({5, cols}, 7.0f, on_x.options());
-        const at::Tensor tokens = fused::TopKSoftmaxRace(on_x, on_rows, 0.8, k, on_noise, out);
+        const at::Tensor tokens = fused::TopKSoftmaxRace(on_x, on_rows, 0.8, k, on_noise, out).reshape({-1});
         const at::Tensor gathered = on_x.index_select(0, on_rows);
         const at::Tensor want_q =
             k == cols ? fused::SoftmaxRows(gathered, 0.8) : fused::TopKSoftmaxRows(gathered, 0.8, k);
@@ -216,8 +217,15 @@ TEST(FusedRowOps, TopKSoftmaxRaceIsTheWarpThenTheRace) {
         EXPECT_TRUE(at::equal(tokens.cpu(), fused::ArgmaxRows(out, on_noise).cpu())) << where;
         // Without rows: x's own rows, in order.
         const at::Tensor own = at::empty({3, cols}, on_x.options()), own_noise = on_noise.narrow(0, 0, 3);
-        const at::Tensor own_tokens = fused::TopKSoftmaxRace(on_x, at::Tensor(), 0.8, k, own_noise, own);
+        const at::Tensor own_tokens = fused::TopKSoftmaxRace(on_x, at::Tensor(), 0.8, k, own_noise, own).reshape({-1});
         EXPECT_TRUE(at::equal(own_tokens.cpu(), fused::ArgmaxRows(own, own_noise).cpu())) << where;
+        // Several places: TopKRows' ranks, past q's support (k = 1) too.
+        for (int64_t ranks : {3, 7}) {
+          if (ranks > cols) continue;
+          const at::Tensor ranked = fused::TopKSoftmaxRace(on_x, on_rows, 0.8, k, on_noise, out, ranks);
+          EXPECT_TRUE(at::equal(ranked.cpu(), fused::TopKRows(out, on_noise, ranks).second.cpu()))
+              << where << " ranks " << ranks;
+        }
       }
     }
   }

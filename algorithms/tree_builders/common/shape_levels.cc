@@ -122,11 +122,13 @@ const LevelPick& ShapeLevels::PickFor(const OnDevice& on, const BuildRequest& re
                        width_,
                        [](const Plan& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry,
                           const at::Tensor& noise) {
-                         const at::Tensor q = Probabilities(
-                             logits, {.temperature = std::get<7>(p), .top_k = std::get<8>(p), .top_p = std::get<9>(p)});
-                         // The exponential race: the ranks in order are draws without replacement from q.
-                         const at::Tensor ranks =
-                             fused::TopKRows(q, noise.narrow(0, 0, q.size(0)), std::get<0>(p)).second;
+                         // The exponential race: the ranks in order are draws without
+                         // replacement from q (warp and race in one launch where it can).
+                         const at::Tensor q = at::empty(logits.sizes(), logits.options().dtype(at::kFloat));
+                         const at::Tensor ranks = WarpAndRaceRanks(
+                             logits, at::Tensor(),
+                             {.temperature = std::get<7>(p), .top_k = std::get<8>(p), .top_p = std::get<9>(p)},
+                             noise.narrow(0, 0, q.size(0)), q, std::get<0>(p));
                          return ChildrenOf(p, level, ranks, q, carry);
                        },
                        plan, request.generator)

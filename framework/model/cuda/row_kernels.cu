@@ -506,17 +506,19 @@ __device__ bool TopKByCandidates(const ForEach& for_each, int64_t k, KeptRow* ke
 // null): y = x / t; the softmax of the entries at or above the k-th largest
 // (ties kept; every entry where k >= cols) and zeros elsewhere: by
 // candidates where k is small, else by a radix select and a pass for the max
-// and the sum. With noise, also the exponential race of the row written
-// (ArgmaxRowsSmall's, with the same divisions, so the same token): an entry
-// of q = 0 never beats one of q > 0, so only the kept entries' noise is read.
+// and the sum. With kRanks > 0, also the first `ranks` (<= kRanks) places of
+// the exponential race of the row written: TopKRowsKernel's keys over
+// out / max(noise, FLT_MIN), with the same divisions, so the same tokens
+// (ArgmaxRowsSmall's at one place). An entry of q = 0 has the quotient 0
+// whatever its noise, so only the kept entries' noise is read.
 // kCached: rows of at most kSmallRow entries, held in registers across the
 // passes (loaded once) rather than read again each pass; chunks past the
 // row's end are skipped by the whole block alike.
-template <bool kCached>
+template <bool kCached, int kRanks>
 __global__ void __launch_bounds__(kSmallThreads)
     TopKSoftmaxRowsKernel(const float* __restrict__ x, const int64_t* __restrict__ rows, float* __restrict__ out,
                           const float* __restrict__ noise, int64_t* __restrict__ tokens, int64_t cols, int64_t k,
-                          float t) {
+                          float t, int ranks) {
   const float* xr = x + (rows == nullptr ? blockIdx.x : rows[blockIdx.x]) * cols;
   float* outr = out + blockIdx.x * cols;
   float cache[kCached ? kPerThread : 1];
@@ -562,19 +564,23 @@ __global__ void __launch_bounds__(kSmallThreads)
     kept.max = total.x;
     kept.sum = total.y;
   }
-  const float* nr = noise == nullptr ? nullptr : noise + blockIdx.x * cols;
-  uint64_t race = 0;
+  const float* nr = noise == nullptr ? nullptr : noise + blockIdx.x * cols;  // read only with kRanks > 0
+  uint64_t best[kRanks > 0 ? kRanks : 1];
+#pragma unroll
+  for (int j = 0; j < (kRanks > 0 ? kRanks : 1); ++j) best[j] = 0;
   for_each([&](int64_t i, float y, bool valid) {
     if (!valid) return;
     const float q = OrderKey(y) < kept.threshold ? 0.0f : expf(y - kept.max) / kept.sum;
     outr[i] = q;
-    if (nr != nullptr && q != 0.0f) race = MaxKey(race, ArgmaxKey(q / fmaxf(nr[i], FLT_MIN), static_cast<uint32_t>(i)));
+    if constexpr (kRanks > 0)
+      InsertKey(best, ArgmaxKey(q == 0.0f ? 0.0f : q / fmaxf(nr[i], FLT_MIN), static_cast<uint32_t>(i)));
   });
-  if (nr != nullptr) {
-    race = BlockMaxKey<kSmallThreads>(race);
-    // No entry of q > 0 (a row of NaN sums): ArgmaxRows' answer among zeros, the first index.
-    if (threadIdx.x == 0)
-      tokens[blockIdx.x] = race == 0 ? 0 : static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(race & 0xFFFFFFFFu));
+  if constexpr (kRanks > 0) {
+    for (int r = 0; r < ranks; ++r) {
+      const uint64_t top = PopBlockBest(best);
+      if (threadIdx.x == 0)
+        tokens[blockIdx.x * ranks + r] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(top & 0xFFFFFFFFu));
+    }
   }
 }
 
@@ -600,21 +606,42 @@ int LaunchTopKRows(const float* x, const float* divisor, float* values, int64_t*
 int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
                           void* stream) {
   if (k > cols) return cudaErrorInvalidValue;
-  return LaunchTopKSoftmaxRace(x, nullptr, nullptr, out, nullptr, rows, cols, k, temperature, stream);
+  return LaunchTopKSoftmaxRace(x, nullptr, nullptr, out, nullptr, rows, cols, k, temperature, 0, stream);
 }
 
+namespace {
+
+template <bool kCached>
+void LaunchTopKSoftmaxRanks(const float* x, const int64_t* rows, const float* noise, float* out, int64_t* tokens,
+                            int64_t n, int64_t cols, int64_t k, float t, int ranks, cudaStream_t s) {
+  const auto grid = static_cast<unsigned>(n);
+  if (ranks == 0) {
+    TopKSoftmaxRowsKernel<kCached, 0><<<grid, kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols, k, t, ranks);
+  } else if (ranks == 1) {
+    TopKSoftmaxRowsKernel<kCached, 1><<<grid, kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols, k, t, ranks);
+  } else if (ranks <= 4) {
+    TopKSoftmaxRowsKernel<kCached, 4><<<grid, kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols, k, t, ranks);
+  } else if (ranks <= 8) {
+    TopKSoftmaxRowsKernel<kCached, 8><<<grid, kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols, k, t, ranks);
+  } else if (ranks <= 16) {
+    TopKSoftmaxRowsKernel<kCached, 16><<<grid, kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols, k, t, ranks);
+  } else {
+    TopKSoftmaxRowsKernel<kCached, 32><<<grid, kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols, k, t, ranks);
+  }
+}
+
+}  // namespace
+
 int LaunchTopKSoftmaxRace(const float* x, const int64_t* rows, const float* noise, float* out, int64_t* tokens,
-                          int64_t n, int64_t cols, int64_t k, float temperature, void* stream) {
-  if (n < 1 || n > 65535 || k < 1 || cols >= (int64_t{1} << 32) || !(temperature > 0) ||
-      (noise != nullptr && tokens == nullptr))
+                          int64_t n, int64_t cols, int64_t k, float temperature, int ranks, void* stream) {
+  if (n < 1 || n > 65535 || k < 1 || cols >= (int64_t{1} << 32) || !(temperature > 0) || ranks < 0 ||
+      ranks > 32 || ranks > cols || (ranks > 0 && (noise == nullptr || tokens == nullptr)))
     return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   if (cols <= kSmallRow) {
-    TopKSoftmaxRowsKernel<true><<<static_cast<unsigned>(n), kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols,
-                                                                                    k, temperature);
+    LaunchTopKSoftmaxRanks<true>(x, rows, noise, out, tokens, n, cols, k, temperature, ranks, s);
   } else {
-    TopKSoftmaxRowsKernel<false><<<static_cast<unsigned>(n), kSmallThreads, 0, s>>>(x, rows, out, noise, tokens, cols,
-                                                                                     k, temperature);
+    LaunchTopKSoftmaxRanks<false>(x, rows, noise, out, tokens, n, cols, k, temperature, ranks, s);
   }
   return cudaGetLastError();
 }

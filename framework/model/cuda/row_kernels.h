@@ -72,13 +72,16 @@ int LaunchTopKRows(const float* x, const float* divisor, float* values, int64_t*
 int LaunchTopKSoftmaxRows(const float* x, float* out, int64_t rows, int64_t cols, int64_t k, float temperature,
                           void* stream);
 
-// LaunchTopKSoftmaxRows over gathered rows, and a draw from each: out row b
+// LaunchTopKSoftmaxRows over gathered rows, and draws from each: out row b
 // is the warp of x's row rows[b] (x [*, cols]; rows [n] int64, null for
-// rows 0..n-1), k >= cols keeping every entry; with noise [n, cols] float32
-// (Exp(1) values), tokens[b] is the exponential race of out row b, the token
-// LaunchArgmaxRows(out, noise) gives. One block per output row, one launch.
+// rows 0..n-1), k >= cols keeping every entry; with 1 <= ranks <= 32, noise
+// [n, cols] float32 (Exp(1) values) and tokens [n, ranks] int64: the first
+// `ranks` places of the exponential race of out row b, the indices
+// LaunchTopKRows(out, noise, ranks) gives (at one place LaunchArgmaxRows').
+// ranks 0: the warp alone (noise and tokens unread). One block per output
+// row, one launch.
 int LaunchTopKSoftmaxRace(const float* x, const int64_t* rows, const float* noise, float* out, int64_t* tokens,
-                          int64_t n, int64_t cols, int64_t k, float temperature, void* stream);
+                          int64_t n, int64_t cols, int64_t k, float temperature, int ranks, void* stream);
 
 // Chunks per row for LaunchTopKLogSoftmax: kRowChunk elements each, fewer
 // (and longer) where the merge's splits * k candidates would pass 256.
