@@ -22,13 +22,15 @@ start=$(date +%s)
 # or hangs (30 min) fails with the tests it had not finished.
 seq 0 $((SHARDS - 1)) | xargs -P "$JOBS" -I{} sh -c \
   "GTEST_SHARD_INDEX={} timeout 1800 '$BUILD/speclab_tests' --gtest_brief=1 > '$LOGS/shard_{}.log' 2>&1; echo \$? > '$LOGS/shard_{}.status'"
-passed=0 failed_shards=()
+passed=0 skipped=0 failed_shards=()
 for i in $(seq 0 $((SHARDS - 1))); do
   n=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$LOGS/shard_$i.log")
   passed=$((passed + ${n:-0}))
+  n=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$LOGS/shard_$i.log")
+  skipped=$((skipped + ${n:-0}))
   [ "$(cat "$LOGS/shard_$i.status")" = 0 ] || failed_shards+=("$i")
 done
-echo "speclab unit tests: $passed passed in $SHARDS shards, $((($(date +%s) - start))) s"
+echo "speclab unit tests: $passed passed, $skipped skipped (their reasons: grep SKIPPED $LOGS/*.log) in $SHARDS shards, $((($(date +%s) - start))) s"
 if [ ${#failed_shards[@]} -gt 0 ]; then
   for i in "${failed_shards[@]}"; do
     echo "--- shard $i of $SHARDS failed (status $(cat "$LOGS/shard_$i.status")); its log, $LOGS/shard_$i.log, ends:"
