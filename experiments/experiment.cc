@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,6 +36,8 @@
 #include "framework/tokenizers/tokenizer.h"
 #include "framework/method.h"
 #include "framework/model/llama_model.h"
+#include "framework/device/device_drafter.h"
+#include "framework/device/device_graphs.h"
 #include "framework/device/pipelined_steps.h"
 #include "framework/speculative_decoder.h"
 
@@ -174,6 +177,24 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
     }
     ASSIGN_OR_RETURN(draft_costs[m.name], MeasureForwardCosts(*models[0], counts, context, kRepeats));
   }
+  // The drafters' own device work besides forwards (heads, picks), priced
+  // per run of each captured work.
+  std::map<std::string, std::map<std::string, double>> graph_costs;  // by method, then work
+  for (Method& m : e.methods) {
+    DeviceDrafter* device = DeviceFormOf(*m.drafter);
+    DeviceGraphs* graphs = device == nullptr ? nullptr : device->graphs();
+    if (graphs == nullptr) continue;
+    for (const RunRecord& r : records) {
+      if (r.method != m.name) continue;
+      for (const auto& [work, runs] : r.generation.draft_graph_runs) {
+        if (graph_costs[m.name].count(work) > 0) continue;
+        absl::StatusOr<double> cost = graphs->SecondsPerRun(work, kRepeats);
+        // NotFound: only a journaled run drafted with it (a resumed run), so it has no price here.
+        if (cost.ok()) graph_costs[m.name][work] = *cost;
+        if (!cost.ok() && !absl::IsNotFound(cost.status())) return cost.status();
+      }
+    }
+  }
   for (RunRecord& r : records) {
     ASSIGN_OR_RETURN(double seconds, PredictSeconds(r.generation.target_forwards, target_costs));
     if (r.method != kBaseline) {
@@ -181,6 +202,14 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
       if (it == draft_costs.end()) continue;
       ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(r.generation.draft_forwards, it->second));
       seconds += draft_seconds;
+      bool priced = true;
+      for (const auto& [work, runs] : r.generation.draft_graph_runs) {
+        const auto& costs = graph_costs[r.method];
+        auto cost = costs.find(work);
+        priced = priced && cost != costs.end();
+        if (priced) seconds += static_cast<double>(runs) * cost->second;
+      }
+      if (!priced) continue;  // no prediction rather than one without its drafting
     }
     r.predicted_seconds = seconds;
   }

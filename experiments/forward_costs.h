@@ -6,7 +6,9 @@
 // (Generation::target_forwards / draft_forwards) at measured costs gives the
 // time an overhead-free engine would take; the measured time minus that is the
 // framework's overhead, and the ratio of predicted times is the speedup the
-// acceptance and the cost model promise (docs/algorithms.md §5.3).
+// acceptance and the cost model promise (docs/algorithms.md §5.3). A
+// drafter's own device work besides forwards (heads: DeviceDrafter::graphs())
+// is priced beside them, per run of each work (DeviceGraphs::SecondsPerRun).
 #ifndef SPECLAB_EXPERIMENTS_FORWARD_COSTS_H_
 #define SPECLAB_EXPERIMENTS_FORWARD_COSTS_H_
 

@@ -28,6 +28,12 @@ std::string Counts(const std::map<int64_t, int64_t>& counts) {
   return absl::StrCat("[", absl::StrJoin(pairs, ", "), "]");
 }
 
+std::string KeyedCounts(const std::map<std::string, int64_t>& counts) {
+  std::vector<std::string> pairs;
+  for (const auto& [key, count] : counts) pairs.push_back(absl::StrCat("[\"", JsonEscape(key), "\", ", count, "]"));
+  return absl::StrCat("[", absl::StrJoin(pairs, ", "), "]");
+}
+
 std::string RecordToJson(const RunRecord& r) {
   const Generation& g = r.generation;
   std::vector<std::string> steps;
@@ -39,7 +45,8 @@ std::string RecordToJson(const RunRecord& r) {
                       "\", \"greedy_match\": ", r.greedy_match, ", \"engine_form\": \"", JsonEscape(g.engine_form),
                       "\", \"prefill_seconds\": ", Number(g.prefill_seconds), ", \"decode_seconds\": ",
                       Number(g.decode_seconds), ", \"target_forwards\": ", Counts(g.target_forwards),
-                      ", \"draft_forwards\": ", Counts(g.draft_forwards), ", \"tokens\": [",
+                      ", \"draft_forwards\": ", Counts(g.draft_forwards), ", \"draft_graph_runs\": ",
+                      KeyedCounts(g.draft_graph_runs), ", \"tokens\": [",
                       absl::StrJoin(g.tokens, ", "), "], \"steps\": [", absl::StrJoin(steps, ", "), "]}");
 }
 
@@ -90,6 +97,19 @@ class RecordReader {
     return counts;
   }
 
+  // [[key, count], ...]; journals written before the key existed have none.
+  absl::StatusOr<std::map<std::string, int64_t>> KeyedCountsAt(const JsonValue& object, const char* key) const {
+    std::map<std::string, int64_t> counts;
+    if (object.Find(key) == nullptr) return counts;
+    ASSIGN_OR_RETURN(const JsonValue* list, Member(object, key, JsonValue::Type::kArray));
+    for (const JsonValue& pair : list->array()) {
+      if (!pair.is_array() || pair.array().size() != 2 || !pair.array()[0].is_string())
+        return absl::DataLossError(absl::StrCat(where_, ": key '", key, "': expected [name, count] pairs"));
+      ASSIGN_OR_RETURN(counts[pair.array()[0].string_value()], Int(pair.array()[1], key));
+    }
+    return counts;
+  }
+
   absl::StatusOr<RunRecord> Record(const JsonValue& object, double temperature, const std::string& prompt_id) const {
     if (!object.is_object()) return absl::DataLossError(absl::StrCat(where_, ": expected a record object"));
     RunRecord r;
@@ -106,6 +126,7 @@ class RecordReader {
     ASSIGN_OR_RETURN(g.decode_seconds, NumberAt(object, "decode_seconds"));
     ASSIGN_OR_RETURN(g.target_forwards, CountsAt(object, "target_forwards"));
     ASSIGN_OR_RETURN(g.draft_forwards, CountsAt(object, "draft_forwards"));
+    ASSIGN_OR_RETURN(g.draft_graph_runs, KeyedCountsAt(object, "draft_graph_runs"));
     ASSIGN_OR_RETURN(const JsonValue* tokens, Member(object, "tokens", JsonValue::Type::kArray));
     for (const JsonValue& token : tokens->array()) {
       ASSIGN_OR_RETURN(int64_t id, Int(token, "tokens"));

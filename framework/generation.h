@@ -55,6 +55,9 @@ struct Generation {
   // Model forwards after prefill, by token count (LanguageModel::forward_counts).
   std::map<int64_t, int64_t> target_forwards;
   std::map<int64_t, int64_t> draft_forwards;
+  // Runs of the drafter's own device work besides forwards (heads, picks:
+  // DeviceDrafter::graphs()), by its key, to be priced as forwards are.
+  std::map<std::string, int64_t> draft_graph_runs;
   // How the engine ran the steps: "autoregressive", "pipelined chain",
   // "pipelined tree", or "step by step: " and why not pipelined (the option
   // or the plugin that rules it out).

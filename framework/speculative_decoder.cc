@@ -13,6 +13,8 @@
 #include "framework/core/random_source.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
+#include "framework/device/device_drafter.h"
+#include "framework/device/device_graphs.h"
 #include "framework/device/pipelined_steps.h"
 #include "framework/error_text.h"
 #include "framework/step_by_step.h"
@@ -58,10 +60,17 @@ absl::Status KeepEmitted(LanguageModel& target, absl::Span<const int32_t> prompt
   return target.committed_length() > fed ? target.Truncate(fed) : absl::OkStatus();
 }
 
+// The drafter's own counted device work (DeviceDrafter::graphs()), or null.
+DeviceGraphs* DraftGraphs(Drafter* drafter) {
+  DeviceDrafter* device = drafter == nullptr ? nullptr : DeviceFormOf(*drafter);
+  return device == nullptr ? nullptr : device->graphs();
+}
+
 void ResetForwardCounts(LanguageModel& target, Drafter* drafter) {
   target.ResetForwardCounts();
   if (drafter != nullptr)
     for (LanguageModel* model : drafter->models()) model->ResetForwardCounts();
+  if (DeviceGraphs* graphs = DraftGraphs(drafter)) graphs->ResetRuns();
 }
 
 void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generation& out) {
@@ -69,6 +78,7 @@ void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generat
   if (drafter == nullptr) return;
   for (LanguageModel* model : drafter->models())
     for (const auto& [tokens, count] : model->forward_counts()) out.draft_forwards[tokens] += count;
+  if (DeviceGraphs* graphs = DraftGraphs(drafter)) out.draft_graph_runs = graphs->runs();
 }
 
 absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<const int32_t> prompt,

@@ -100,6 +100,7 @@ class HydraDrafter final : public Drafter, public DeviceDrafter {
   // most K - 1 levels).
   absl::StatusOr<LevelsKept> DraftLevels(int levels, const LevelPick& pick) override;
   absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override;
+  DeviceGraphs* graphs() override { return &graphs_; }
 
   // Head k's logits [n, vocab] float32 from states [n, hidden] (or [1,
   // hidden], shared) and the paths' tokens [n, k + 1] int64, root first.

@@ -83,6 +83,7 @@ class MedusaDrafter final : public Drafter, public DeviceDrafter {
   // most K - 1 levels).
   absl::StatusOr<LevelsKept> DraftLevels(int levels, const LevelPick& pick) override;
   absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override;
+  DeviceGraphs* graphs() override { return &graphs_; }
 
   // The heads' logits [K, vocab] float32 from a hidden state [1, hidden].
   at::Tensor HeadLogits(const at::Tensor& hidden) const;

@@ -209,5 +209,29 @@ TEST(MedusaDrafterTest, PipelinedStepsDraftFromTheSameStates) {
   }
 }
 
+// The heads' device work is counted per generation, one run a drafted chain
+// (pipelined, the one step queued past the end too), so that experiments
+// price it beside the forwards (Generation::draft_graph_runs).
+TEST(MedusaDrafterTest, AGenerationCountsItsHeadsRuns) {
+  auto target = TinyModel(3, /*vocab=*/8);
+  auto method = MethodFromYaml(
+      "{name: m, drafter: {type: medusa, heads: 3}, verifier: {type: greedy}, length_policy: {type: fixed, gamma: 3}}",
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  for (bool pipeline : {false, true}) {
+    DecodeOptions options{.max_new_tokens = 12};
+    options.pipeline = pipeline;
+    for (int generation = 0; generation < 2; ++generation) {
+      absl::StatusOr<Generation> out = GenerateSpeculative(*target, *method, kPrompt, options);
+      ASSERT_TRUE(out.ok()) << out.status();
+      int64_t runs = 0;
+      for (const auto& [work, count] : out->draft_graph_runs) runs += count;
+      const auto steps = static_cast<int64_t>(out->steps.size());
+      EXPECT_GE(runs, steps) << "pipeline " << pipeline;
+      EXPECT_LE(runs, steps + (pipeline ? 1 : 0)) << "pipeline " << pipeline;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace speclab

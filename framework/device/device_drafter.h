@@ -20,6 +20,7 @@
 
 namespace speclab {
 
+class DeviceGraphs;
 class Drafter;
 
 // A step's root when only the device knows it (the engine's pipelined
@@ -103,6 +104,12 @@ class DeviceDrafter {
   // on the device, root first. Unimplemented (the default): the engine then
   // runs its step-by-step loop.
   virtual absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length);
+
+  // The drafter's own device work outside any model's forward (heads,
+  // picks), where it runs it through a DeviceGraphs: its runs are counted
+  // per generation (Generation::draft_graph_runs) and priced as forwards
+  // are. Null (the default) where drafting is model forwards alone.
+  virtual DeviceGraphs* graphs() { return nullptr; }
 };
 
 // The device form of `drafter`, or null where it has none.

@@ -2,11 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_timer.h"
 #include "framework/error_text.h"
 #include "framework/model/cuda_graph.h"
 
@@ -64,9 +68,18 @@ absl::StatusOr<DeviceOutputs> DeviceGraphs::RunKeyed(const std::string& parts_ke
   for (const at::Tensor& t : inputs)
     if (!t.defined() || t.device() != inputs.front().device())
       return absl::InvalidArgumentError("DeviceGraphs: every input must be a defined tensor on one device");
-  if (inputs.empty() || !inputs.front().is_cuda() || !CudaGraph::Supported()) return work(inputs);
+  const std::string key = absl::StrCat(parts_key, "|", InputsKey(inputs));
+  if (inputs.empty() || !inputs.front().is_cuda() || !CudaGraph::Supported()) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<DeviceOutputs> out = work(inputs);
+    if (!out.ok()) return out;
+    Timed& timed = timed_[key];
+    timed.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++timed.runs;
+    ++runs_[key];
+    return out;
+  }
   try {
-    const std::string key = absl::StrCat(parts_key, "|", InputsKey(inputs));
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       auto captured = std::make_unique<Captured>();
@@ -91,10 +104,35 @@ absl::StatusOr<DeviceOutputs> DeviceGraphs::RunKeyed(const std::string& parts_ke
       for (size_t i = 0; i < inputs.size(); ++i) it->second->inputs[i].copy_(inputs[i], /*non_blocking=*/true);
     }
     it->second->graph->Replay();
+    ++runs_[key];
     return Copies(it->second->outputs);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("DeviceGraphs: ", ErrorText(e)));
   }
+}
+
+absl::StatusOr<double> DeviceGraphs::SecondsPerRun(const std::string& key, int repeats) {
+  if (auto graph = graphs_.find(key); graph != graphs_.end()) {
+    Captured& captured = *graph->second;
+    repeats = std::max(repeats, 1);
+    std::vector<double> windows;
+    for (int window = 0; window < 5; ++window) {
+      ASSIGN_OR_RETURN(double seconds, DeviceSeconds(captured.inputs.front().device(), [&]() -> absl::Status {
+                         try {
+                           for (int r = 0; r < repeats; ++r) captured.graph->Replay();
+                         } catch (const std::exception& e) {
+                           return absl::InternalError(absl::StrCat("DeviceGraphs: ", ErrorText(e)));
+                         }
+                         return absl::OkStatus();
+                       }));
+      windows.push_back(seconds / repeats);
+    }
+    std::nth_element(windows.begin(), windows.begin() + 2, windows.end());
+    return windows[2];
+  }
+  if (auto timed = timed_.find(key); timed != timed_.end() && timed->second.runs > 0)
+    return timed->second.seconds / static_cast<double>(timed->second.runs);
+  return absl::NotFoundError(absl::StrCat("DeviceGraphs: no work keyed '", key, "' has run"));
 }
 
 }  // namespace speclab

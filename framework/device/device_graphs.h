@@ -8,7 +8,7 @@
 // Run(): on CUDA the first call with a key captures the work on copies of
 // its inputs, and every later call copies the inputs in, replays the graph
 // with one launch and copies the outputs out; elsewhere the work runs as it
-// is. The work must be device work only, the same ops on the same shapes
+// is. Each run is counted, so that drafting can be priced like forwards. The work must be device work only, the same ops on the same shapes
 // every time: no host reads, no RNG (draw noise before, as ChainNoise() and
 // LevelNoise() do, and pass it as an input).
 #ifndef SPECLAB_FRAMEWORK_DEVICE_DEVICE_GRAPHS_H_
@@ -67,12 +67,28 @@ class DeviceGraphs {
   // Graphs captured so far.
   int64_t captures() const { return captures_; }
 
+  // What drafting cost, for predicted times (experiments/forward_costs.h):
+  // runs of each work since ResetRuns(), by a key naming the work and its
+  // inputs' shapes, and the seconds one run of it takes the device: its
+  // graph replayed on its last inputs, on the device's clock
+  // (device_timer.h; the median of five windows of `repeats` replays); off
+  // CUDA, the mean wall time of its runs so far. NotFound for a key never run.
+  const std::map<std::string, int64_t>& runs() const { return runs_; }
+  void ResetRuns() { runs_.clear(); }
+  absl::StatusOr<double> SecondsPerRun(const std::string& key, int repeats);
+
  private:
   struct Captured;
+  struct Timed {  // runs without a graph: their wall time
+    double seconds = 0;
+    int64_t runs = 0;
+  };
   absl::StatusOr<DeviceOutputs> RunKeyed(const std::string& parts_key, const std::vector<at::Tensor>& inputs,
                                          const Work& work);
 
   std::map<std::string, std::unique_ptr<Captured>> graphs_;
+  std::map<std::string, int64_t> runs_;
+  std::map<std::string, Timed> timed_;
   int64_t captures_ = 0;
 };
 

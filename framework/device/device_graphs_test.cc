@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -57,6 +58,35 @@ TEST(DeviceGraphsTest, AGraphIsCapturedPerKeyAndInputShape) {
   EXPECT_TRUE(at::allclose(other->tensors[0], at::full({4, 3}, 4.0, cuda)));
   ASSERT_TRUE(graphs.Run(std::make_tuple(2.0), {at::ones({5, 3}, cuda)}, Affine(2.0)).ok());
   EXPECT_EQ(graphs.captures(), 3);
+}
+
+// Runs are counted by work and input shape, for pricing drafting: each key
+// has a positive price per run (a graph replayed on the device's clock on
+// CUDA, the runs' mean wall time elsewhere); a failed run is not counted and
+// a key never run has no price.
+TEST(DeviceGraphsTest, RunsAreCountedAndPricedByKey) {
+  const auto options = at::TensorOptions().device(testing::TestDevice());
+  DeviceGraphs graphs;
+  for (int call = 0; call < 3; ++call) ASSERT_TRUE(graphs.Run(std::make_tuple(2.0), {at::ones({4, 3}, options)}, Affine(2.0)).ok());
+  ASSERT_TRUE(graphs.Run(std::make_tuple(2.0), {at::ones({5, 3}, options)}, Affine(2.0)).ok());
+  const DeviceGraphs::Work failing = [](const std::vector<at::Tensor>&) -> absl::StatusOr<DeviceOutputs> {
+    return absl::FailedPreconditionError("the work refuses");
+  };
+  EXPECT_FALSE(graphs.Run(std::make_tuple(7.0), {at::ones({4, 3}, options)}, failing).ok());
+  std::vector<int64_t> counts;
+  for (const auto& [key, runs] : graphs.runs()) counts.push_back(runs);
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts[0] + counts[1], 4);
+  EXPECT_EQ(std::max(counts[0], counts[1]), 3);
+  for (const auto& [key, runs] : graphs.runs()) {
+    absl::StatusOr<double> seconds = graphs.SecondsPerRun(key, 5);
+    ASSERT_TRUE(seconds.ok()) << seconds.status();
+    EXPECT_GT(*seconds, 0.0) << key;
+    EXPECT_LT(*seconds, 1.0) << key;
+  }
+  EXPECT_EQ(graphs.SecondsPerRun("no such work", 5).status().code(), absl::StatusCode::kNotFound);
+  graphs.ResetRuns();
+  EXPECT_TRUE(graphs.runs().empty());
 }
 
 TEST(DeviceGraphsTest, BadInputsAndFailingWorkAreErrors) {
