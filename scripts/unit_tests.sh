@@ -17,6 +17,11 @@ SHARDS=${SPECLAB_TEST_SHARDS:-$((JOBS * 8))}
 LOGS="$BUILD/unit-shards"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 export GTEST_TOTAL_SHARDS=$SHARDS
+# Tests write their scratch files under ::testing::TempDir(), which is
+# TEST_TMPDIR where set: a folder of this run's, removed at the end.
+TEST_TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/speclab-tests.XXXXXX")
+export TEST_TMPDIR
+trap 'rm -rf "$TEST_TMPDIR"' EXIT
 start=$(date +%s)
 # Each shard writes its log and, last, its exit status; a shard that crashes
 # or hangs (30 min) fails with the tests it had not finished.
