@@ -94,7 +94,7 @@ std::vector<std::string> PartsWithoutDeviceForms(const Method& method, bool tree
                                  "' weighs a chain's drafts together, so a chain drafted past the length policy '",
                                  method.policy_name, "''s device-side stop cannot be cut after verification"));
   else if (!method.policy->wants_progress() && !method.policy->length_is_fixed() &&
-           (trees || !method.policy->may_observe_late()))
+           !method.policy->may_observe_late())
     parts.push_back(absl::StrCat("the length policy '", method.policy_name,
                                  "' decides each step on the host after reading the last"));
   return parts;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,23 +34,26 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   if (!draft->device_shape) return absl::InternalError("pipelined tree: the builder's tree is not on the device");
   const DraftTree::DeviceShape& shape = *draft->device_shape;
   const at::Tensor tokens = draft->tokens.to(device);
+  // The tree's size may move from step to step (a builder whose size follows
+  // a length policy that observes late): each step is checked on its own; a
+  // first step that does not fit is refused (step by step instead), a later
+  // one is an error naming the limit.
   const int64_t n = tokens.size(0);
-  if (nodes_ == 0) {
-    if (n < 2 || n > kMaxTreeNodes) {
-      Refuse(absl::StrCat("the tree has ", n, " nodes, outside [2, ", kMaxTreeNodes, "]"));
-      return std::nullopt;
-    }
-    const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
-    if (room_needed_ + depth + 1 + n > target().capacity()) {
-      Refuse(absl::StrCat("a queued tree needs ", room_needed_ + depth + 1 + n, " KV slots, past the capacity ",
-                          target().capacity(), " (models.kv_capacity)"));
-      return std::nullopt;
-    }
-    nodes_ = n;
-    path_length_ = depth + 1;
-  } else if (n != nodes_) {
-    return absl::InternalError(absl::StrCat("pipelined tree: drafted ", n, " nodes after ", nodes_));
+  const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
+  std::string unfit;
+  if (n < 2 || n > kMaxTreeNodes) {
+    unfit = absl::StrCat("the tree has ", n, " nodes, outside [2, ", kMaxTreeNodes, "]");
+  } else if (room_needed_ + depth + 1 + n > target().capacity()) {
+    unfit = absl::StrCat("a queued tree needs ", room_needed_ + depth + 1 + n, " KV slots, past the capacity ",
+                         target().capacity(), " (models.kv_capacity)");
   }
+  if (!unfit.empty()) {
+    if (queued_ > 0) return absl::FailedPreconditionError(absl::StrCat("pipelined tree, step ", queued_ + 1, ": ", unfit));
+    Refuse(unfit);
+    return std::nullopt;
+  }
+  ++queued_;
+  path_length_ = depth + 1;
   const DevicePosition at = RootAt(min_root, max_root);
   ASSIGN_OR_RETURN(at::Tensor logits,
                    target_device().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
@@ -74,7 +78,10 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
 }
 
 absl::StatusOr<PipelinedRead> PipelinedTree::Read(const at::Tensor& host_record) const {
-  const int64_t n = nodes_;
+  // Queue()'s layout, [3n + 1]: the step's size is in the record.
+  const int64_t n = (host_record.numel() - 1) / 3;
+  if (n < 2 || host_record.numel() != 3 * n + 1)
+    return absl::InternalError(absl::StrCat("pipelined tree: a record of ", host_record.numel(), " values"));
   const int64_t* tokens = host_record.data_ptr<int64_t>();
   const int64_t* parents = tokens + n;
   const int64_t* walk = parents + n;
@@ -86,7 +93,7 @@ absl::StatusOr<PipelinedRead> PipelinedTree::Read(const at::Tensor& host_record)
     depth[i] = depth[parents[i]] + 1;
     read.longest_path = std::max(read.longest_path, depth[i]);
   }
-  if (walk[0] < 0 || walk[0] >= path_length_)
+  if (walk[0] < 0 || walk[0] > read.longest_path)
     return absl::InternalError(absl::StrCat("device verifier accepted ", walk[0], " of ", n - 1, " drafts"));
   for (int64_t i = 1; i <= walk[0]; ++i) {
     if (walk[i] < 1 || walk[i] >= n || parents[walk[i]] != (i == 1 ? 0 : walk[i - 1]))

@@ -45,10 +45,12 @@ class PipelinedTree final : public PipelinedSteps {
 
   // The record, int64 [3n + 1] for a tree of n nodes: the tokens (root
   // first), the parents (-1 for the root), and the verifier's walk
-  // (DeviceVerifier::VerifyTree). nullopt, with the target unchanged, where
-  // the builder or drafter has no device-rooted trees or, at the first step,
-  // where the tree has no drafts or more than kMaxTreeNodes nodes, or the
-  // target's cache has no room for the tree queued past the end.
+  // (DeviceVerifier::VerifyTree). Each step's tree may have its own size (a
+  // builder whose size follows a length policy observing late). nullopt,
+  // with the target unchanged, where the builder or drafter has no
+  // device-rooted trees or, at the first step, where the tree has no drafts
+  // or more than kMaxTreeNodes nodes, or the target's cache has no room for
+  // the tree queued past the end; at a later step those are errors.
   absl::StatusOr<std::optional<at::Tensor>> Queue(int64_t min_root, int64_t max_root) override;
   int64_t max_advance() const override { return path_length_; }
   const char* form() const override { return "pipelined tree"; }
@@ -56,8 +58,8 @@ class PipelinedTree final : public PipelinedSteps {
 
  private:
   int64_t room_needed_;      // the prompt and max_new_tokens: the tree and a step's advance come on top
-  int64_t nodes_ = 0;        // the tree's size, from the first step
-  int64_t path_length_ = 0;  // the root and the deepest node's depth: the most a step advances
+  int64_t queued_ = 0;       // steps queued so far
+  int64_t path_length_ = 0;  // the last queued tree's root and deepest depth: the most that step advances
 };
 
 }  // namespace speclab

@@ -12,6 +12,7 @@
 #include "framework/speculative_decoder.h"
 #include "tests/support/length_policy_checks.h"
 #include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
 
 namespace speclab {
 namespace {
@@ -50,8 +51,10 @@ TEST(HeuristicLengthPolicyTest, EqualsGreedyAndMovesItsLengthInTheEngine) {
   testing::ExpectGreedyWithAMovingLength("{type: heuristic, initial: 2}", "heuristic", /*drafter_seed=*/1);
 }
 
-// Its length moves every step: pipelined chains observe it one step late,
-// and the run says so; trees keep to the host.
+// Its length moves every step: pipelined chains and trees observe it one
+// step late, and the run says so; a tree whose size follows the length
+// (multi_sample's sequences) changes size from step to step and still equals
+// greedy decoding.
 TEST(HeuristicLengthPolicyTest, PipelinedChainsObserveItOneStepLate) {
   auto policy = MakeLengthPolicy("{type: heuristic, initial: 2, max: 9}");
   ASSERT_TRUE(policy.ok());
@@ -69,10 +72,31 @@ TEST(HeuristicLengthPolicyTest, PipelinedChainsObserveItOneStepLate) {
   ASSERT_TRUE(tree_policy.ok());
   trees.policy = *std::move(tree_policy);
   trees.policy_name = "heuristic";
-  auto tree_out =
-      GenerateSpeculative(*target, trees, {1, 5, 3, 7, 2}, {.sampling = {.temperature = 0}, .max_new_tokens = 12});
+  const DecodeOptions greedy{.sampling = {.temperature = 0}, .max_new_tokens = 30};
+  auto tree_out = GenerateSpeculative(*target, trees, {1, 5, 3, 7, 2}, greedy);
   ASSERT_TRUE(tree_out.ok()) << tree_out.status();
-  EXPECT_THAT(tree_out->engine_form, HasSubstr("step by step: the length policy 'heuristic' decides each step"));
+  EXPECT_EQ(tree_out->engine_form, "pipelined tree; the length policy 'heuristic' observes each step one step late");
+  auto autoregressive = GenerateAutoregressive(*target, {1, 5, 3, 7, 2}, greedy);
+  ASSERT_TRUE(autoregressive.ok());
+  EXPECT_EQ(tree_out->tokens, autoregressive->tokens);
+  std::set<int> sizes;
+  for (const StepStats& step : tree_out->steps) sizes.insert(step.tree_nodes);
+  EXPECT_GT(sizes.size(), 1u) << "the tree's size never moved";
+}
+
+// Pipelined trees whose size moves keep the target's law (T = 1, two
+// sampled sequences, SpecInfer), as step by step.
+TEST(HeuristicLengthPolicyTest, PipelinedTreesOfMovingSizeKeepTheTargetLaw) {
+  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3};
+  auto target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const testing::TwoTokenLaw law = testing::ExactTwoTokenLaw(*target, prompt, 1.0);
+  Method method = testing::ModelDrafterMethod(testing::TinyModel(7, 8, 1, 15), "{type: multi_sample, k: 2}",
+                                              "{type: specinfer}", 1);
+  auto policy = MakeLengthPolicy("{type: heuristic, initial: 2, max: 4}");
+  ASSERT_TRUE(policy.ok());
+  method.policy = *std::move(policy);
+  method.policy_name = "heuristic";
+  testing::ExpectTheLawPipelinedAndStepByStep(*target, method, prompt, law, 1500, "multi_sample k 2, heuristic");
 }
 
 TEST(HeuristicLengthPolicyTest, OptionErrorsNameTheKey) {
