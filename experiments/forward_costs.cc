@@ -17,7 +17,6 @@
 namespace speclab {
 namespace {
 
-constexpr int kCudaWindows = 5;
 
 void Synchronize(c10::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -79,15 +78,9 @@ absl::StatusOr<std::map<int64_t, double>> Measure(LanguageModel& model, const st
       costs[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
       continue;
     }
-    // The device's own time (device_timer.h), the median of several windows
-    // on an accelerator, whose clocks and neighbours move single windows.
-    std::vector<double> windows;
-    for (int w = 0; w < (device.is_cuda() ? kCudaWindows : 1); ++w) {
-      ASSIGN_OR_RETURN(double seconds, DeviceSeconds(device, [&] { return run(repeats); }));
-      windows.push_back(seconds / repeats);
-    }
-    std::nth_element(windows.begin(), windows.begin() + windows.size() / 2, windows.end());
-    costs[n] = windows[windows.size() / 2];
+    // The device's own time (device_timer.h).
+    ASSIGN_OR_RETURN(double seconds, MedianDeviceSeconds(device, [&] { return run(repeats); }));
+    costs[n] = seconds / repeats;
   }
   RETURN_IF_ERROR(model.Truncate(0));
   return costs;

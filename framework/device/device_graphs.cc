@@ -115,20 +115,12 @@ absl::StatusOr<double> DeviceGraphs::SecondsPerRun(const std::string& key, int r
   if (auto graph = graphs_.find(key); graph != graphs_.end()) {
     Captured& captured = *graph->second;
     repeats = std::max(repeats, 1);
-    std::vector<double> windows;
-    for (int window = 0; window < 5; ++window) {
-      ASSIGN_OR_RETURN(double seconds, DeviceSeconds(captured.inputs.front().device(), [&]() -> absl::Status {
-                         try {
-                           for (int r = 0; r < repeats; ++r) captured.graph->Replay();
-                         } catch (const std::exception& e) {
-                           return absl::InternalError(absl::StrCat("DeviceGraphs: ", ErrorText(e)));
-                         }
-                         return absl::OkStatus();
-                       }));
-      windows.push_back(seconds / repeats);
-    }
-    std::nth_element(windows.begin(), windows.begin() + 2, windows.end());
-    return windows[2];
+    // DeviceSeconds turns a failed replay's exception into a Status.
+    ASSIGN_OR_RETURN(double seconds, MedianDeviceSeconds(captured.inputs.front().device(), [&] {
+                       for (int r = 0; r < repeats; ++r) captured.graph->Replay();
+                       return absl::OkStatus();
+                     }));
+    return seconds / repeats;
   }
   if (auto timed = timed_.find(key); timed != timed_.end() && timed->second.runs > 0)
     return timed->second.seconds / static_cast<double>(timed->second.runs);

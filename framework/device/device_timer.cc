@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
@@ -63,6 +64,17 @@ absl::StatusOr<double> DeviceSeconds(c10::Device device, const std::function<abs
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("timing device work: ", ErrorText(e)));
   }
+}
+
+absl::StatusOr<double> MedianDeviceSeconds(c10::Device device, const std::function<absl::Status()>& queue) {
+  constexpr int kCudaWindows = 5;
+  std::vector<double> windows;
+  for (int w = 0; w < (device.is_cuda() ? kCudaWindows : 1); ++w) {
+    ASSIGN_OR_RETURN(double seconds, DeviceSeconds(device, queue));
+    windows.push_back(seconds);
+  }
+  std::nth_element(windows.begin(), windows.begin() + windows.size() / 2, windows.end());
+  return windows[windows.size() / 2];
 }
 
 }  // namespace speclab

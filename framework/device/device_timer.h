@@ -29,6 +29,10 @@ namespace speclab {
 // leave the models as it found them (it may be queued several times).
 absl::StatusOr<double> DeviceSeconds(c10::Device device, const std::function<absl::Status()>& queue);
 
+// DeviceSeconds of `queue` on an accelerator, the median of several timings
+// (its clocks and its neighbours move single ones); one timing elsewhere.
+absl::StatusOr<double> MedianDeviceSeconds(c10::Device device, const std::function<absl::Status()>& queue);
+
 }  // namespace speclab
 
 #endif  // SPECLAB_FRAMEWORK_DEVICE_DEVICE_TIMER_H_
