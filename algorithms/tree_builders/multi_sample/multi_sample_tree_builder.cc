@@ -167,13 +167,20 @@ class MultiSampleTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
           }
           // Each draw's q row (at the root its one row), written where the
           // draft keeps them, and its race: one launch where the warp allows.
+          const SamplingParams warp{.temperature = temperature, .top_k = top_k, .top_p = top_p};
           const at::Tensor fed_rows = level == 0 ? at::zeros({k}, longs) : carry[1];
           const at::Tensor q = buffers[2].narrow(0, 1 + level * k, k);
-          at::Tensor tokens = WarpAndRace(logits, fed_rows, {.temperature = temperature, .top_k = top_k, .top_p = top_p},
-                                          noise, q);
-          // Without replacement the root's k draws are made together instead (Gumbel-top-k).
-          if (level == 0 && joint != 0)
-            tokens = fused::TopKRows(q.narrow(0, 0, 1), noise.narrow(0, 0, 1), k).second.reshape({-1});
+          at::Tensor tokens;
+          if (level == 0 && joint != 0) {
+            // Without replacement the root's k draws are made together
+            // (Gumbel-top-k, the race's first k places), and every sibling
+            // keeps the root's row.
+            tokens = WarpAndRaceRanks(logits, at::Tensor(), warp, noise.narrow(0, 0, 1), q.narrow(0, 0, 1), k)
+                         .reshape({-1});
+            q.narrow(0, 1, k - 1).copy_(q.narrow(0, 0, 1).expand({k - 1, q.size(1)}));
+          } else {
+            tokens = WarpAndRace(logits, fed_rows, warp, noise, q);
+          }
           const tree_builders::TrieLevel trie = tree_builders::RecordTrieLevel(
               tokens, level == 0 ? at::Tensor() : carry[0], level, buffers[0], buffers[1]);
           // The drafter's levels: each sequence extends its own node.
