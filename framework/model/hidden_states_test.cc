@@ -122,6 +122,44 @@ TEST(HiddenStatesErrorsTest, NameTheIndexAndWhatIsKept) {
   EXPECT_NE(unkept.status().message().find("not kept"), absl::string_view::npos) << unkept.status();
 }
 
+// The training forward keeps the same states as the cached forward, up to
+// the fused kernels' other summation orders (a forward's bound), and its
+// attention pattern is the one it is given: a row that may see only itself
+// is the first row's computation at its own position and token.
+TEST(TrainingLayersTest, AreTheForwardsHiddenStatesOnAnyPattern) {
+  auto target = Target(false);
+  ASSERT_TRUE(target->KeepHiddenStates({0, 1, 2, 3}).ok());
+  FeedTokens(*target);
+  const at::Tensor tokens = Tokens();
+  const int64_t t = tokens.size(0);
+  const at::Tensor positions = at::arange(t, tokens.options());
+  const at::Tensor causal = at::ones({t, t}, tokens.options().dtype(at::kBool)).tril();
+  auto states = target->ForwardTrainingLayers(target->Embed(tokens).unsqueeze(0), positions, causal, {1, 0, -1, 2});
+  ASSERT_TRUE(states.ok()) << states.status();
+  ASSERT_EQ(states->size(), 4u);
+  const double tolerance = testing::ForwardTolerance(target->config(), t, testing::UnitRoundoff(at::kFloat));
+  for (const auto& [index, layer] : std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {2, -1}, {3, 2}}) {
+    const at::Tensor want = Kept(*target, layer), got = (*states)[index][0].cpu();
+    EXPECT_LE((got - want).abs().max().item<double>(), tolerance * want.abs().max().item<double>()) << "layer " << layer;
+  }
+  // Only the diagonal: every row is a one-token forward of its own token.
+  auto alone = target->ForwardTrainingLayers(target->Embed(tokens).unsqueeze(0), positions,
+                                             at::eye(t, tokens.options().dtype(at::kBool)), {-1});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  for (int64_t i : {0, 3, 6}) {
+    auto one = target->ForwardTrainingLayers(target->Embed(tokens.narrow(0, i, 1)).unsqueeze(0),
+                                             positions.narrow(0, i, 1), at::ones({1, 1}, causal.options()), {-1});
+    ASSERT_TRUE(one.ok()) << one.status();
+    const at::Tensor want = (*one)[0][0][0].cpu(), got = (*alone)[0][0][i].cpu();
+    EXPECT_LE((got - want).abs().max().item<double>(), tolerance * want.abs().max().item<double>()) << "row " << i;
+  }
+  auto bad = target->ForwardTrainingLayers(target->Embed(tokens).unsqueeze(0), positions, causal.narrow(0, 0, 3), {-1});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("a mask [R, R]"), absl::string_view::npos) << bad.status();
+  EXPECT_EQ(target->ForwardTrainingLayers(target->Embed(tokens).unsqueeze(0), positions, causal, {4}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // A model of every target layer is the target: same tensors, same logits.
 TEST(ShareLayersTest, SharesTheTargetsTensors) {
   auto target = Target(false);

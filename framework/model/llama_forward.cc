@@ -265,17 +265,33 @@ at::Tensor LlamaModel::Impl::ForwardTrainingEmbedded(const at::Tensor& inputs, i
               "ForwardTrainingEmbedded: inputs must be [B, T, ", config.hidden_size, "], got ", inputs.sizes());
   TORCH_CHECK(first_position >= 0, "ForwardTrainingEmbedded: negative first position");
   const int64_t t = inputs.size(1);
-  const at::Tensor positions =
-      at::arange(first_position, first_position + t, at::TensorOptions().dtype(at::kLong).device(device));
-  ForwardContext ctx;
-  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions, first_position + t - 1);
-  at::Tensor allowed = at::ones({t, t}, at::TensorOptions().dtype(at::kBool).device(device)).tril();
+  const at::TensorOptions options = at::TensorOptions().device(device);
+  at::Tensor allowed = at::ones({t, t}, options.dtype(at::kBool)).tril();
   if (config.sliding_window > 0) allowed = allowed.triu(-(config.sliding_window - 1));
-  ctx.mask = MakeAttentionMask(allowed, group, UseSdpa(device));
+  return TrainingLayers(inputs, at::arange(first_position, first_position + t, options.dtype(at::kLong)), allowed,
+                        {static_cast<int>(config.num_hidden_layers)})[0];
+}
+
+std::vector<at::Tensor> LlamaModel::Impl::TrainingLayers(const at::Tensor& inputs, const at::Tensor& positions,
+                                                         const at::Tensor& allowed, absl::Span<const int> indices) {
+  TORCH_CHECK(inputs.dim() == 3 && inputs.size(2) == config.hidden_size,
+              "training forward: inputs must be [B, R, ", config.hidden_size, "], got ", inputs.sizes());
+  const int64_t r = inputs.size(1);
+  TORCH_CHECK(positions.dim() == 1 && positions.size(0) == r && allowed.sizes() == at::IntArrayRef({r, r}),
+              "training forward: ", r, " rows need [", r, "] positions and a [", r, ", ", r, "] mask");
+  TORCH_CHECK(!indices.empty(), "training forward: no hidden state asked for");
+  ForwardContext ctx;
+  std::tie(ctx.cos, ctx.sin) = RopeAngles(positions.to(device), positions.max().item<int64_t>());
+  ctx.mask = MakeAttentionMask(allowed.to(device), group, UseSdpa(device));
   ctx.fused = false;  // autograd must reach the HuggingFace-named views
-  at::Tensor x = inputs.to(device);
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) x = Layer(i, x, ctx, /*use_cache=*/false);
-  return fused::RmsNorm(x, final_norm, config.rms_norm_eps);
+  // transformers' hidden_states[index]: the embeddings, each layer's output, the final norm's.
+  std::vector<at::Tensor> states = {inputs.to(device)};
+  const int64_t last = *std::max_element(indices.begin(), indices.end());
+  for (int64_t i = 0; i < std::min(last, config.num_hidden_layers); ++i) states.push_back(Layer(i, states.back(), ctx, false));
+  if (last == config.num_hidden_layers) states.back() = fused::RmsNorm(states.back(), final_norm, config.rms_norm_eps);
+  std::vector<at::Tensor> out;
+  for (int index : indices) out.push_back(states[index]);
+  return out;
 }
 
 absl::Status LlamaModel::Impl::Commit(absl::Span<const int64_t> slots) {

@@ -859,6 +859,30 @@ at::Tensor LlamaModel::ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t
                           [&] { return impl_->ForwardTrainingEmbedded(inputs, first_position); });
 }
 
+absl::StatusOr<std::vector<at::Tensor>> LlamaModel::ForwardTrainingLayers(const at::Tensor& inputs,
+                                                                          const at::Tensor& positions,
+                                                                          const at::Tensor& allowed,
+                                                                          absl::Span<const int> layers) {
+  std::vector<int> indices;
+  for (int layer : layers) {
+    ASSIGN_OR_RETURN(const int index, HiddenStateIndex(layer, impl_->config.num_hidden_layers));
+    indices.push_back(index);
+  }
+  if (indices.empty()) return absl::InvalidArgumentError("LlamaModel::ForwardTrainingLayers: no hidden state asked for");
+  const int64_t r = inputs.dim() == 3 ? inputs.size(1) : -1;
+  if (inputs.dim() != 3 || inputs.size(2) != impl_->config.hidden_size || positions.dim() != 1 ||
+      positions.size(0) != r || allowed.dim() != 2 || allowed.size(0) != r || allowed.size(1) != r)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LlamaModel::ForwardTrainingLayers: expected inputs [B, R, ", impl_->config.hidden_size,
+        "], positions [R] and a mask [R, R]; got [", absl::StrJoin(inputs.sizes(), ", "), "], [",
+        absl::StrJoin(positions.sizes(), ", "), "], [", absl::StrJoin(allowed.sizes(), ", "), "]"));
+  try {
+    return impl_->TrainingLayers(inputs, positions, allowed, indices);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("LlamaModel::ForwardTrainingLayers: ", ErrorText(e)));
+  }
+}
+
 std::vector<std::pair<std::string, at::Tensor>> LlamaModel::NamedParameters() const {
   return impl_->NamedParameters();
 }

@@ -203,6 +203,15 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   // first_position, first_position + 1, ...: the final norm's output
   // [B, T, hidden] (what LmHead() reads), autograd enabled.
   at::Tensor ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position);
+  // Training on any attention pattern (EAGLE-3's training-time test), or for
+  // intermediate layers (features of several layers): inputs [B, R, hidden]
+  // at `positions` ([R] int64), row i attending to the rows j where
+  // allowed[i][j] ([R, R] bool). The hidden states `layers`
+  // (KeepHiddenStates' indices), each [B, R, hidden], in that order;
+  // autograd enabled. InvalidArgument for an index out of range or shapes
+  // that do not match.
+  absl::StatusOr<std::vector<at::Tensor>> ForwardTrainingLayers(const at::Tensor& inputs, const at::Tensor& positions,
+                                                                const at::Tensor& allowed, absl::Span<const int> layers);
   // HuggingFace names ("model.layers.0.self_attn.q_proj.weight", ...) and tensors.
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
   // Casts parameters (for mixed-precision training copies) and resizes the cache.

@@ -417,6 +417,10 @@ struct LlamaModel::Impl {
   std::vector<const void*> WeightAddresses() const;
   at::Tensor ForwardTraining(const at::Tensor& tokens);
   at::Tensor ForwardTrainingEmbedded(const at::Tensor& inputs, int64_t first_position);
+  // Hidden states `indices` (resolved: 0..num_hidden_layers) of a training
+  // forward on any attention pattern.
+  std::vector<at::Tensor> TrainingLayers(const at::Tensor& inputs, const at::Tensor& positions,
+                                         const at::Tensor& allowed, absl::Span<const int> indices);
   absl::Status Commit(absl::Span<const int64_t> slots);
 };
 

@@ -221,6 +221,13 @@ absl::StatusOr<at::Tensor> CheckpointTensors::Take(const std::string& name, cons
   return stored.to(options);
 }
 
+absl::StatusOr<std::vector<int64_t>> CheckpointTensors::Shape(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    return absl::NotFoundError(absl::StrCat(path_, ": no tensor '", name, "' (", what_, " expected)"));
+  return it->second.sizes().vec();
+}
+
 std::vector<std::string> CheckpointTensors::Names() const {
   std::vector<std::string> names;
   for (const auto& [name, tensor] : tensors_) names.push_back(name);

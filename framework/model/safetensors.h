@@ -26,6 +26,9 @@ class CheckpointTensors {
   static absl::StatusOr<CheckpointTensors> Read(const std::string& path, std::string what);
 
   bool Has(const std::string& name) const { return tensors_.count(name) > 0; }
+  // The stored shape of a tensor not taken yet (NotFound naming the file), for
+  // layouts whose sizes the file decides (how many layers an EAGLE-3 head fuses).
+  absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
   // The names not taken yet, sorted.
   std::vector<std::string> Names() const;
   // What the file should hold, once known from its names.

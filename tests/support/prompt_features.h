@@ -11,9 +11,11 @@
 
 namespace speclab::testing {
 
-// The target's final-norm hidden states of prompt[0..n-2] (the prefill's
-// rows: every prompt token but the last); truncates the target's cache first.
-TargetFeatures PromptFeatures(LlamaModel& target, const std::vector<int32_t>& prompt);
+// The target's hidden states `layers` (the final norm's output by default)
+// of prompt[0..n-2] (the prefill's rows: every prompt token but the last);
+// truncates the target's cache first.
+TargetFeatures PromptFeatures(LlamaModel& target, const std::vector<int32_t>& prompt,
+                              const std::vector<int>& layers = {-1});
 
 }  // namespace speclab::testing
 
