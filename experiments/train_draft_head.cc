@@ -42,9 +42,11 @@ namespace {
 constexpr int kEagleEvalDepths = 4;
 
 struct HeadSettings {
-  std::string kind;  // "eagle_head", "medusa_head" or "hydra_head"
+  std::string kind;  // "eagle_head", "eagle3_head", "medusa_head" or "hydra_head"
   std::string target, output;
   int64_t layers = 1, heads = 4, warmup_steps = 50, checkpoint_every = 100, run_steps = 0;
+  std::vector<int> feature_layers;  // eagle3_head: the fused layers (empty: EAGLE-3's choice)
+  int64_t ttt_steps = 4;            // eagle3_head: steps of the training-time test
   bool resume = true;
   double feature_noise = 0.2, token_weight = 0.1, decay = 0.8, grad_clip = 0.5;
   CorpusData data;
@@ -55,7 +57,18 @@ absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
   ASSIGN_OR_RETURN(std::string target, head.GetString("target"));
   s.target = head.ResolvePath(target);
   ASSIGN_OR_RETURN(s.layers, head.GetInt("layers", s.layers));
-  if (s.kind == "eagle_head") {
+  if (s.kind == "eagle3_head") {
+    if (s.layers < 1 || s.layers > 64) return head.Error("layers", "expected an integer in [1, 64]");
+    if (head.Has("feature_layers")) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> listed, head.GetIntList("feature_layers"));
+      if (listed.size() < 2) return head.Error("feature_layers", "expected two or more layers to fuse");
+      s.feature_layers.assign(listed.begin(), listed.end());
+    }
+    ASSIGN_OR_RETURN(s.ttt_steps, head.GetInt("ttt_steps", s.ttt_steps));
+    if (s.ttt_steps < 1 || s.ttt_steps > 16) return head.Error("ttt_steps", "expected an integer in [1, 16]");
+    ASSIGN_OR_RETURN(s.decay, head.GetDouble("decay", s.decay));
+    if (!(s.decay > 0 && s.decay <= 1)) return head.Error("decay", "expected a number in (0, 1]");
+  } else if (s.kind == "eagle_head") {
     if (s.layers < 1 || s.layers > 64) return head.Error("layers", "expected an integer in [1, 64]");
     ASSIGN_OR_RETURN(s.feature_noise, head.GetDouble("feature_noise", s.feature_noise));
     if (!(s.feature_noise >= 0)) return head.Error("feature_noise", "expected a number >= 0");
@@ -76,11 +89,16 @@ absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
 absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const std::vector<std::string>& overrides) {
   ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(path, overrides));
   HeadSettings s;
-  s.kind = root.Has("eagle_head") ? "eagle_head" : root.Has("hydra_head") ? "hydra_head" : "medusa_head";
+  s.kind = root.Has("eagle_head")    ? "eagle_head"
+           : root.Has("eagle3_head") ? "eagle3_head"
+           : root.Has("hydra_head")  ? "hydra_head"
+                                     : "medusa_head";
   ASSIGN_OR_RETURN(Options head, root.GetMap(s.kind));
   RETURN_IF_ERROR(ParseHeadSection(head, s));
 
-  const int64_t min_len = (s.kind == "eagle_head" ? kEagleEvalDepths : s.heads) + 2;
+  const int64_t min_len = s.kind == "eagle_head"    ? kEagleEvalDepths + 2
+                          : s.kind == "eagle3_head" ? std::max<int64_t>(kEagleEvalDepths, s.ttt_steps) + 2
+                                                    : s.heads + 2;
   ASSIGN_OR_RETURN(s.data, ParseCorpusData(root, min_len));
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
   RETURN_IF_ERROR(ParseTrainingBasics(training, s.run));
@@ -106,6 +124,7 @@ struct Targets {
   at::Tensor tokens;    // [B, T] int64
   at::Tensor features;  // [B, T, hidden]: the target's final-norm states
   at::Tensor probs;     // [B, T, vocab] float32: the target's law after each position (where asked for)
+  std::vector<at::Tensor> layers;  // [B, T, hidden] each: the hidden states HeadRecipe::FeatureLayers() names
 };
 
 // A loss and its named parts, for the log.
@@ -122,6 +141,8 @@ class HeadRecipe {
   virtual std::vector<at::Tensor> Parameters() = 0;
   // Whether TrainingLoss reads Targets::probs (Evaluate always does).
   virtual bool TrainsOnTargetLaws() const = 0;
+  // The target's hidden states the head reads besides the final norm's (Targets::layers).
+  virtual std::vector<int> FeatureLayers() const { return {}; }
   virtual Loss TrainingLoss(const Targets& batch, at::Generator& noise) = 0;
   // Prints the held-out numbers and returns them as JSON.
   virtual std::string Evaluate(const Targets& batch) = 0;
@@ -203,6 +224,71 @@ class EagleRecipe final : public HeadRecipe {
     return {feature_loss + s_.token_weight * token_loss, {{"feature_loss", feature_loss}, {"token_loss", token_loss}}};
   }
 
+  const HeadSettings& s_;
+  const LlamaModel& target_;
+  EagleHead head_;
+};
+
+// EAGLE-3's recipe (docs/algorithms.md §4.14): the head reads the fusion of
+// the target's feature layers and is trained by the training-time test: it
+// is unrolled `ttt_steps` times as it drafts, step j fed its own step j - 1
+// predictions, and each step's readout is fitted to the target's law
+// (soft cross-entropy, weighted decay^(j-1)); no feature is regressed.
+class Eagle3Recipe final : public HeadRecipe {
+ public:
+  Eagle3Recipe(const HeadSettings& s, const LlamaModel& target, EagleHead head)
+      : s_(s), target_(target), head_(std::move(head)) {}
+
+  std::string Describe() const override {
+    return absl::StrCat("eagle3 head: ", s_.layers, " layer(s) on target layers ",
+                        absl::StrJoin(head_.feature_layers, ", "), "; training-time test of ", s_.ttt_steps, " steps");
+  }
+
+  bool TrainsOnTargetLaws() const override { return true; }
+  std::vector<int> FeatureLayers() const override { return head_.feature_layers; }
+
+  std::vector<at::Tensor> Parameters() override {
+    std::vector<at::Tensor> params = {head_.fc_weight, head_.fc_bias, head_.fuse_weight};
+    for (auto& [name, tensor] : head_.body->NamedParameters())
+      if (absl::StartsWith(name, "model.layers.")) params.push_back(tensor);
+    return params;
+  }
+
+  Loss TrainingLoss(const Targets& batch, at::Generator&) override {
+    absl::StatusOr<std::vector<at::Tensor>> predicted = UnrollHead(head_, batch.tokens, batch.layers, s_.ttt_steps);
+    TORCH_CHECK(predicted.ok(), std::string(predicted.status().message()));
+    Loss loss{.total = at::zeros({}, batch.features.options().dtype(at::kFloat))};
+    for (int64_t j = 1; j <= s_.ttt_steps; ++j) {
+      const at::Tensor& a = (*predicted)[j - 1];
+      const at::Tensor p = batch.probs.narrow(1, j, a.size(1));
+      const at::Tensor ce = -(p * target_.LmHead(a).log_softmax(-1)).sum(-1).mean();
+      loss.total = loss.total + std::pow(s_.decay, j - 1) * ce;
+      // Logged as KL(p || q) = CE - H(p): 0 for a head that is the target.
+      const at::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1).mean();
+      loss.parts.emplace_back(absl::StrCat("step", j, "_kl"), ce.detach() - entropy);
+    }
+    return loss;
+  }
+
+  std::string Evaluate(const Targets& batch) override {
+    absl::StatusOr<std::vector<at::Tensor>> predicted = UnrollHead(head_, batch.tokens, batch.layers, kEagleEvalDepths);
+    TORCH_CHECK(predicted.ok(), std::string(predicted.status().message()));
+    std::printf("held out (%lld windows):\n", static_cast<long long>(s_.run.eval_windows));
+    std::string depths;
+    for (int d = 1; d <= kEagleEvalDepths; ++d) {
+      const at::Tensor& a = (*predicted)[d - 1];
+      const at::Tensor q = target_.LmHead(a).softmax(-1);
+      const auto [agree, accept] = Scores(q, batch.probs.narrow(1, d, a.size(1)));
+      std::printf("  depth %d: argmax agreement %.3f, acceptance at T = 1 %.3f\n", d, agree, accept);
+      absl::StrAppend(&depths, d == 1 ? "" : ", ",
+                      absl::StrFormat("{\"depth\": %d, \"agreement\": %.6f, \"acceptance\": %.6f}", d, agree, accept));
+    }
+    return absl::StrFormat("{\"windows\": %d, \"depths\": [%s]}", s_.run.eval_windows, depths);
+  }
+
+  absl::Status Save(const std::string& path) const override { return SaveEagleHead(path, head_, at::kBFloat16); }
+
+ private:
   const HeadSettings& s_;
   const LlamaModel& target_;
   EagleHead head_;
@@ -433,6 +519,13 @@ class HeadTrainer {
     if (s_.kind == "eagle_head") {
       ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.data.seq_len, s_.run.seed));
       recipe = std::make_unique<EagleRecipe>(s_, *target_, std::move(head));
+    } else if (s_.kind == "eagle3_head") {
+      std::vector<int> layers = s_.feature_layers;
+      if (layers.empty()) {
+        ASSIGN_OR_RETURN(layers, Eagle3FeatureLayers(target_->config().num_hidden_layers));
+      }
+      ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.data.seq_len, s_.run.seed, layers));
+      recipe = std::make_unique<Eagle3Recipe>(s_, *target_, std::move(head));
     } else if (s_.kind == "hydra_head") {
       recipe = std::make_unique<HydraRecipe>(s_, *target_);
     } else {
@@ -466,7 +559,8 @@ class HeadTrainer {
     StopOnInterrupt();
     const auto started = std::chrono::steady_clock::now();
     for (int64_t step = first_step; step <= s_.run.steps; ++step) {
-      const Targets batch = MakeTargets(train, s_.run.batch_size, rng, recipe->TrainsOnTargetLaws());
+      ASSIGN_OR_RETURN(const Targets batch, MakeTargets(train, s_.run.batch_size, rng, recipe->TrainsOnTargetLaws(),
+                                                        recipe->FeatureLayers()));
       const Loss loss = recipe->TrainingLoss(batch, noise);
       for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
       loss.total.backward();
@@ -502,7 +596,9 @@ class HeadTrainer {
     {
       c10::NoGradGuard no_grad;
       std::mt19937_64 eval_rng(s_.run.seed + 1);
-      held_out = recipe->Evaluate(MakeTargets(valid, s_.run.eval_windows, eval_rng, /*with_probs=*/true));
+      ASSIGN_OR_RETURN(const Targets batch,
+                       MakeTargets(valid, s_.run.eval_windows, eval_rng, /*with_probs=*/true, recipe->FeatureLayers()));
+      held_out = recipe->Evaluate(batch);
     }
     absl::StrAppend(&log, "], \"held_out\": ", held_out, "}\n");
     std::error_code ec;
@@ -544,11 +640,19 @@ class HeadTrainer {
     }
   }
 
-  Targets MakeTargets(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng, bool with_probs) {
+  absl::StatusOr<Targets> MakeTargets(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng,
+                                      bool with_probs, std::vector<int> layers) {
     c10::NoGradGuard no_grad;
     Targets out;
     out.tokens = RandomWindows(tokens, windows, s_.data.seq_len, rng);
-    out.features = target_->ForwardTrainingEmbedded(target_->Embed(out.tokens), 0);
+    const int64_t t = s_.data.seq_len;
+    const at::TensorOptions on = at::TensorOptions().device(device_);
+    layers.push_back(-1);  // the final norm's output last
+    ASSIGN_OR_RETURN(out.layers, target_->ForwardTrainingLayers(target_->Embed(out.tokens),
+                                                                at::arange(t, on.dtype(at::kLong)),
+                                                                at::ones({t, t}, on.dtype(at::kBool)).tril(), layers));
+    out.features = out.layers.back();
+    out.layers.pop_back();
     if (with_probs) out.probs = target_->LmHead(out.features).softmax(-1);
     return out;
   }
@@ -561,7 +665,7 @@ class HeadTrainer {
 }  // namespace
 
 bool IsDraftHeadConfig(const std::string& config_path) {
-  return ConfigHasSection(config_path, {"eagle_head", "medusa_head", "hydra_head"});
+  return ConfigHasSection(config_path, {"eagle_head", "eagle3_head", "medusa_head", "hydra_head"});
 }
 
 absl::Status RunDraftHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides) {

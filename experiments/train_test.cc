@@ -295,6 +295,38 @@ TEST_F(TrainTest, FitsAnEagleHeadOnATarget) {
   EXPECT_THAT(RunTraining(path, {"eagle_head.heads=2"}).message(), ::testing::HasSubstr("eagle_head.heads"));
 }
 
+// An EAGLE-3 head on the same kind of target, by the training-time test:
+// every step's divergence from the target is logged and step 1's falls, the held-out numbers of
+// every depth are recorded, and the file loads as a head fusing the named
+// layers; a key of EAGLE-1's recipe is refused, named.
+TEST_F(TrainTest, FitsAnEagle3HeadOnATarget) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/eagle3_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("eagle3_target.yaml", target), {"training.steps=20"}).ok());
+  const std::string output = *dir_ + "/heads/eagle3.safetensors";
+  const std::string path = WriteDraftHeadConfig(
+      "eagle3.yaml", "eagle3_head:\n  target: " + target + "\n  feature_layers: [0, 1, 2]\n  ttt_steps: 3\n", output);
+  const absl::Status status = RunTraining(path, {});
+  ASSERT_TRUE(status.ok()) << status;
+  auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto head = LoadEagleHead(output, **model, 64);
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(head->feature_layers, (std::vector<int>{0, 1, 2}));
+  auto log = ReadFileToString(output + ".log.json");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<double> losses;
+  const std::regex loss("\"step1_kl\": ([0-9.]+), \"step2_kl\": [0-9.]+, \"step3_kl\": [0-9.]+\\}");
+  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_GE(losses.size(), 6u) << *log;
+  EXPECT_LT(losses[5], losses[0]) << *log;
+  EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 4, \"agreement\": "));
+  EXPECT_THAT(RunTraining(path, {"eagle3_head.feature_noise=0.1"}).message(),
+              ::testing::HasSubstr("eagle3_head.feature_noise"));
+  EXPECT_THAT(RunTraining(path, {"eagle3_head.feature_layers=[1]"}).message(), ::testing::HasSubstr("two or more"));
+}
+
 // Medusa's heads on the same kind of target: head 0's loss falls, the
 // held-out numbers of every head are recorded, and the file loads as heads
 // that read out through the target's LM head.

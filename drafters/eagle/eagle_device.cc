@@ -3,13 +3,15 @@
 // (LlamaModel's growths on features: one CUDA graph each on CUDA).
 #include <ATen/ATen.h>
 
+#include "absl/strings/str_cat.h"
 #include "drafters/eagle/eagle_drafter.h"
 #include "framework/core/status_macros.h"
 
 namespace speclab {
 
 absl::StatusOr<FeatureRoot> EagleDrafter::GrowthRoot() {
-  if (!node_logits_[0].defined()) return absl::UnimplementedError("eagle: no target features yet (a one-token prompt)");
+  if (!node_logits_[0].defined())
+    return absl::UnimplementedError(absl::StrCat(name(), ": no target features yet (a one-token prompt)"));
   drafted_on_device_ = true;
   return FeatureRoot{.token = at::full({1}, root_, at::TensorOptions().dtype(at::kLong).device(target_.device())),
                      .logits = node_logits_[0],
@@ -30,9 +32,12 @@ absl::StatusOr<LevelsKept> EagleDrafter::DraftLevels(int levels, const LevelPick
 }
 
 absl::StatusOr<FeaturePathAt> EagleDrafter::PathAt(const DeviceRoot& root) const {
-  if (root.target.hidden.size() != 1 || !root.path_length.defined() || !root.context.defined())
-    return absl::UnimplementedError("eagle: the pipelined step handed over no target features or context");
-  const at::Tensor& features = root.target.hidden[0];
+  if (root.target.hidden.size() != head_.feature_layers.size() || !root.path_length.defined() ||
+      !root.context.defined())
+    return absl::UnimplementedError(
+        absl::StrCat(name(), ": the pipelined step handed over no target features or context"));
+  // EAGLE-3's fusion runs here, outside the growth's graph: one matmul a step.
+  const at::Tensor features = head_.TargetFeature(root.target.hidden);
   const int64_t w = features.size(0);
   const at::Tensor length = root.path_length.to(at::kLong).view({1});
   // The path's first token sits just after the last step's root.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
 
@@ -13,12 +14,21 @@ namespace speclab {
 
 EagleDrafter::EagleDrafter(const LlamaModel& target, EagleHead head) : target_(target), head_(std::move(head)) {}
 
+absl::Status EagleDrafter::CheckFeatures(const TargetFeatures& target, int64_t rows, const char* of_what) const {
+  const size_t layers = head_.feature_layers.size();
+  bool ok = target.hidden.size() == layers;
+  for (size_t i = 0; ok && i < layers; ++i) ok = target.hidden[i].dim() == 2 && target.hidden[i].size(0) == rows;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name(), ": expected the target's hidden states ",
+                                                 absl::StrJoin(head_.feature_layers, ", "), " of ", of_what, " (",
+                                                 rows, " rows each)"));
+}
+
 absl::Status EagleDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) {
-  if (target.hidden.size() != 1 || target.hidden[0].size(0) + 1 != static_cast<int64_t>(prompt.size()))
-    return absl::InvalidArgumentError("eagle: expected the target's final-norm hidden state of every prompt token but the last");
+  RETURN_IF_ERROR(CheckFeatures(target, static_cast<int64_t>(prompt.size()) - 1, "every prompt token but the last"));
   RETURN_IF_ERROR(head_.body->Truncate(0));
   RETURN_IF_ERROR(head_.body->KeepHiddenStates({-1}));
-  pending_ = target.hidden[0];
+  pending_ = head_.TargetFeature(target.hidden);
   fed_ = 1;
   root_position_ = -1;
   // The prompt's features are fed now, with the prefill (as the target's
@@ -33,7 +43,7 @@ absl::Status EagleDrafter::BeginStep(absl::Span<const int32_t> context) {
   RETURN_IF_ERROR(body.Truncate(body.committed_length()));  // the last step's drafted entries
   const int64_t m = pending_.defined() ? pending_.size(0) : 0;
   if (fed_ + m != static_cast<int64_t>(context.size()))
-    return absl::FailedPreconditionError(absl::StrCat("eagle: the context has ", context.size(), " tokens; the head fed ",
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": the context has ", context.size(), " tokens; the head fed ",
                                                       fed_, " and holds features for ", m, " more"));
   // A step begun again at the same root (the first after Reset, or a
   // pipelined tree refused after its first step) keeps the root's readout.
@@ -95,12 +105,12 @@ absl::StatusOr<at::Tensor> EagleDrafter::NextTokenLogits(const TokenTree& tree, 
                                                          const at::Tensor& node_tokens) {
   const c10::Device device = target_.device();
   for (int node : nodes)
-    if (node < 0 || node >= tree.size()) return absl::InvalidArgumentError(absl::StrCat("eagle: no node ", node));
+    if (node < 0 || node >= tree.size()) return absl::InvalidArgumentError(absl::StrCat(name(), ": no node ", node));
   if (drafted_on_device_)
     for (int node : nodes)
       if (node != 0)
         return absl::FailedPreconditionError(absl::StrCat(
-            "eagle: node ", node, " of a step drafted on the device (DraftChain, DraftLevels); BeginStep starts anew"));
+            name(), ": node ", node, " of a step drafted on the device (DraftChain, DraftLevels); BeginStep starts anew"));
   if (!node_logits_[0].defined())
     return at::zeros({static_cast<int64_t>(nodes.size()), target_.config().vocab_size},
                      at::TensorOptions().dtype(at::kFloat).device(device));
@@ -126,7 +136,7 @@ absl::StatusOr<at::Tensor> EagleDrafter::NextTokenLogits(const TokenTree& tree, 
       (ready ? wave_listed : rest_listed).push_back(listed[i]);
     }
     if (wave.empty())
-      return absl::FailedPreconditionError(absl::StrCat("eagle: node ", rest[0], "'s parent ",
+      return absl::FailedPreconditionError(absl::StrCat(name(), ": node ", rest[0], "'s parent ",
                                                         tree.parent(rest[0]), " was never listed this step"));
     at::Tensor tokens;
     if (node_tokens.defined()) {
@@ -147,9 +157,8 @@ absl::StatusOr<at::Tensor> EagleDrafter::NextTokenLogits(const TokenTree& tree, 
 
 absl::Status EagleDrafter::EndStep(const TokenTree&, absl::Span<const int> accepted_path,
                                    const TargetFeatures& target) {
-  if (target.hidden.size() != 1 || target.hidden[0].size(0) != static_cast<int64_t>(accepted_path.size()))
-    return absl::InvalidArgumentError("eagle: expected the target's final-norm hidden state of each accepted node");
-  pending_ = target.hidden[0];
+  RETURN_IF_ERROR(CheckFeatures(target, static_cast<int64_t>(accepted_path.size()), "each accepted node"));
+  pending_ = head_.TargetFeature(target.hidden);
   return absl::OkStatus();
 }
 
@@ -171,6 +180,7 @@ const bool kRegistered = DrafterRegistry::Add({
           path.empty() ? NewEagleHead(*target, layers, env.kv_capacity, env.seed)
                        : LoadEagleHead(options.ResolvePath(path), *target, env.kv_capacity);
       if (!head.ok()) return options.Error(path.empty() ? "layers" : "path", std::string(head.status().message()));
+      if (head->fuses()) return options.Error("path", "holds an EAGLE-3 head (it fuses several layers): type eagle3");
       return std::unique_ptr<Drafter>(std::make_unique<EagleDrafter>(*target, *std::move(head)));
     },
 });

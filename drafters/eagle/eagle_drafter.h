@@ -52,7 +52,7 @@ class EagleDrafter final : public Drafter, public DeviceDrafter {
   EagleDrafter(const LlamaModel& target, EagleHead head);
 
   DrafterKind kind() const override { return DrafterKind::kDistributions; }
-  TargetFeatureRequest target_features() const override { return {.hidden_layers = {-1}}; }
+  TargetFeatureRequest target_features() const override { return {.hidden_layers = head_.feature_layers}; }
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
@@ -72,6 +72,10 @@ class EagleDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override;
 
  private:
+  // The registry name, for messages: eagle3 for a fusing head.
+  const char* name() const { return head_.fuses() ? "eagle3" : "eagle"; }
+  // InvalidArgument unless `target` holds the head's feature layers, `rows` rows each.
+  absl::Status CheckFeatures(const TargetFeatures& target, int64_t rows, const char* of_what) const;
   // The root of a device growth; marks the step as drafted on the device.
   absl::StatusOr<FeatureRoot> GrowthRoot();
   // The path a pipelined step feeds before it grows: the tokens from the
