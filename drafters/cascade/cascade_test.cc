@@ -1,0 +1,110 @@
+// The cascade drafts what its drafter alone drafts (the same q, so the same
+// drafts and verdicts at T = 0) with fewer of the drafter's forwards where
+// the proposer guesses well; it keeps the target's law at T = 1; and its
+// options name what is wrong.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "framework/model/llama_model.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
+
+namespace speclab {
+namespace {
+
+using ::speclab::testing::MethodFromYaml;
+using ::speclab::testing::TinyModel;
+using ::testing::HasSubstr;
+
+// Repetitive, so that prompt lookup has something to propose.
+const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3, 7, 2, 5, 3, 7, 2, 5};
+constexpr char kDrafter[] = "{type: self_speculative, exit_layer: 1}";
+constexpr char kProposer[] = "{type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 4}";
+
+std::string Cascade(const std::string& rest) {
+  return absl::StrCat("{name: m, drafter: {type: cascade, drafter: ", kDrafter, ", proposer: ", kProposer,
+                      ", proposal_tokens: 4}, ", rest, "}");
+}
+
+int64_t Passes(Method& method) {
+  int64_t passes = 0;
+  for (LanguageModel* model : method.drafter->models())
+    for (const auto& [tokens, count] : dynamic_cast<LlamaModel&>(*model).executed_passes()) passes += count;
+  return passes;
+}
+
+TEST(CascadeTest, DraftsWhatItsDrafterDraftsWithFewerForwards) {
+  auto target = TinyModel(1, /*vocab=*/16, /*layers=*/3);
+  const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 32, .time_phases = false};
+  auto greedy = GenerateAutoregressive(*target, kPrompt, options);
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  for (const char* parts : {"verifier: {type: greedy}, length_policy: {type: fixed, gamma: 4}",
+                            "tree_builder: {type: dynamic_topk, top_k: 2, depth: 4, total_tokens: 8}, verifier: "
+                            "{type: point_mass}"}) {
+    SCOPED_TRACE(parts);
+    auto alone = MethodFromYaml(absl::StrCat("{name: m, drafter: ", kDrafter, ", ", parts, "}"), target.get());
+    auto cascade = MethodFromYaml(Cascade(parts), target.get());
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    ASSERT_TRUE(cascade.ok()) << cascade.status();
+    auto a = GenerateSpeculative(*target, *alone, kPrompt, options);
+    auto c = GenerateSpeculative(*target, *cascade, kPrompt, options);
+    ASSERT_TRUE(a.ok() && c.ok()) << c.status();
+    EXPECT_EQ(c->tokens, greedy->tokens);
+    EXPECT_EQ(a->tokens, greedy->tokens);
+    ASSERT_EQ(c->steps.size(), a->steps.size());
+    int accepted = 0;
+    for (size_t i = 0; i < a->steps.size(); ++i) {
+      EXPECT_EQ(c->steps[i].accepted, a->steps[i].accepted) << "step " << i;
+      EXPECT_EQ(c->steps[i].tree_nodes, a->steps[i].tree_nodes) << "step " << i;
+      accepted += a->steps[i].accepted;
+    }
+    EXPECT_GT(accepted, 0) << "no draft accepted: the comparison would not see the drafts";
+    EXPECT_LT(Passes(*cascade), Passes(*alone)) << "the proposer's guesses saved no forward";
+  }
+}
+
+TEST(CascadeTest, RejectionSamplingKeepsTheTargetsLaw) {
+  constexpr int kRuns = 2000;
+  auto target = TinyModel(7, /*vocab=*/8, /*layers=*/2, /*logit_scale=*/40);
+  const testing::TwoTokenLaw law = testing::ExactTwoTokenLaw(*target, kPrompt, 1.0);
+  for (const char* parts : {"verifier: {type: rejection}, length_policy: {type: fixed, gamma: 3}",
+                            "tree_builder: {type: multi_sample, k: 2}, verifier: {type: specinfer}, length_policy: "
+                            "{type: fixed, gamma: 2}"}) {
+    SCOPED_TRACE(parts);
+    auto method = MethodFromYaml(Cascade(parts), target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 300);
+    const auto [statistic, dof, critical] = testing::ChiSquareTest(sample.counts, law, kRuns);
+    EXPECT_LT(statistic, critical);
+    EXPECT_GT(sample.accepted, kRuns / 10) << "drafts were rarely accepted; the test would not exercise acceptance";
+  }
+}
+
+TEST(CascadeTest, OptionsNameWhatIsWrong) {
+  auto target = TinyModel(1, /*vocab=*/16, /*layers=*/2);
+  auto message = [&](const std::string& drafter) {
+    return std::string(
+        MethodFromYaml(absl::StrCat("{name: m, drafter: ", drafter, ", verifier: {type: greedy}}"), target.get())
+            .status()
+            .message());
+  };
+  EXPECT_THAT(message(absl::StrCat("{type: cascade, drafter: ", kProposer, ", proposer: ", kProposer, "}")),
+              HasSubstr("make it the proposer"));
+  EXPECT_THAT(message(absl::StrCat("{type: cascade, drafter: ", kDrafter, ", proposer: ", kDrafter, "}")),
+              HasSubstr("token-only"));
+  EXPECT_THAT(message(absl::StrCat("{type: cascade, drafter: ", kDrafter, "}")), HasSubstr("proposer"));
+  EXPECT_THAT(message(absl::StrCat("{type: cascade, drafter: ", kDrafter, ", proposer: ", kProposer,
+                                   ", proposal_tokens: 0}")),
+              HasSubstr("drafter.proposal_tokens"));
+  EXPECT_THAT(message(absl::StrCat("{type: cascade, drafter: ", kDrafter, ", proposer: ", kProposer, ", depth: 2}")),
+              HasSubstr("depth"));
+}
+
+}  // namespace
+}  // namespace speclab
