@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "drafters/eagle/eagle_head.h"
 #include "drafters/hydra/hydra_drafter.h"
+#include "drafters/kangaroo/kangaroo_adapter.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "experiments/corpus_windows.h"
 #include "experiments/head_training.h"
@@ -42,11 +43,12 @@ namespace {
 constexpr int kEagleEvalDepths = 4;
 
 struct HeadSettings {
-  std::string kind;  // "eagle_head", "eagle3_head", "medusa_head" or "hydra_head"
+  std::string kind;  // "eagle_head", "eagle3_head", "medusa_head", "hydra_head" or "kangaroo_adapter"
   std::string target, output;
   int64_t layers = 1, heads = 4, warmup_steps = 50, checkpoint_every = 100, run_steps = 0;
   std::vector<int> feature_layers;  // eagle3_head: the fused layers (empty: EAGLE-3's choice)
   int64_t ttt_steps = 4;            // eagle3_head: steps of the training-time test
+  int64_t exit_layer = 0;           // kangaroo_adapter: the target layers under the adapter
   bool resume = true;
   double feature_noise = 0.2, token_weight = 0.1, decay = 0.8, grad_clip = 0.5;
   CorpusData data;
@@ -56,6 +58,10 @@ struct HeadSettings {
 absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
   ASSIGN_OR_RETURN(std::string target, head.GetString("target"));
   s.target = head.ResolvePath(target);
+  if (s.kind == "kangaroo_adapter") {  // one attention block: no layers to choose
+    ASSIGN_OR_RETURN(s.exit_layer, head.GetInt("exit_layer"));
+    return head.CheckAllUsed();
+  }
   ASSIGN_OR_RETURN(s.layers, head.GetInt("layers", s.layers));
   if (s.kind == "eagle3_head") {
     if (s.layers < 1 || s.layers > 64) return head.Error("layers", "expected an integer in [1, 64]");
@@ -89,16 +95,18 @@ absl::Status ParseHeadSection(Options& head, HeadSettings& s) {
 absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const std::vector<std::string>& overrides) {
   ASSIGN_OR_RETURN(Options root, Options::FromFileWithOverrides(path, overrides));
   HeadSettings s;
-  s.kind = root.Has("eagle_head")    ? "eagle_head"
-           : root.Has("eagle3_head") ? "eagle3_head"
-           : root.Has("hydra_head")  ? "hydra_head"
-                                     : "medusa_head";
+  s.kind = root.Has("eagle_head")         ? "eagle_head"
+           : root.Has("eagle3_head")      ? "eagle3_head"
+           : root.Has("hydra_head")       ? "hydra_head"
+           : root.Has("kangaroo_adapter") ? "kangaroo_adapter"
+                                          : "medusa_head";
   ASSIGN_OR_RETURN(Options head, root.GetMap(s.kind));
   RETURN_IF_ERROR(ParseHeadSection(head, s));
 
-  const int64_t min_len = s.kind == "eagle_head"    ? kEagleEvalDepths + 2
-                          : s.kind == "eagle3_head" ? std::max<int64_t>(kEagleEvalDepths, s.ttt_steps) + 2
-                                                    : s.heads + 2;
+  const int64_t min_len = s.kind == "eagle_head"         ? kEagleEvalDepths + 2
+                          : s.kind == "eagle3_head"      ? std::max<int64_t>(kEagleEvalDepths, s.ttt_steps) + 2
+                          : s.kind == "kangaroo_adapter" ? 2
+                                                         : s.heads + 2;
   ASSIGN_OR_RETURN(s.data, ParseCorpusData(root, min_len));
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
   RETURN_IF_ERROR(ParseTrainingBasics(training, s.run));
@@ -229,6 +237,72 @@ class EagleRecipe final : public HeadRecipe {
   EagleHead head_;
 };
 
+// Soft cross-entropy of `logits` against the target's law `p` (the loss),
+// and KL(p || q) = CE - H(p) (what is logged: 0 for a head that is the target).
+std::pair<at::Tensor, at::Tensor> Distillation(const at::Tensor& p, const at::Tensor& logits) {
+  const at::Tensor ce = -(p * logits.log_softmax(-1)).sum(-1).mean();
+  const at::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1).mean();
+  return {ce, ce.detach() - entropy};
+}
+
+// Kangaroo's recipe (docs/algorithms.md §4.16): the adapter, an attention
+// block, fed the target's hidden state after its exit layer and read out by
+// its final norm and LM head, distilled from the target's law at the same
+// position; the target frozen.
+class KangarooRecipe final : public HeadRecipe {
+ public:
+  KangarooRecipe(const HeadSettings& s, const LlamaModel& target, std::unique_ptr<LlamaModel> adapter)
+      : s_(s), target_(target), adapter_(std::move(adapter)) {}
+
+  std::string Describe() const override {
+    return absl::StrCat("kangaroo adapter: an attention block after layer ", s_.exit_layer, " of ",
+                        target_.config().num_hidden_layers);
+  }
+  bool TrainsOnTargetLaws() const override { return true; }
+  std::vector<int> FeatureLayers() const override { return {static_cast<int>(s_.exit_layer)}; }
+
+  std::vector<at::Tensor> Parameters() override {
+    std::vector<at::Tensor> params;
+    for (const auto& [name, tensor] : AdapterTensorsByName())
+      params.push_back(tensor);
+    return params;
+  }
+
+  Loss TrainingLoss(const Targets& batch, at::Generator&) override {
+    const auto [ce, kl] = Distillation(batch.probs, Logits(batch));
+    return {ce, {{"kl", kl}}};
+  }
+
+  std::string Evaluate(const Targets& batch) override {
+    const auto [agree, accept] = Scores(Logits(batch).softmax(-1), batch.probs);
+    std::printf("held out (%lld windows): argmax agreement %.3f, acceptance at T = 1 %.3f\n",
+                static_cast<long long>(s_.run.eval_windows), agree, accept);
+    return absl::StrFormat("{\"windows\": %d, \"agreement\": %.6f, \"acceptance\": %.6f}", s_.run.eval_windows,
+                           agree, accept);
+  }
+
+  absl::Status Save(const std::string& path) const override {
+    return SaveKangarooAdapter(path, *adapter_, 0, s_.exit_layer, at::kBFloat16);
+  }
+
+ private:
+  at::Tensor Logits(const Targets& batch) const {
+    return target_.LmHead(adapter_->ForwardTrainingEmbedded(batch.layers.at(0), 0));
+  }
+  // The trained tensors: the adapter's attention and its input norm.
+  std::vector<std::pair<std::string, at::Tensor>> AdapterTensorsByName() const {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& [name, tensor] : adapter_->NamedParameters())
+      if (absl::StartsWith(name, "model.layers.0.self_attn.") || name == "model.layers.0.input_layernorm.weight")
+        out.emplace_back(name, tensor);
+    return out;
+  }
+
+  const HeadSettings& s_;
+  const LlamaModel& target_;
+  std::unique_ptr<LlamaModel> adapter_;
+};
+
 // EAGLE-3's recipe (docs/algorithms.md §4.14): the head reads the fusion of
 // the target's feature layers and is trained by the training-time test: it
 // is unrolled `ttt_steps` times as it drafts, step j fed its own step j - 1
@@ -260,12 +334,9 @@ class Eagle3Recipe final : public HeadRecipe {
     Loss loss{.total = at::zeros({}, batch.features.options().dtype(at::kFloat))};
     for (int64_t j = 1; j <= s_.ttt_steps; ++j) {
       const at::Tensor& a = (*predicted)[j - 1];
-      const at::Tensor p = batch.probs.narrow(1, j, a.size(1));
-      const at::Tensor ce = -(p * target_.LmHead(a).log_softmax(-1)).sum(-1).mean();
+      const auto [ce, kl] = Distillation(batch.probs.narrow(1, j, a.size(1)), target_.LmHead(a));
       loss.total = loss.total + std::pow(s_.decay, j - 1) * ce;
-      // Logged as KL(p || q) = CE - H(p): 0 for a head that is the target.
-      const at::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1).mean();
-      loss.parts.emplace_back(absl::StrCat("step", j, "_kl"), ce.detach() - entropy);
+      loss.parts.emplace_back(absl::StrCat("step", j, "_kl"), kl);
     }
     return loss;
   }
@@ -526,6 +597,17 @@ class HeadTrainer {
       }
       ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.data.seq_len, s_.run.seed, layers));
       recipe = std::make_unique<Eagle3Recipe>(s_, *target_, std::move(head));
+    } else if (s_.kind == "kangaroo_adapter") {
+      if (s_.exit_layer < 1 || s_.exit_layer >= target_->config().num_hidden_layers)
+        return absl::InvalidArgumentError(absl::StrCat("kangaroo_adapter.exit_layer: ", s_.exit_layer,
+                                                       " is outside [1, ", target_->config().num_hidden_layers - 1,
+                                                       "] (the target has ", target_->config().num_hidden_layers,
+                                                       " layers)"));
+      // The adapter alone, fed the target's state after the exit layer.
+      ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> adapter,
+                       LlamaModel::WithNewLayers(*target_, 1, s_.data.seq_len, s_.run.seed));
+      ZeroAdapterMlp(*adapter, 0);
+      recipe = std::make_unique<KangarooRecipe>(s_, *target_, std::move(adapter));
     } else if (s_.kind == "hydra_head") {
       recipe = std::make_unique<HydraRecipe>(s_, *target_);
     } else {
@@ -665,7 +747,7 @@ class HeadTrainer {
 }  // namespace
 
 bool IsDraftHeadConfig(const std::string& config_path) {
-  return ConfigHasSection(config_path, {"eagle_head", "eagle3_head", "medusa_head", "hydra_head"});
+  return ConfigHasSection(config_path, {"eagle_head", "eagle3_head", "medusa_head", "hydra_head", "kangaroo_adapter"});
 }
 
 absl::Status RunDraftHeadTraining(const std::string& config_path, const std::vector<std::string>& overrides) {

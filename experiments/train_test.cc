@@ -2,6 +2,7 @@
 
 #include "algorithms/length_policies/common/acceptance_head.h"
 #include "drafters/eagle/eagle_head.h"
+#include "drafters/kangaroo/kangaroo_adapter.h"
 #include "drafters/hydra/hydra_drafter.h"
 #include "drafters/medusa/medusa_drafter.h"
 
@@ -325,6 +326,38 @@ TEST_F(TrainTest, FitsAnEagle3HeadOnATarget) {
   EXPECT_THAT(RunTraining(path, {"eagle3_head.feature_noise=0.1"}).message(),
               ::testing::HasSubstr("eagle3_head.feature_noise"));
   EXPECT_THAT(RunTraining(path, {"eagle3_head.feature_layers=[1]"}).message(), ::testing::HasSubstr("two or more"));
+}
+
+// Kangaroo's adapter on a 2-layer target, after its first layer: its
+// divergence from the target falls, the held-out numbers are recorded, and
+// the file loads as a drafting model of that target; a bad exit layer is
+// refused, named.
+TEST_F(TrainTest, FitsAKangarooAdapterOnATarget) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/kangaroo_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("kangaroo_target.yaml", target), {"training.steps=20"}).ok());
+  const std::string output = *dir_ + "/heads/kangaroo.safetensors";
+  const std::string path =
+      WriteDraftHeadConfig("kangaroo.yaml", "kangaroo_adapter:\n  target: " + target + "\n  exit_layer: 1\n", output);
+  const absl::Status status = RunTraining(path, {});
+  ASSERT_TRUE(status.ok()) << status;
+  auto model = LlamaModel::Load(target, c10::Device(c10::kCPU), at::kFloat, 64);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto drafting = LoadKangarooModel(output, **model, 64);
+  ASSERT_TRUE(drafting.ok()) << drafting.status();
+  EXPECT_EQ((*drafting)->config().num_hidden_layers, 2);
+  auto log = ReadFileToString(output + ".log.json");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<double> kl;
+  const std::regex entry("\"kl\": ([0-9.]+)\\}");
+  for (auto it = std::sregex_iterator(log->begin(), log->end(), entry); it != std::sregex_iterator(); ++it)
+    kl.push_back(std::stod((*it)[1]));
+  ASSERT_GE(kl.size(), 6u) << *log;
+  EXPECT_LT(kl[5], kl[0]) << *log;
+  EXPECT_THAT(*log, ::testing::HasSubstr("\"held_out\": {\"windows\": 4, \"agreement\": "));
+  EXPECT_THAT(RunTraining(path, {"kangaroo_adapter.exit_layer=2"}).message(),
+              ::testing::HasSubstr("kangaroo_adapter.exit_layer: 2 is outside [1, 1]"));
+  EXPECT_THAT(RunTraining(path, {"kangaroo_adapter.layers=2"}).message(), ::testing::HasSubstr("kangaroo_adapter.layers"));
 }
 
 // Medusa's heads on the same kind of target: head 0's loss falls, the

@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "framework/model/llama_model.h"
@@ -184,6 +186,31 @@ TEST(ShareLayersTest, SharesTheTargetsTensors) {
 
   EXPECT_EQ(LlamaModel::ShareLayers(*target, {3}, 32).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LlamaModel::ShareLayers(*target, {}, 32).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Shared layers then new ones: the first are the target's tensors, the new
+// are drawn as WithNewLayers draws them, and the ends are the target's.
+TEST(ShareLayersTest, ThenNewLayersAddAdaptersOnTop) {
+  auto target = Target(false);
+  auto both = LlamaModel::ShareLayersThenNew(*target, {0, 1}, 1, /*kv_capacity=*/32, /*seed=*/5);
+  auto fresh = LlamaModel::WithNewLayers(*target, 1, /*kv_capacity=*/32, /*seed=*/5);
+  ASSERT_TRUE(both.ok() && fresh.ok()) << both.status();
+  EXPECT_EQ((*both)->config().num_hidden_layers, 3);
+  std::map<std::string, at::Tensor> mine, theirs, news;
+  for (const auto& [name, t] : (*both)->NamedParameters()) mine[name] = t;
+  for (const auto& [name, t] : target->NamedParameters()) theirs[name] = t;
+  for (const auto& [name, t] : (*fresh)->NamedParameters()) news[name] = t;
+  for (const char* name : {"model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight",
+                           "model.embed_tokens.weight", "model.norm.weight"})
+    EXPECT_EQ(mine.at(name).data_ptr(), theirs.at(name).data_ptr()) << name;
+  for (const char* part : {"self_attn.q_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight"}) {
+    const at::Tensor added = mine.at(std::string("model.layers.2.") + part);
+    EXPECT_NE(added.data_ptr(), theirs.at(std::string("model.layers.2.") + part).data_ptr()) << part;
+    EXPECT_TRUE(at::equal(added, news.at(std::string("model.layers.0.") + part))) << part;
+  }
+  EXPECT_EQ(FeedTokens(**both).sizes(), (std::vector<int64_t>{7, 64}));
+  EXPECT_EQ(LlamaModel::ShareLayersThenNew(*target, {}, 0, 32, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LlamaModel::ShareLayersThenNew(*target, {3}, 1, 32, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

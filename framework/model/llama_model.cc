@@ -283,40 +283,52 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateRandomOnDevice(con
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::ShareLayers(const LlamaModel& target,
                                                                     absl::Span<const int> layers,
                                                                     int64_t kv_capacity) {
-  const Impl& t = *target.impl_;
   if (layers.empty()) return absl::InvalidArgumentError("LlamaModel::ShareLayers: no layers");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i] < 0 || layers[i] >= t.config.num_hidden_layers)
-      return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ShareLayers: layer ", layers[i],
-                                                     " is outside the target's [0, ", t.config.num_hidden_layers,
-                                                     ")"));
-  }
-  ModelConfig config = t.config;
-  config.num_hidden_layers = static_cast<int64_t>(layers.size());
-  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, t.device, t.dtype, kv_capacity,
-                                                            /*allocate=*/false));
-  for (int layer : layers) impl->layers.push_back(t.layers[layer]);
-  impl->ShareEnds(t);
-  return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
+  return ShareLayersThenNew(target, layers, 0, kv_capacity, /*seed=*/0);
 }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::WithNewLayers(const LlamaModel& target, int64_t layers,
                                                                       int64_t kv_capacity, uint64_t seed) {
-  const Impl& t = *target.impl_;
   if (layers < 1 || layers > 64)
     return absl::InvalidArgumentError(absl::StrCat("LlamaModel::WithNewLayers: ", layers, " layers, expected 1 to 64"));
+  return ShareLayersThenNew(target, {}, layers, kv_capacity, seed);
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::ShareLayersThenNew(const LlamaModel& target,
+                                                                           absl::Span<const int> shared, int64_t added,
+                                                                           int64_t kv_capacity, uint64_t seed) {
+  const Impl& t = *target.impl_;
+  for (int layer : shared) {
+    if (layer < 0 || layer >= t.config.num_hidden_layers)
+      return absl::InvalidArgumentError(absl::StrCat("LlamaModel: layer ", layer, " is outside the target's [0, ",
+                                                     t.config.num_hidden_layers, ")"));
+  }
+  if (added < 0 || added > 64 || (shared.empty() && added == 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("LlamaModel: ", shared.size(), " shared and ", added, " new layers: expected at least one, "
+                     "and at most 64 new"));
   ModelConfig config = t.config;
-  config.num_hidden_layers = layers;
+  config.num_hidden_layers = static_cast<int64_t>(shared.size()) + added;
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::Create(config, t.device, t.dtype, kv_capacity,
                                                             /*allocate=*/false));
-  RETURN_IF_ERROR(Guarded("LlamaModel::WithNewLayers", [&] {
-    impl->AllocateLayers();
-    std::vector<std::pair<std::string, at::Tensor>> own;
-    for (auto& named : impl->NamedParameters())
-      if (absl::StartsWith(named.first, "model.layers.")) own.push_back(named);
-    DrawRandom(own, seed);
-    return absl::OkStatus();
-  }));
+  if (added > 0) {
+    // The new layers alone first, drawn as WithNewLayers(target, added) draws them.
+    impl->config.num_hidden_layers = added;
+    RETURN_IF_ERROR(Guarded("LlamaModel::ShareLayersThenNew", [&] {
+      impl->AllocateLayers();
+      std::vector<std::pair<std::string, at::Tensor>> own;
+      for (auto& named : impl->NamedParameters())
+        if (absl::StartsWith(named.first, "model.layers.")) own.push_back(named);
+      DrawRandom(own, seed);
+      return absl::OkStatus();
+    }));
+    impl->config.num_hidden_layers = config.num_hidden_layers;
+  }
+  // The shared layers before them: handles to the target's tensors, nothing copied.
+  std::vector<LayerWeights> layers;
+  for (int layer : shared) layers.push_back(t.layers[layer]);
+  for (LayerWeights& added_layer : impl->layers) layers.push_back(std::move(added_layer));
+  impl->layers = std::move(layers);
   impl->ShareEnds(t);
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(impl)));
 }

@@ -57,6 +57,15 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   static absl::StatusOr<std::unique_ptr<LlamaModel>> WithNewLayers(const LlamaModel& target, int64_t layers,
                                                                    int64_t kv_capacity, uint64_t seed);
 
+  // Both: `target`'s decoder layers `shared` (as ShareLayers shares them),
+  // then `added` new ones (as WithNewLayers draws them, named
+  // model.layers.{shared.size() + i}), on its embedding, final norm and LM
+  // head: a shallow sub-network of the target with an adapter on top
+  // (Kangaroo). At least one layer in all.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> ShareLayersThenNew(const LlamaModel& target,
+                                                                        absl::Span<const int> shared, int64_t added,
+                                                                        int64_t kv_capacity, uint64_t seed);
+
   // The model's parts, for drafters built on them (EAGLE's head embeds tokens
   // and reads its predictions through the target's LM head):
   // tokens [n] int64 -> [n, hidden] in the model's dtype;
