@@ -28,6 +28,8 @@
 #include "framework/device_transfer.h"
 #include "framework/error_text.h"
 #include "framework/method.h"
+#include "framework/device/device_drafter.h"
+#include "framework/device/device_graphs.h"
 #include "framework/device/pipelined_steps.h"
 #include "framework/device/pipelined_tree.h"
 #include "framework/model/llama_model.h"
@@ -89,16 +91,24 @@ struct QueuedSeconds {
   int steps = 0;  // queued: as many as asked for, or as the cache holds
 };
 
+// The drafter's captured device work, where its device form keeps one.
+DeviceGraphs* DraftGraphsOf(Drafter& drafter) {
+  DeviceDrafter* device = DeviceFormOf(drafter);
+  return device == nullptr ? nullptr : device->graphs();
+}
+
 // The device alone: up to `steps` pipelined steps queued back to back on
 // `prompt` (while the cache holds them: each step's root is bounded as if
 // every earlier step accepted everything), none read back, from the first
 // launch until the device drains. largest_forward bounds a step's target
-// forward (its tokens). Appends the models' forwards to the counts.
+// forward (its tokens). Appends the models' forwards to the counts, and the
+// runs of the drafter's captured work (DeviceGraphs) to `graph_runs`.
 absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, Method& method,
                                                   const std::vector<int32_t>& prompt, const SamplingParams& sampling,
                                                   int steps, int64_t largest_forward,
                                                   std::map<int64_t, int64_t>& target_forwards,
-                                                  std::map<int64_t, int64_t>& draft_forwards) {
+                                                  std::map<int64_t, int64_t>& draft_forwards,
+                                                  std::map<std::string, int64_t>& graph_runs) {
   const c10::Device device = target.device();
   const int64_t fed = static_cast<int64_t>(prompt.size()) - 1;  // the engine's prefill: all but the root
   RETURN_IF_ERROR(target.Truncate(0));
@@ -124,6 +134,8 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   const std::vector<LanguageModel*> drafters = method.drafter->models();
   target.ResetForwardCounts();
   for (LanguageModel* drafter : drafters) drafter->ResetForwardCounts();
+  DeviceGraphs* graphs = DraftGraphsOf(*method.drafter);
+  if (graphs != nullptr) graphs->ResetRuns();
   LongsToDevice({0}, device).to(at::kCPU);  // the device is idle from here
   const auto start = std::chrono::steady_clock::now();
   at::Tensor last;
@@ -140,6 +152,8 @@ absl::StatusOr<QueuedSeconds> QueuedPipelinedStepSeconds(LanguageModel& target, 
   for (const auto& [n, c] : target.forward_counts()) target_forwards[n] += c;
   for (LanguageModel* drafter : drafters)
     for (const auto& [n, c] : drafter->forward_counts()) draft_forwards[n] += c;
+  if (graphs != nullptr)
+    for (const auto& [work, runs] : graphs->runs()) graph_runs[work] += runs;
   return QueuedSeconds{.total = std::chrono::duration<double>(drained - start).count() / queued_steps,
                        .host = std::chrono::duration<double>(queued - start).count() / queued_steps,
                        .steps = queued_steps};
@@ -285,17 +299,21 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   const int64_t largest_forward = flags.tree_builder.empty() ? flags.gamma + 1 : PipelinedTree::kMaxTreeNodes;
   std::map<double, QueuedSeconds> queued_seconds;
   std::map<double, std::pair<std::map<int64_t, int64_t>, std::map<int64_t, int64_t>>> queued_forwards;
+  std::map<double, std::map<std::string, int64_t>> queued_graph_runs;
   for (double t : {0.0, 1.0}) {
     SamplingParams sampling = options.sampling;
     sampling.temperature = t;
     auto& [target_forwards, draft_forwards] = queued_forwards[t];
+    std::map<std::string, int64_t>& graph_runs = queued_graph_runs[t];
     RETURN_IF_ERROR(QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 4, largest_forward,
-                                               target_forwards, draft_forwards)
+                                               target_forwards, draft_forwards, graph_runs)
                         .status());  // warm-up
     target_forwards.clear();
     draft_forwards.clear();
-    ASSIGN_OR_RETURN(queued_seconds[t], QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 64,
-                                                                   largest_forward, target_forwards, draft_forwards));
+    graph_runs.clear();
+    ASSIGN_OR_RETURN(queued_seconds[t],
+                     QueuedPipelinedStepSeconds(*target, method, prompts[0], sampling, 64, largest_forward,
+                                                target_forwards, draft_forwards, graph_runs));
   }
 
   // Price the forwards at costs measured on the same models.
@@ -315,11 +333,26 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   // The same forwards, each waited for: what a forward costs when the host
   // must see its result before launching the next.
   ASSIGN_OR_RETURN(auto target_waited, MeasureForwardCosts(*target, {1}, context, 10, /*synchronize_each=*/true));
+  // The drafter's own device work besides forwards (heads' graphs), priced
+  // per run of each work as the forwards are: replayed on the device's clock.
+  std::map<std::string, double> graph_costs;
+  DeviceGraphs* graphs = DraftGraphsOf(*method.drafter);
+  auto graph_seconds = [&](const std::map<std::string, int64_t>& graph_runs) -> absl::StatusOr<double> {
+    double seconds = 0;
+    for (const auto& [work, count] : graph_runs) {
+      if (graph_costs.count(work) == 0) {
+        ASSIGN_OR_RETURN(graph_costs[work], graphs->SecondsPerRun(work, 10));
+      }
+      seconds += static_cast<double>(count) * graph_costs[work];
+    }
+    return seconds;
+  };
   for (size_t r = 0; r < rows.size(); ++r) {
     for (const Generation& g : runs[r]) {
       ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(g.target_forwards, target_costs));
       ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(g.draft_forwards, draft_costs));
-      rows[r].predicted += target_seconds + draft_seconds;
+      ASSIGN_OR_RETURN(double drafting, graph_seconds(g.draft_graph_runs));
+      rows[r].predicted += target_seconds + draft_seconds + drafting;
     }
   }
 
@@ -338,6 +371,11 @@ absl::Status Run(const OverheadBenchFlags& flags) {
                         1e6 * (target_waited[1] - target_costs[1]));
   if (draft_costs.count(1) && draft_waited.count(1))
     absl::StrAppendFormat(&report, ", drafter %.1f us", 1e6 * (draft_waited[1] - draft_costs[1]));
+  if (!graph_costs.empty()) {
+    absl::StrAppendFormat(&report, "\n\nThe drafter's captured work (DeviceGraphs), priced like the forwards, us a run:");
+    for (const auto& [work, seconds] : graph_costs)
+      absl::StrAppendFormat(&report, "\n- %s: %.1f", work, 1e6 * seconds);
+  }
   report +=
       "\n\n| method | temperature | tokens/s | steps | tau | measured ms | predicted ms | overhead us/step |\n"
       "|---|---|---|---|---|---|---|---|\n";
@@ -349,12 +387,12 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   absl::StrAppendFormat(
       &report,
       "\nThe pipelined steps' device work alone (up to 64 steps queued back to back, as many as the cache holds, "
-      "nothing read back): the device time of a step beyond its forwards (probabilities, sampling, verification and "
-      "bookkeeping kernels), and the pipelined loop's overhead minus that: host time the device waited for. Host "
+      "nothing read back): the device time of a step beyond its forwards and the drafter's captured work (probabilities, "
+      "sampling, verification and bookkeeping kernels), and the pipelined loop's overhead minus that: host time the device waited for. Host "
       "ms/step is the host's time to queue a step: where it nears the device's, the host sets the pace and the "
       "device's share is an upper bound.\n\n"
-      "| temperature | steps queued | device ms/step | host ms/step (queueing) | forwards ms/step | device work "
-      "beyond the forwards us/step | pipelined overhead us/step | host time not hidden us/step |\n"
+      "| temperature | steps queued | device ms/step | host ms/step (queueing) | forwards (and drafter graphs) ms/step | "
+      "device work beyond them us/step | pipelined overhead us/step | host time not hidden us/step |\n"
       "|---|---|---|---|---|---|---|---|\n");
   for (size_t r = 0; r < rows.size(); ++r) {
     if (runners[r % runners.size()].name != method.name + ", pipelined") continue;
@@ -362,7 +400,8 @@ absl::Status Run(const OverheadBenchFlags& flags) {
     const auto& [target_forwards, draft_forwards] = queued_forwards[t];
     ASSIGN_OR_RETURN(double target_seconds, PredictSeconds(target_forwards, target_costs));
     ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(draft_forwards, draft_costs));
-    const double forwards = (target_seconds + draft_seconds) / queued_seconds[t].steps;
+    ASSIGN_OR_RETURN(double drafting, graph_seconds(queued_graph_runs[t]));
+    const double forwards = (target_seconds + draft_seconds + drafting) / queued_seconds[t].steps;
     const double beyond = queued_seconds[t].total - forwards;
     const double overhead = (rows[r].seconds - rows[r].predicted) / rows[r].steps;
     absl::StrAppendFormat(&report, "| %g | %d | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n", t,

@@ -81,6 +81,12 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(ReportOf(flags), HasSubstr("| prompt_lookup_g2_point_mass, pipelined | 1 |"));
   flags.drafter = "{type: model, path: " + kRoot + "/models/speclab-drafter}";
   EXPECT_THAT(ReportOf(flags), HasSubstr("model-free drafters"));
+  // A head drafter: its captured work is priced as the forwards are.
+  flags.drafter = "{type: medusa, heads: 2}";
+  flags.verifier = "rejection";
+  const std::string heads = ReportOf(flags);
+  EXPECT_THAT(heads, HasSubstr("The drafter's captured work (DeviceGraphs), priced like the forwards"));
+  EXPECT_THAT(heads, HasSubstr(", pipelined | 1 |"));
   RemoveTree(out);
 }
 
