@@ -179,22 +179,9 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
   }
   // The drafters' own device work besides forwards (heads, picks), priced
   // per run of each captured work.
-  std::map<std::string, std::map<std::string, double>> graph_costs;  // by method, then work
-  for (Method& m : e.methods) {
-    DeviceDrafter* device = DeviceFormOf(*m.drafter);
-    DeviceGraphs* graphs = device == nullptr ? nullptr : device->graphs();
-    if (graphs == nullptr) continue;
-    for (const RunRecord& r : records) {
-      if (r.method != m.name) continue;
-      for (const auto& [work, runs] : r.generation.draft_graph_runs) {
-        if (graph_costs[m.name].count(work) > 0) continue;
-        absl::StatusOr<double> cost = graphs->SecondsPerRun(work, kRepeats);
-        // NotFound: only a journaled run drafted with it (a resumed run), so it has no price here.
-        if (cost.ok()) graph_costs[m.name][work] = *cost;
-        if (!cost.ok() && !absl::IsNotFound(cost.status())) return cost.status();
-      }
-    }
-  }
+  std::map<std::string, DeviceGraphs*> graphs;                       // by method
+  std::map<std::string, std::map<std::string, double>> graph_prices;  // by method, then work
+  for (Method& m : e.methods) graphs[m.name] = DraftGraphsOf(*m.drafter);
   for (RunRecord& r : records) {
     ASSIGN_OR_RETURN(double seconds, PredictSeconds(r.generation.target_forwards, target_costs));
     if (r.method != kBaseline) {
@@ -202,14 +189,18 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
       if (it == draft_costs.end()) continue;
       ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(r.generation.draft_forwards, it->second));
       seconds += draft_seconds;
-      bool priced = true;
-      for (const auto& [work, runs] : r.generation.draft_graph_runs) {
-        const auto& costs = graph_costs[r.method];
-        auto cost = costs.find(work);
-        priced = priced && cost != costs.end();
-        if (priced) seconds += static_cast<double>(runs) * cost->second;
+      if (!r.generation.draft_graph_runs.empty()) {
+        // No prediction rather than one without its drafting: a drafter
+        // without captured work here, or a work only a journaled (resumed)
+        // run drafted with (NotFound), has no price.
+        DeviceGraphs* own = graphs[r.method];
+        if (own == nullptr) continue;
+        absl::StatusOr<double> drafting =
+            GraphRunSeconds(*own, r.generation.draft_graph_runs, kRepeats, graph_prices[r.method]);
+        if (absl::IsNotFound(drafting.status())) continue;
+        if (!drafting.ok()) return drafting.status();
+        seconds += *drafting;
       }
-      if (!priced) continue;  // no prediction rather than one without its drafting
     }
     r.predicted_seconds = seconds;
   }

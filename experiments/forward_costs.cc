@@ -110,4 +110,18 @@ absl::StatusOr<double> PredictSeconds(const std::map<int64_t, int64_t>& counts,
   return seconds;
 }
 
+absl::StatusOr<double> GraphRunSeconds(DeviceGraphs& graphs, const std::map<std::string, int64_t>& runs,
+                                       int repeats, std::map<std::string, double>& prices) {
+  double seconds = 0;
+  for (const auto& [work, count] : runs) {
+    auto price = prices.find(work);
+    if (price == prices.end()) {
+      ASSIGN_OR_RETURN(const double one, graphs.SecondsPerRun(work, repeats));
+      price = prices.emplace(work, one).first;
+    }
+    seconds += static_cast<double>(count) * price->second;
+  }
+  return seconds;
+}
+
 }  // namespace speclab

@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "framework/device/device_graphs.h"
 #include "framework/model/language_model.h"
 
 namespace speclab {
@@ -39,6 +41,12 @@ absl::StatusOr<std::map<int64_t, double>> MeasureForwardCosts(LanguageModel& mod
 // Sum over token counts of count * cost; counts without a cost are an error.
 absl::StatusOr<double> PredictSeconds(const std::map<int64_t, int64_t>& counts,
                                       const std::map<int64_t, double>& costs);
+
+// The seconds of a drafter's captured-work runs (Generation::draft_graph_runs):
+// each work priced once by graphs.SecondsPerRun(work, repeats) and kept in
+// `prices`. NotFound for a work `graphs` never ran (a journaled run's, resumed).
+absl::StatusOr<double> GraphRunSeconds(DeviceGraphs& graphs, const std::map<std::string, int64_t>& runs,
+                                       int repeats, std::map<std::string, double>& prices);
 
 }  // namespace speclab
 

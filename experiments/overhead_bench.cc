@@ -91,12 +91,6 @@ struct QueuedSeconds {
   int steps = 0;  // queued: as many as asked for, or as the cache holds
 };
 
-// The drafter's captured device work, where its device form keeps one.
-DeviceGraphs* DraftGraphsOf(Drafter& drafter) {
-  DeviceDrafter* device = DeviceFormOf(drafter);
-  return device == nullptr ? nullptr : device->graphs();
-}
-
 // The device alone: up to `steps` pipelined steps queued back to back on
 // `prompt` (while the cache holds them: each step's root is bounded as if
 // every earlier step accepted everything), none read back, from the first
@@ -338,14 +332,8 @@ absl::Status Run(const OverheadBenchFlags& flags) {
   std::map<std::string, double> graph_costs;
   DeviceGraphs* graphs = DraftGraphsOf(*method.drafter);
   auto graph_seconds = [&](const std::map<std::string, int64_t>& graph_runs) -> absl::StatusOr<double> {
-    double seconds = 0;
-    for (const auto& [work, count] : graph_runs) {
-      if (graph_costs.count(work) == 0) {
-        ASSIGN_OR_RETURN(graph_costs[work], graphs->SecondsPerRun(work, 10));
-      }
-      seconds += static_cast<double>(count) * graph_costs[work];
-    }
-    return seconds;
+    if (graphs == nullptr) return 0.0;  // runs are counted only where the drafter keeps captured work
+    return GraphRunSeconds(*graphs, graph_runs, 10, graph_costs);
   };
   for (size_t r = 0; r < rows.size(); ++r) {
     for (const Generation& g : runs[r]) {

@@ -60,17 +60,11 @@ absl::Status KeepEmitted(LanguageModel& target, absl::Span<const int32_t> prompt
   return target.committed_length() > fed ? target.Truncate(fed) : absl::OkStatus();
 }
 
-// The drafter's own counted device work (DeviceDrafter::graphs()), or null.
-DeviceGraphs* DraftGraphs(Drafter* drafter) {
-  DeviceDrafter* device = drafter == nullptr ? nullptr : DeviceFormOf(*drafter);
-  return device == nullptr ? nullptr : device->graphs();
-}
-
 void ResetForwardCounts(LanguageModel& target, Drafter* drafter) {
   target.ResetForwardCounts();
-  if (drafter != nullptr)
-    for (LanguageModel* model : drafter->models()) model->ResetForwardCounts();
-  if (DeviceGraphs* graphs = DraftGraphs(drafter)) graphs->ResetRuns();
+  if (drafter == nullptr) return;
+  for (LanguageModel* model : drafter->models()) model->ResetForwardCounts();
+  if (DeviceGraphs* graphs = DraftGraphsOf(*drafter)) graphs->ResetRuns();
 }
 
 void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generation& out) {
@@ -78,7 +72,7 @@ void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generat
   if (drafter == nullptr) return;
   for (LanguageModel* model : drafter->models())
     for (const auto& [tokens, count] : model->forward_counts()) out.draft_forwards[tokens] += count;
-  if (DeviceGraphs* graphs = DraftGraphs(drafter)) out.draft_graph_runs = graphs->runs();
+  if (DeviceGraphs* graphs = DraftGraphsOf(*drafter)) out.draft_graph_runs = graphs->runs();
 }
 
 absl::StatusOr<Generation> AutoregressiveImpl(LanguageModel& target, absl::Span<const int32_t> prompt,

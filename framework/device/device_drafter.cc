@@ -36,4 +36,9 @@ absl::StatusOr<at::Tensor> DeviceDrafter::ContinuationAt(const DeviceRoot&, int)
 
 DeviceDrafter* DeviceFormOf(Drafter& drafter) { return dynamic_cast<DeviceDrafter*>(&drafter); }
 
+DeviceGraphs* DraftGraphsOf(Drafter& drafter) {
+  DeviceDrafter* device = DeviceFormOf(drafter);
+  return device == nullptr ? nullptr : device->graphs();
+}
+
 }  // namespace speclab

@@ -114,6 +114,9 @@ class DeviceDrafter {
 
 // The device form of `drafter`, or null where it has none.
 DeviceDrafter* DeviceFormOf(Drafter& drafter);
+// The drafter's own captured device work (DeviceDrafter::graphs()), for
+// counting and pricing it; null where it has none.
+DeviceGraphs* DraftGraphsOf(Drafter& drafter);
 
 }  // namespace speclab
 
