@@ -598,16 +598,12 @@ class HeadTrainer {
       ASSIGN_OR_RETURN(EagleHead head, NewEagleHead(*target_, s_.layers, s_.data.seq_len, s_.run.seed, layers));
       recipe = std::make_unique<Eagle3Recipe>(s_, *target_, std::move(head));
     } else if (s_.kind == "kangaroo_adapter") {
-      if (s_.exit_layer < 1 || s_.exit_layer >= target_->config().num_hidden_layers)
-        return absl::InvalidArgumentError(absl::StrCat("kangaroo_adapter.exit_layer: ", s_.exit_layer,
-                                                       " is outside [1, ", target_->config().num_hidden_layers - 1,
-                                                       "] (the target has ", target_->config().num_hidden_layers,
-                                                       " layers)"));
       // The adapter alone, fed the target's state after the exit layer.
-      ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> adapter,
-                       LlamaModel::WithNewLayers(*target_, 1, s_.data.seq_len, s_.run.seed));
-      ZeroAdapterMlp(*adapter, 0);
-      recipe = std::make_unique<KangarooRecipe>(s_, *target_, std::move(adapter));
+      absl::StatusOr<std::unique_ptr<LlamaModel>> adapter =
+          NewKangarooAdapter(*target_, s_.exit_layer, s_.data.seq_len, s_.run.seed);
+      if (!adapter.ok())
+        return absl::InvalidArgumentError(absl::StrCat("kangaroo_adapter.exit_layer: ", adapter.status().message()));
+      recipe = std::make_unique<KangarooRecipe>(s_, *target_, *std::move(adapter));
     } else if (s_.kind == "hydra_head") {
       recipe = std::make_unique<HydraRecipe>(s_, *target_);
     } else {

@@ -356,7 +356,7 @@ TEST_F(TrainTest, FitsAKangarooAdapterOnATarget) {
   EXPECT_LT(kl[5], kl[0]) << *log;
   EXPECT_THAT(*log, ::testing::HasSubstr("\"held_out\": {\"windows\": 4, \"agreement\": "));
   EXPECT_THAT(RunTraining(path, {"kangaroo_adapter.exit_layer=2"}).message(),
-              ::testing::HasSubstr("kangaroo_adapter.exit_layer: 2 is outside [1, 1]"));
+              ::testing::HasSubstr("kangaroo_adapter.exit_layer: exit layer 2 is outside [1, 1]"));
   EXPECT_THAT(RunTraining(path, {"kangaroo_adapter.layers=2"}).message(), ::testing::HasSubstr("kangaroo_adapter.layers"));
 }
 

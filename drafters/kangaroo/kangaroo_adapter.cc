@@ -44,6 +44,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> NewKangarooModel(const LlamaModel& t
   return model;
 }
 
+absl::StatusOr<std::unique_ptr<LlamaModel>> NewKangarooAdapter(const LlamaModel& target, int64_t exit_layer,
+                                                               int64_t kv_capacity, uint64_t seed) {
+  RETURN_IF_ERROR(CheckExitLayer(target, exit_layer));
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> adapter, LlamaModel::WithNewLayers(target, 1, kv_capacity, seed));
+  ZeroAdapterMlp(*adapter, 0);
+  return adapter;
+}
+
 void ZeroAdapterMlp(LlamaModel& model, int64_t layer) {
   c10::InferenceMode normal_tensors(false);
   c10::NoGradGuard no_grad;

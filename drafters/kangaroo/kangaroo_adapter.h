@@ -33,6 +33,13 @@ namespace speclab {
 absl::StatusOr<std::unique_ptr<LlamaModel>> NewKangarooModel(const LlamaModel& target, int64_t exit_layer,
                                                              int64_t kv_capacity, uint64_t seed);
 
+// The adapter alone, as NewKangarooModel draws it (one new layer on the
+// target's embedding, final norm and LM head, its MLP zero), for a trainer
+// that feeds it the target's hidden state after `exit_layer`. The same
+// errors as NewKangarooModel.
+absl::StatusOr<std::unique_ptr<LlamaModel>> NewKangarooAdapter(const LlamaModel& target, int64_t exit_layer,
+                                                               int64_t kv_capacity, uint64_t seed);
+
 // Zeroes the MLP of `model`'s decoder layer `layer`, which makes the layer
 // an attention block: x + attention(input_norm(x)).
 void ZeroAdapterMlp(LlamaModel& model, int64_t layer);
