@@ -424,17 +424,49 @@ __device__ uint32_t RadixSelectKey(const ForEach& for_each, int64_t k) {
 struct KeptRow {
   uint32_t threshold;  // T's key
   float max, sum;      // the largest y and the sum of exp(y - max) over kept y
+  // By candidates only (else 0 and null): the kept entries in rank order,
+  // their y and their indices (in shared memory).
+  int kept;
+  const float* ranked;
+  const uint32_t* ranked_index;
 };
+
+// Candidates ranked by counting take kRankSplit threads each (adjacent lanes
+// of one warp, each counting over every kRankSplit-th other): the whole block
+// at work, a quarter of the sequential loop.
+constexpr int kRankSplit = kSmallThreads / kMaxCandidates;
+static_assert(kRankSplit >= 1 && kRankSplit <= kWarpSize && (kRankSplit & (kRankSplit - 1)) == 0,
+              "a candidate's counting threads sit in one warp");
+
+// Each thread's candidate c = threadIdx.x / kRankSplit of `order[0..n)`
+// (distinct keys, larger ranked first): its rank, valid in the candidate's
+// threads (0 for threads past n).
+__device__ __forceinline__ int RankByCounting(const uint64_t* order, int n) {
+  const int c = threadIdx.x / kRankSplit, part = threadIdx.x % kRankSplit;
+  int rank = 0;
+  if (c < n) {
+    const uint64_t mine = order[c];
+    for (int d = part; d < n; d += kRankSplit) rank += order[d] > mine;
+  }
+  for (int offset = 1; offset < kRankSplit; offset *= 2) rank += __shfl_xor_sync(0xFFFFFFFFu, rank, offset);
+  return rank;
+}
+
+// A candidate's order: its key, then its index complemented (the smaller
+// index ranks first among equal keys), so every candidate's is distinct.
+__device__ __forceinline__ uint64_t CandidateOrder(uint32_t key, uint32_t index) {
+  return (static_cast<uint64_t>(key) << 32) | (0xFFFFFFFFu - index);
+}
 
 template <typename ForEach>
 __device__ bool TopKByCandidates(const ForEach& for_each, int64_t k, KeptRow* kept) {
   __shared__ uint32_t warp_max[kSmallWarps];
   __shared__ uint32_t lower;
   __shared__ int count;
-  __shared__ uint32_t keys[kMaxCandidates];
-  __shared__ uint32_t indices[kMaxCandidates];
+  __shared__ uint64_t order[kMaxCandidates];  // CandidateOrder
   __shared__ float values[kMaxCandidates];
   __shared__ float ranked[kMaxCandidates];  // the candidates' y, largest first
+  __shared__ uint32_t ranked_index[kMaxCandidates];
   __shared__ KeptRow result;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   uint32_t mine = 0;
@@ -464,21 +496,18 @@ __device__ bool TopKByCandidates(const ForEach& for_each, int64_t k, KeptRow* ke
     base = __shfl_sync(0xFFFFFFFFu, base, leader);
     const int slot = base + __popc(ballot & ((1u << lane) - 1u));
     if (take && slot < kMaxCandidates) {
-      keys[slot] = key;
-      indices[slot] = static_cast<uint32_t>(i);
+      order[slot] = CandidateOrder(key, static_cast<uint32_t>(i));
       values[slot] = y;
     }
   });
   __syncthreads();
   const int n = count;
   if (n > kMaxCandidates) return false;
-  for (int c = threadIdx.x; c < n; c += kSmallThreads) {
-    const uint32_t key = keys[c], index = indices[c];
-    int rank = 0;
-#pragma unroll 8
-    for (int d = 0; d < n; ++d) rank += keys[d] > key || (keys[d] == key && indices[d] < index);
+  const int rank = RankByCounting(order, n);
+  if (const int c = threadIdx.x / kRankSplit; c < n && threadIdx.x % kRankSplit == 0) {
     ranked[rank] = values[c];
-    if (rank == k - 1) result.threshold = key;
+    ranked_index[rank] = 0xFFFFFFFFu - static_cast<uint32_t>(order[c]);
+    if (rank == k - 1) result.threshold = static_cast<uint32_t>(order[c] >> 32);
   }
   __syncthreads();
   if (warp == 0) {
@@ -495,11 +524,58 @@ __device__ bool TopKByCandidates(const ForEach& for_each, int64_t k, KeptRow* ke
     if (lane == 0) {
       result.max = m;
       result.sum = s;
+      result.kept = kept_n;
+      result.ranked = ranked;
+      result.ranked_index = ranked_index;
     }
   }
   __syncthreads();
   *kept = result;
   return true;
+}
+
+// An entry's key in the exponential race: q / noise, and its index (q = 0
+// gives the quotient 0 whatever its noise, which is then not read).
+__device__ __forceinline__ uint64_t RaceKey(float q, const float& noise, uint32_t index) {
+  return ArgmaxKey(q == 0.0f ? 0.0f : q / fmaxf(noise, FLT_MIN), index);
+}
+
+// The race's first `ranks` places of a row kept by candidates, written to
+// tokens[0..ranks): the kept entries' keys (q as the row's pass computes it)
+// ranked by counting. Every other entry has q = 0 and so the key of the value
+// 0, as has a kept entry whose quotient is 0: all those rank below every
+// positive key and among themselves by index, so the places past the
+// positive keys go to the smallest indices without one. The same places as
+// every entry's key ranked in full.
+__device__ void RaceKept(const KeptRow& kept, const float* noise, int ranks, int64_t* tokens) {
+  __shared__ uint64_t race[kMaxCandidates];  // a positive key, or 0
+  __shared__ int positive;
+  const uint32_t zero = static_cast<uint32_t>(ArgmaxKey(0.0f, 0) >> 32);
+  if (threadIdx.x == 0) positive = 0;
+  __syncthreads();
+  for (int r = threadIdx.x; r < kept.kept; r += kSmallThreads) {
+    const float y = kept.ranked[r];
+    const uint32_t index = kept.ranked_index[r];
+    const float q = OrderKey(y) < kept.threshold ? 0.0f : expf(y - kept.max) / kept.sum;
+    const uint64_t key = RaceKey(q, noise[index], index);
+    const bool above = static_cast<uint32_t>(key >> 32) != zero;
+    race[r] = above ? key : 0;
+    if (above) atomicAdd(&positive, 1);
+  }
+  __syncthreads();
+  const int rank = RankByCounting(race, kept.kept);  // among the positive keys (distinct)
+  if (const int c = threadIdx.x / kRankSplit; c < kept.kept && threadIdx.x % kRankSplit == 0 && race[c] != 0 &&
+                                              rank < ranks)
+    tokens[rank] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(race[c] & 0xFFFFFFFFu));
+  if (threadIdx.x == 0) {
+    int place = positive;
+    for (uint32_t index = 0; place < ranks; ++index) {
+      bool positive_key = false;
+      for (int r = 0; r < kept.kept && !positive_key; ++r)
+        positive_key = race[r] != 0 && kept.ranked_index[r] == index;
+      if (!positive_key) tokens[place++] = index;
+    }
+  }
 }
 
 // One block per output row b, reading x's row rows[b] (row b where rows is
@@ -547,7 +623,7 @@ __global__ void __launch_bounds__(kSmallThreads)
       }
     }
   };
-  KeptRow kept;
+  KeptRow kept{};
   if (k >= cols || k > kSmallWarps || !TopKByCandidates(for_each, k, &kept)) {
     kept.threshold = k >= cols ? 0u : RadixSelectKey(for_each, k);  // key 0: no value maps to it
     float m = -INFINITY, s = 0.0f;
@@ -565,6 +641,9 @@ __global__ void __launch_bounds__(kSmallThreads)
     kept.sum = total.y;
   }
   const float* nr = noise == nullptr ? nullptr : noise + blockIdx.x * cols;  // read only with kRanks > 0
+  // By candidates, every entry of nonzero q is a ranked candidate: the race
+  // ranks those alone (RaceKept); else each thread keeps its best keys.
+  const bool race_kept = kept.ranked != nullptr;
   uint64_t best[kRanks > 0 ? kRanks : 1];
 #pragma unroll
   for (int j = 0; j < (kRanks > 0 ? kRanks : 1); ++j) best[j] = 0;
@@ -573,9 +652,13 @@ __global__ void __launch_bounds__(kSmallThreads)
     const float q = OrderKey(y) < kept.threshold ? 0.0f : expf(y - kept.max) / kept.sum;
     outr[i] = q;
     if constexpr (kRanks > 0)
-      InsertKey(best, ArgmaxKey(q == 0.0f ? 0.0f : q / fmaxf(nr[i], FLT_MIN), static_cast<uint32_t>(i)));
+      if (!race_kept) InsertKey(best, RaceKey(q, nr[i], static_cast<uint32_t>(i)));
   });
   if constexpr (kRanks > 0) {
+    if (race_kept) {
+      RaceKept(kept, nr, ranks, tokens + blockIdx.x * ranks);
+      return;
+    }
     for (int r = 0; r < ranks; ++r) {
       const uint64_t top = PopBlockBest(best);
       if (threadIdx.x == 0)

@@ -29,17 +29,50 @@ __device__ __forceinline__ bool Among(const int64_t* tokens, int count, int64_t 
   return false;
 }
 
+// Vocabularies of at most kBlock * kCachedPerThread entries keep a node's
+// running residual in registers (each thread its entries v = threadIdx.x +
+// j * kBlock): a child's rejection is then one pass of q loads instead of
+// two passes over the residual, and the residual row is written once, at
+// the end. The arithmetic, and the order of every sum, are those of the
+// uncached passes.
+constexpr int kCachedPerThread = 8;
+
+// The value at entry x of a row held in registers as `cached`, in every
+// thread: its owner puts it in shared memory (synchronises).
+__device__ __forceinline__ float CachedAt(const float (&cached)[kCachedPerThread], int64_t x) {
+  __shared__ float at;
+  __syncthreads();  // an earlier call's readers are done
+  if (threadIdx.x == x % kBlock) {
+    const int64_t slot = x / kBlock;
+#pragma unroll
+    for (int j = 0; j < kCachedPerThread; ++j)
+      if (j == slot) at = cached[j];
+  }
+  __syncthreads();
+  return at;
+}
+
 // One block a node: its children in index order against the running
-// residual p~ = scale * src, written to its residual row on each reject.
-__global__ void DecideNodes(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens,
-                            const float* __restrict__ p, const float* __restrict__ q,
-                            const float* __restrict__ uniforms, QRows rows, float* __restrict__ residual,
-                            int64_t* __restrict__ decision, int n, int64_t vocab) {
+// residual p~ = scale * src, written to its residual row on each reject
+// (kCached: held in registers, written once if it was updated).
+template <bool kCached>
+__global__ void __launch_bounds__(kBlock)
+    DecideNodes(const int64_t* __restrict__ parents, const int64_t* __restrict__ tokens, const float* __restrict__ p,
+                const float* __restrict__ q, const float* __restrict__ uniforms, QRows rows,
+                float* __restrict__ residual, int64_t* __restrict__ decision, int n, int64_t vocab) {
   const bool masked = rows == kFirstSiblingRowMasked;
   __shared__ int64_t earlier[kMaxTreeItems];  // masked: the distinct tokens tried so far
   const int node = blockIdx.x;
   float* r = residual + node * vocab;
   const float* src = p + node * vocab;
+  float cached[kCached ? kCachedPerThread : 1];  // kCached: src's entries
+  if constexpr (kCached) {
+#pragma unroll
+    for (int j = 0; j < kCachedPerThread; ++j) {
+      const int64_t v = threadIdx.x + j * kBlock;
+      cached[j] = v < vocab ? src[v] : 0.0f;
+    }
+  }
   float scale = 1.0f;
   bool updated = false;
   int tried = 0;
@@ -54,27 +87,50 @@ __global__ void DecideNodes(const int64_t* __restrict__ parents, const int64_t* 
     const float keep = 1.0f - tried_mass;
     const float inv_norm = !masked ? 1.0f : keep > 0.0f ? 1.0f / keep : 0.0f;
     const float qx = masked && Among(earlier, tried, x) ? 0.0f : __fmul_rn(qc[x], inv_norm);
-    const float px = __fmul_rn(src[x], scale);
+    float px;
+    if constexpr (kCached) {
+      px = __fmul_rn(CachedAt(cached, x), scale);
+    } else {
+      px = __fmul_rn(src[x], scale);
+    }
     if (qx > 0.0f && px > 0.0f && __fmul_rn(uniforms[c], qx) < px) {
       if (threadIdx.x == 0) decision[node] = c;
       return;
     }
     if (inv_norm > 0.0f) {  // a zero q_j leaves p~ as it is
       float mass = 0.0f;
-      for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
-        const float qv = masked && Among(earlier, tried, v) ? 0.0f : __fmul_rn(qc[v], inv_norm);
-        mass += fmaxf(__fmul_rn(src[v], scale) - qv, 0.0f);
-      }
-      mass = BlockSumAll<kBlock>(mass);
-      if (mass > 0.0f) {  // no mass left (p~ = q_j up to rounding): keep p~, as the host rule does
+      if constexpr (kCached) {
+        float next[kCachedPerThread];
+#pragma unroll
+        for (int j = 0; j < kCachedPerThread; ++j) {
+          const int64_t v = threadIdx.x + j * kBlock;
+          const float qv = v >= vocab || (masked && Among(earlier, tried, v)) ? 0.0f : __fmul_rn(qc[v], inv_norm);
+          next[j] = fmaxf(__fmul_rn(cached[j], scale) - qv, 0.0f);
+          if (v < vocab) mass += next[j];
+        }
+        mass = BlockSumAll<kBlock>(mass);
+        if (mass > 0.0f) {  // no mass left (p~ = q_j up to rounding): keep p~, as the host rule does
+#pragma unroll
+          for (int j = 0; j < kCachedPerThread; ++j) cached[j] = next[j];
+          scale = 1.0f / mass;
+          updated = true;
+        }
+      } else {
         for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
           const float qv = masked && Among(earlier, tried, v) ? 0.0f : __fmul_rn(qc[v], inv_norm);
-          r[v] = fmaxf(__fmul_rn(src[v], scale) - qv, 0.0f);
+          mass += fmaxf(__fmul_rn(src[v], scale) - qv, 0.0f);
         }
-        __syncthreads();  // the next child reads r[x] from any thread's slice
-        src = r;
-        scale = 1.0f / mass;
-        updated = true;
+        mass = BlockSumAll<kBlock>(mass);
+        if (mass > 0.0f) {  // as above
+          for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
+            const float qv = masked && Among(earlier, tried, v) ? 0.0f : __fmul_rn(qc[v], inv_norm);
+            r[v] = fmaxf(__fmul_rn(src[v], scale) - qv, 0.0f);
+          }
+          __syncthreads();  // the next child reads r[x] from any thread's slice
+          src = r;
+          scale = 1.0f / mass;
+          updated = true;
+        }
       }
     }
     if (masked && !Among(earlier, tried, x)) {
@@ -83,6 +139,15 @@ __global__ void DecideNodes(const int64_t* __restrict__ parents, const int64_t* 
       if (threadIdx.x == 0) earlier[tried] = x;
       ++tried;
       __syncthreads();
+    }
+  }
+  if constexpr (kCached) {
+    if (updated) {
+#pragma unroll
+      for (int j = 0; j < kCachedPerThread; ++j) {
+        const int64_t v = threadIdx.x + j * kBlock;
+        if (v < vocab) r[v] = cached[j];
+      }
     }
   }
   if (threadIdx.x == 0) decision[node] = updated ? kStopOnResidual : kStopOnTarget;
@@ -107,6 +172,7 @@ __global__ void WalkAndDraw(const float* __restrict__ p, const float* __restrict
   __syncthreads();
   const float* law = (decision[stop] == kStopOnResidual ? residual : p) + stop * vocab;
   uint64_t key = 0;
+#pragma unroll 8
   for (int64_t v = threadIdx.x; v < vocab; v += kBlock)
     key = MaxKey(key, ArgmaxKey(law[v] / fmaxf(noise[v], FLT_MIN), static_cast<uint32_t>(v)));
   key = BlockMaxKey<kBlock>(key);
@@ -120,8 +186,13 @@ int LaunchRecursiveRejection(const int64_t* parents, const int64_t* tokens, cons
                              int64_t* decision, int64_t* out, int64_t n, int64_t vocab, void* stream) {
   if (n < 1 || n > kMaxTreeItems || vocab < 1 || vocab >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  DecideNodes<<<static_cast<unsigned>(n), kBlock, 0, s>>>(parents, tokens, p, q, uniforms, rows, residual,
-                                                            decision, static_cast<int>(n), vocab);
+  if (vocab <= kBlock * kCachedPerThread) {
+    DecideNodes<true><<<static_cast<unsigned>(n), kBlock, 0, s>>>(parents, tokens, p, q, uniforms, rows, residual,
+                                                                  decision, static_cast<int>(n), vocab);
+  } else {
+    DecideNodes<false><<<static_cast<unsigned>(n), kBlock, 0, s>>>(parents, tokens, p, q, uniforms, rows, residual,
+                                                                   decision, static_cast<int>(n), vocab);
+  }
   WalkAndDraw<<<1, kBlock, 0, s>>>(p, residual, noise, decision, out, static_cast<int>(n), vocab);
   return cudaGetLastError();
 }
