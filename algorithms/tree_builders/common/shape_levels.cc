@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "algorithms/tree_builders/common/draft_ops.h"
+#include "algorithms/tree_builders/common/level_children.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/model/fused_ops.h"
@@ -40,20 +41,22 @@ LevelPick::Choice ChildrenOf(const Plan& plan, int64_t level, const at::Tensor& 
       buffers[1].narrow(0, 0, 1).zero_();  // the root was not drawn
     }
   }
-  // Gathered straight into the draft's buffers: one launch each.
-  at::Tensor children = buffers[0].narrow(0, begin, count);
-  at::index_select_out(children, by_rank.reshape({-1}), 0, flat.narrow(0, begin, count));
-  if (q.defined()) {
-    at::Tensor rows = buffers[1].narrow(0, 1 + begin, count);
-    at::index_select_out(rows, q, 0, parent_rows.narrow(0, begin, count));
-  }
+  // Gathered straight into the draft's buffers, with the next level's fed
+  // tokens (one launch on CUDA).
+  const bool last = level + 1 >= depth;  // the last pick: nothing is fed
   LevelPick::Choice choice;
-  if (level + 1 < depth) {
-    choice.tokens = children.index_select(0, feed[level]);
+  choice.tokens = GatherLevelChildren({.by_rank = by_rank.reshape({-1}),
+                                       .flat = flat.narrow(0, begin, count),
+                                       .children = buffers[0].narrow(0, begin, count),
+                                       .q = q,
+                                       .parent_rows = parent_rows.narrow(0, begin, count),
+                                       .q_rows = q.defined() ? buffers[1].narrow(0, 1 + begin, count) : at::Tensor(),
+                                       .feed = last ? at::Tensor() : feed[level],
+                                       .width = feed.size(1)});
+  if (!last) {
     choice.parents = feed_parents[level];
     choice.carry = std::move(buffers);
-  } else {  // the last pick: nothing is fed
-    choice.tokens = at::zeros({feed.size(1)}, children.options());
+  } else {
     choice.parents = choice.tokens;
     choice.kept = std::move(buffers);
   }

@@ -15,6 +15,10 @@ namespace {
 
 using namespace row_reduce;  // NOLINT: the row kernels' shared reductions
 
+// x / t, without the division at t = 1, where it is x exactly: one block
+// carries a whole row, so each entry's instructions count.
+__device__ __forceinline__ float Tempered(float x, float t) { return t == 1.0f ? x : x / t; }
+
 // Grid (chunks, rows): each block writes its chunk's largest key.
 __global__ void ArgmaxChunks(const float* __restrict__ x, const float* __restrict__ divisor,
                              uint64_t* __restrict__ keys, int64_t cols) {
@@ -79,10 +83,10 @@ __global__ void SoftmaxChunks(const float* __restrict__ x, float2* __restrict__ 
   const int64_t end = min(begin + kRowChunk, cols);
   const float* xr = x + row * cols;
   float m = -INFINITY;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) m = fmaxf(m, xr[i] / t);
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) m = fmaxf(m, Tempered(xr[i], t));
   float s = 0.0f;
   if (m != -INFINITY)
-    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += expf(xr[i] / t - m);
+    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) s += expf(Tempered(xr[i], t) - m);
   const float2 r = BlockMaxSum(m, s);
   if (threadIdx.x == 0) parts[row * gridDim.x + chunk] = r;
 }
@@ -105,7 +109,7 @@ __global__ void SoftmaxNormalize(const float* x, const float2* __restrict__ part
   const float* xr = x + row * cols;
   float* outr = out + row * cols;
   // A row of only -inf: exp(-inf - -inf) = NaN, as at::softmax gives.
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) outr[i] = expf(xr[i] / t - total.x) / total.y;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) outr[i] = expf(Tempered(xr[i], t) - total.x) / total.y;
 }
 
 // Rows of at most kSmallRow elements take one block each and one launch: for
@@ -127,12 +131,14 @@ __global__ void __launch_bounds__(kSmallThreads)
   float v[kPerThread];
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
+    if (j * kSmallThreads >= cols) break;  // the same j in every thread
     const int64_t i = threadIdx.x + j * kSmallThreads;
     v[j] = i >= cols ? 0.0f : dr == nullptr ? xr[i] : xr[i] / fmaxf(dr[i], FLT_MIN);
   }
   uint64_t key = 0;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
+    if (j * kSmallThreads >= cols) break;  // the same j in every thread
     const int64_t i = threadIdx.x + j * kSmallThreads;
     if (i < cols) key = MaxKey(key, ArgmaxKey(v[j], static_cast<uint32_t>(i)));
   }
@@ -148,18 +154,20 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x
   float m = -INFINITY;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
+    if (j * kSmallThreads >= cols) break;  // the same j in every thread
     const int64_t i = threadIdx.x + j * kSmallThreads;
-    v[j] = i < cols ? xr[i] / t : -INFINITY;
+    v[j] = i < cols ? Tempered(xr[i], t) : -INFINITY;
     m = fmaxf(m, v[j]);
   }
   float s = 0.0f;
   if (m != -INFINITY) {
 #pragma unroll
-    for (int j = 0; j < kPerThread; ++j) s += expf(v[j] - m);
+    for (int j = 0; j < kPerThread && j * kSmallThreads < cols; ++j) s += expf(v[j] - m);
   }
   const float2 total = BlockMaxSum<kSmallThreads>(m, s);
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
+    if (j * kSmallThreads >= cols) break;  // the same j in every thread
     const int64_t i = threadIdx.x + j * kSmallThreads;
     if (i < cols) outr[i] = expf(v[j] - total.x) / total.y;
   }
@@ -601,8 +609,9 @@ __global__ void __launch_bounds__(kSmallThreads)
   if constexpr (kCached) {
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
+      if (j * kSmallThreads >= cols) break;  // for_each reads no further
       const int64_t i = threadIdx.x + j * kSmallThreads;
-      cache[j] = i < cols ? xr[i] / t : 0.0f;
+      cache[j] = i < cols ? Tempered(xr[i], t) : 0.0f;
     }
   }
   // body(i, y, valid) for every entry this thread owns, the same number of
@@ -619,7 +628,7 @@ __global__ void __launch_bounds__(kSmallThreads)
 #pragma unroll 4
       for (int64_t base = 0; base < cols; base += kSmallThreads) {
         const int64_t i = base + threadIdx.x;
-        body(i, i < cols ? xr[i] / t : 0.0f, i < cols);
+        body(i, i < cols ? Tempered(xr[i], t) : 0.0f, i < cols);
       }
     }
   };

@@ -76,6 +76,7 @@ __global__ void __launch_bounds__(kBlock)
   float scale = 1.0f;
   bool updated = false;
   int tried = 0;
+  unsigned tried_slots = 0;  // kCached, masked: bit j where this thread's entry j is among `earlier`
   float tried_mass = 0.0f;          // masked: the shared q's mass on them
   const float* shared_q = nullptr;  // the first child's row
   for (int c = node + 1; c < n; ++c) {
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
         for (int j = 0; j < kCachedPerThread; ++j) {
           const int64_t v = threadIdx.x + j * kBlock;
-          const float qv = v >= vocab || (masked && Among(earlier, tried, v)) ? 0.0f : __fmul_rn(qc[v], inv_norm);
+          const float qv = v >= vocab || ((tried_slots >> j) & 1u) ? 0.0f : __fmul_rn(qc[v], inv_norm);
           next[j] = fmaxf(__fmul_rn(cached[j], scale) - qv, 0.0f);
           if (v < vocab) mass += next[j];
         }
@@ -137,6 +138,7 @@ __global__ void __launch_bounds__(kBlock)
       tried_mass += qc[x];
       __syncthreads();  // everyone has read `earlier` before it grows
       if (threadIdx.x == 0) earlier[tried] = x;
+      if (kCached && threadIdx.x == x % kBlock) tried_slots |= 1u << (x / kBlock);
       ++tried;
       __syncthreads();
     }
