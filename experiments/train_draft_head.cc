@@ -46,6 +46,9 @@ struct HeadSettings {
   std::string kind;  // "eagle_head", "eagle3_head", "medusa_head", "hydra_head" or "kangaroo_adapter"
   std::string target, output;
   int64_t layers = 1, heads = 4, warmup_steps = 50, checkpoint_every = 100, run_steps = 0;
+  // Windows whose target states are computed once and drawn from at every
+  // step (0: fresh windows and a target forward every step).
+  int64_t feature_cache_windows = 0;
   std::vector<int> feature_layers;  // eagle3_head: the fused layers (empty: EAGLE-3's choice)
   int64_t ttt_steps = 4;            // eagle3_head: steps of the training-time test
   int64_t exit_layer = 0;           // kangaroo_adapter: the target layers under the adapter
@@ -117,6 +120,10 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   ASSIGN_OR_RETURN(s.run_steps, training.GetInt("run_steps", s.run_steps));
   if (s.run_steps < 0) return training.Error("run_steps", "expected an integer >= 0 (0: to the end)");
   if (s.warmup_steps < 0) return training.Error("warmup_steps", "expected an integer >= 0");
+  ASSIGN_OR_RETURN(s.feature_cache_windows, training.GetInt("feature_cache_windows", s.feature_cache_windows));
+  if (s.feature_cache_windows != 0 && s.feature_cache_windows < s.run.batch_size)
+    return training.Error("feature_cache_windows",
+                          absl::StrCat("expected 0 (no cache) or at least batch_size (", s.run.batch_size, ")"));
   if (!(s.grad_clip >= 0)) return training.Error("grad_clip", "expected a number >= 0 (0: off)");
   RETURN_IF_ERROR(training.CheckAllUsed());
 
@@ -634,11 +641,14 @@ class HeadTrainer {
     }
     // This run stops after run_steps steps (0: at the end), with a checkpoint.
     const int64_t stop_after = s_.run_steps > 0 ? std::min(s_.run.steps, first_step - 1 + s_.run_steps) : s_.run.steps;
+    if (s_.feature_cache_windows > 0) RETURN_IF_ERROR(CacheFeatures(train, recipe->FeatureLayers()));
     StopOnInterrupt();
     const auto started = std::chrono::steady_clock::now();
     for (int64_t step = first_step; step <= s_.run.steps; ++step) {
-      ASSIGN_OR_RETURN(const Targets batch, MakeTargets(train, s_.run.batch_size, rng, recipe->TrainsOnTargetLaws(),
-                                                        recipe->FeatureLayers()));
+      ASSIGN_OR_RETURN(const Targets batch, cache_.tokens.defined()
+                                                ? CachedTargets(s_.run.batch_size, rng, recipe->TrainsOnTargetLaws())
+                                                : MakeTargets(train, s_.run.batch_size, rng,
+                                                              recipe->TrainsOnTargetLaws(), recipe->FeatureLayers()));
       const Loss loss = recipe->TrainingLoss(batch, noise);
       for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
       loss.total.backward();
@@ -718,11 +728,64 @@ class HeadTrainer {
     }
   }
 
+  // Random windows of `tokens` and the target's states on them.
   absl::StatusOr<Targets> MakeTargets(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng,
                                       bool with_probs, std::vector<int> layers) {
+    return TargetsOf(RandomWindows(tokens, windows, s_.data.seq_len, rng), with_probs, std::move(layers));
+  }
+
+  // The feature cache: feature_cache_windows random windows of the training
+  // tokens (drawn with their own seed, so a resumed run rebuilds the same
+  // cache) and the target's states on them, computed batch by batch and kept
+  // on the training device. Laws are not kept: CachedTargets reads them out
+  // of the final states, one matmul, where a recipe asks.
+  absl::Status CacheFeatures(const at::Tensor& tokens, const std::vector<int>& layers) {
+    const auto started = std::chrono::steady_clock::now();
+    std::mt19937_64 cache_rng(s_.run.seed + 3);
+    std::vector<Targets> parts;
+    for (int64_t done = 0; done < s_.feature_cache_windows; done += s_.run.batch_size) {
+      const int64_t windows = std::min(s_.run.batch_size, s_.feature_cache_windows - done);
+      ASSIGN_OR_RETURN(Targets part, MakeTargets(tokens, windows, cache_rng, /*with_probs=*/false, layers));
+      parts.push_back(std::move(part));
+    }
+    auto cat = [&](auto member) {
+      std::vector<at::Tensor> pieces;
+      for (const Targets& part : parts) pieces.push_back(member(part));
+      return at::cat(pieces);
+    };
+    cache_.tokens = cat([](const Targets& t) { return t.tokens; });
+    cache_.features = cat([](const Targets& t) { return t.features; });
+    for (size_t i = 0; i < layers.size(); ++i) cache_.layers.push_back(cat([&](const Targets& t) { return t.layers[i]; }));
+    int64_t bytes = cache_.features.nbytes();
+    for (const at::Tensor& layer : cache_.layers) bytes += layer.nbytes();
+    std::printf("feature cache: the target's states on %lld windows x %lld tokens (%.0f MiB on %s) in %.1f s\n",
+                static_cast<long long>(s_.feature_cache_windows), static_cast<long long>(s_.data.seq_len),
+                static_cast<double>(bytes) / (1 << 20), device_.str().c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    return absl::OkStatus();
+  }
+
+  // A batch of cached windows, drawn uniformly (with replacement) by `rng`.
+  Targets CachedTargets(int64_t windows, std::mt19937_64& rng, bool with_probs) {
+    c10::NoGradGuard no_grad;
+    std::uniform_int_distribution<int64_t> pick(0, cache_.tokens.size(0) - 1);
+    std::vector<int64_t> rows(windows);
+    for (int64_t& row : rows) row = pick(rng);
+    const at::Tensor index = at::tensor(rows, at::TensorOptions().dtype(at::kLong)).to(device_);
+    Targets out;
+    out.tokens = cache_.tokens.index_select(0, index);
+    out.features = cache_.features.index_select(0, index);
+    for (const at::Tensor& layer : cache_.layers) out.layers.push_back(layer.index_select(0, index));
+    if (with_probs) out.probs = target_->LmHead(out.features).softmax(-1);
+    return out;
+  }
+
+  // The target's states on windows [B, T]: the layers asked for, the final
+  // norm's output, and where asked, its law after each position.
+  absl::StatusOr<Targets> TargetsOf(at::Tensor windows, bool with_probs, std::vector<int> layers) {
     c10::NoGradGuard no_grad;
     Targets out;
-    out.tokens = RandomWindows(tokens, windows, s_.data.seq_len, rng);
+    out.tokens = std::move(windows);
     const int64_t t = s_.data.seq_len;
     const at::TensorOptions on = at::TensorOptions().device(device_);
     layers.push_back(-1);  // the final norm's output last
@@ -738,6 +801,7 @@ class HeadTrainer {
   const HeadSettings s_;
   c10::Device device_ = c10::Device(c10::kCPU);
   std::unique_ptr<LlamaModel> target_;
+  Targets cache_;  // the feature cache (CacheFeatures); empty where off
 };
 
 }  // namespace

@@ -453,5 +453,43 @@ TEST_F(TrainTest, ResumedHeadTrainingEndsWithTheUninterruptedHead) {
   EXPECT_EQ(*ReadFileToString(whole + ".log.json"), *ReadFileToString(parts + ".log.json"));
 }
 
+// The feature cache: an EAGLE-3 head (fused layers and final states both
+// cached) trains on a pool of cached windows, its loss falls, and a run
+// stopped and resumed rebuilds the same cache and ends with the uninterrupted
+// run's head and log. A cache smaller than a batch is refused, named.
+TEST_F(TrainTest, CachedFeaturesTrainAndResumeAsTheUninterruptedRun) {
+  if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
+  const std::string target = *dir_ + "/cache_target";
+  ASSERT_TRUE(RunTraining(WriteConfig("cache_target.yaml", target), {"training.steps=10"}).ok());
+  const std::string head = "eagle3_head:\n  target: " + target + "\n  feature_layers: [0, 1, 2]\n  ttt_steps: 2\n";
+  const std::vector<std::string> settings = {"training.steps=30", "training.log_every=5",
+                                             "training.feature_cache_windows=12"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), settings.begin(), settings.end());
+    return more;
+  };
+  const std::string whole = *dir_ + "/heads/cached_whole.safetensors";
+  const std::string parts = *dir_ + "/heads/cached_parts.safetensors";
+  ASSERT_TRUE(RunTraining(WriteDraftHeadConfig("cached_whole.yaml", head, whole), with({})).ok());
+  auto log = ReadFileToString(whole + ".log.json");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<double> losses;
+  const std::regex loss("\"step1_kl\": ([0-9.]+)");
+  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_GE(losses.size(), 6u) << *log;
+  EXPECT_LT(losses[5], losses[0]) << *log;
+  const std::string config = WriteDraftHeadConfig("cached_parts.yaml", head, parts);
+  ASSERT_TRUE(RunTraining(config, with({"training.run_steps=13"})).ok());
+  ASSERT_TRUE(RunTraining(config, with({})).ok());
+  auto a = ReadSafetensors(whole), b = ReadSafetensors(parts);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (const auto& [name, tensor] : *a) EXPECT_TRUE(at::equal(tensor, b->at(name))) << name;
+  EXPECT_EQ(*ReadFileToString(whole + ".log.json"), *ReadFileToString(parts + ".log.json"));
+  EXPECT_THAT(RunTraining(config, {"training.feature_cache_windows=3"}).message(),
+              ::testing::HasSubstr("training.feature_cache_windows"));
+}
+
 }  // namespace
 }  // namespace speclab
