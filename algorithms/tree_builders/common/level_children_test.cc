@@ -12,38 +12,33 @@
 #include <vector>
 
 #include "tests/support/cuda_tests.h"
+#include "tests/support/long_tensors.h"
 
 namespace speclab::tree_builders {
 namespace {
 
-std::vector<int64_t> Values(const at::Tensor& t) {
-  const at::Tensor host = t.to(at::kCPU).contiguous();
-  return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};
-}
-
-at::Tensor Longs(std::vector<int64_t> values, c10::Device device) {
-  return at::tensor(values, at::TensorOptions().dtype(at::kLong)).to(device);
-}
+using testing::LongTensor;
+using testing::LongValues;
 
 TEST(LevelChildrenTest, ChildrenTakeTheirPlacesAndTheirParentsRows) {
   const c10::Device device = testing::TestDevice();
   // Two fed rows, three ranks each; children: row 0's ranks 0 and 1, row 1's rank 0.
-  const at::Tensor by_rank = Longs({40, 41, 42, 50, 51, 52}, device);
+  const at::Tensor by_rank = LongTensor({40, 41, 42, 50, 51, 52}, device);
   const at::Tensor q = at::arange(8, at::TensorOptions().dtype(at::kFloat)).view({2, 4}).to(device);
   const at::Tensor children = at::full({3}, -1, by_rank.options());
   const at::Tensor q_rows = at::full({3, 4}, -1.0f, q.options());
-  const at::Tensor fed = GatherLevelChildren({.by_rank = by_rank, .flat = Longs({0, 1, 3}, device),
+  const at::Tensor fed = GatherLevelChildren({.by_rank = by_rank, .flat = LongTensor({0, 1, 3}, device),
                                               .children = children, .q = q,
-                                              .parent_rows = Longs({0, 0, 1}, device), .q_rows = q_rows,
-                                              .feed = Longs({2, 0}, device), .width = 2});
-  EXPECT_EQ(Values(children), (std::vector<int64_t>{40, 41, 50}));
-  EXPECT_EQ(Values(fed), (std::vector<int64_t>{50, 40}));
+                                              .parent_rows = LongTensor({0, 0, 1}, device), .q_rows = q_rows,
+                                              .feed = LongTensor({2, 0}, device), .width = 2});
+  EXPECT_EQ(LongValues(children), (std::vector<int64_t>{40, 41, 50}));
+  EXPECT_EQ(LongValues(fed), (std::vector<int64_t>{50, 40}));
   EXPECT_TRUE(at::equal(q_rows.cpu(), at::stack({q[0], q[0], q[1]}).cpu()));
   // The last level feeds zeros.
-  const at::Tensor last = GatherLevelChildren({.by_rank = by_rank, .flat = Longs({5}, device),
+  const at::Tensor last = GatherLevelChildren({.by_rank = by_rank, .flat = LongTensor({5}, device),
                                                .children = children.narrow(0, 0, 1), .width = 3});
-  EXPECT_EQ(Values(last), (std::vector<int64_t>{0, 0, 0}));
-  EXPECT_EQ(Values(children), (std::vector<int64_t>{52, 41, 50}));
+  EXPECT_EQ(LongValues(last), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(LongValues(children), (std::vector<int64_t>{52, 41, 50}));
 }
 
 TEST(LevelChildrenTest, TheDevicesAnswerIsTheReferences) {
@@ -70,8 +65,8 @@ TEST(LevelChildrenTest, TheDevicesAnswerIsTheReferences) {
                               .q_rows = sampled ? at::empty({count, vocab}, q.options().device(device)) : at::Tensor(),
                               .feed = fed ? feed.to(device) : at::Tensor(), .width = width};
         const at::Tensor want = GatherLevelChildrenAten(host), got = GatherLevelChildren(on_device);
-        EXPECT_EQ(Values(got), Values(want)) << where;
-        EXPECT_EQ(Values(on_device.children), Values(host.children)) << where;
+        EXPECT_EQ(LongValues(got), LongValues(want)) << where;
+        EXPECT_EQ(LongValues(on_device.children), LongValues(host.children)) << where;
         if (sampled) EXPECT_TRUE(at::equal(on_device.q_rows.cpu(), host.q_rows)) << where;
       }
     }

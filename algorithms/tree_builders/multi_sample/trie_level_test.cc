@@ -10,18 +10,13 @@
 #include <vector>
 
 #include "tests/support/cuda_tests.h"
+#include "tests/support/long_tensors.h"
 
 namespace speclab::tree_builders {
 namespace {
 
-std::vector<int64_t> Values(const at::Tensor& t) {
-  const at::Tensor host = t.to(at::kCPU).contiguous();
-  return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};
-}
-
-at::Tensor Longs(std::vector<int64_t> values, c10::Device device) {
-  return at::tensor(values, at::TensorOptions().dtype(at::kLong)).to(device);
-}
+using testing::LongTensor;
+using testing::LongValues;
 
 TEST(TrieLevelTest, RepeatedDrawsShareTheFirstDrawsNode) {
   const c10::Device device = testing::TestDevice();
@@ -29,15 +24,15 @@ TEST(TrieLevelTest, RepeatedDrawsShareTheFirstDrawsNode) {
   const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
   const at::Tensor all_tokens = at::full({k * length}, 99, longs), all_parents = at::full({1 + k * length}, 99, longs);
   // Level 0: all children of the root; draws 0 and 2 coincide.
-  TrieLevel root = RecordTrieLevel(Longs({5, 7, 5, 6}, device), at::Tensor(), 0, all_tokens, all_parents);
-  EXPECT_EQ(Values(root.first), (std::vector<int64_t>{0, 1, 0, 3}));
-  EXPECT_EQ(Values(root.node), (std::vector<int64_t>{1, 2, 1, 4}));
+  TrieLevel root = RecordTrieLevel(LongTensor({5, 7, 5, 6}, device), at::Tensor(), 0, all_tokens, all_parents);
+  EXPECT_EQ(LongValues(root.first), (std::vector<int64_t>{0, 1, 0, 3}));
+  EXPECT_EQ(LongValues(root.node), (std::vector<int64_t>{1, 2, 1, 4}));
   // Level 1: the same token under different parents stays apart.
-  TrieLevel next = RecordTrieLevel(Longs({3, 3, 3, 8}, device), root.node, 1, all_tokens, all_parents);
-  EXPECT_EQ(Values(next.first), (std::vector<int64_t>{0, 1, 0, 3}));
-  EXPECT_EQ(Values(next.node), (std::vector<int64_t>{5, 6, 5, 8}));
-  EXPECT_EQ(Values(all_tokens), (std::vector<int64_t>{5, 7, 5, 6, 3, 3, 3, 8, 99, 99, 99, 99}));
-  EXPECT_EQ(Values(all_parents), (std::vector<int64_t>{-1, 0, 0, 0, 0, 1, 2, 1, 4, 99, 99, 99, 99}));
+  TrieLevel next = RecordTrieLevel(LongTensor({3, 3, 3, 8}, device), root.node, 1, all_tokens, all_parents);
+  EXPECT_EQ(LongValues(next.first), (std::vector<int64_t>{0, 1, 0, 3}));
+  EXPECT_EQ(LongValues(next.node), (std::vector<int64_t>{5, 6, 5, 8}));
+  EXPECT_EQ(LongValues(all_tokens), (std::vector<int64_t>{5, 7, 5, 6, 3, 3, 3, 8, 99, 99, 99, 99}));
+  EXPECT_EQ(LongValues(all_parents), (std::vector<int64_t>{-1, 0, 0, 0, 0, 1, 2, 1, 4, 99, 99, 99, 99}));
 }
 
 TEST(TrieLevelTest, TheDevicesAnswerIsTheReferences) {
@@ -55,13 +50,13 @@ TEST(TrieLevelTest, TheDevicesAnswerIsTheReferences) {
       const TrieLevel host = RecordTrieLevelAten(tokens, host_nodes, level, tokens_on_host, parents_on_host);
       const TrieLevel on_device =
           RecordTrieLevel(tokens.to(device), device_nodes, level, tokens_on_device, parents_on_device);
-      EXPECT_EQ(Values(on_device.first), Values(host.first)) << "k " << k << ", level " << level;
-      EXPECT_EQ(Values(on_device.node), Values(host.node)) << "k " << k << ", level " << level;
+      EXPECT_EQ(LongValues(on_device.first), LongValues(host.first)) << "k " << k << ", level " << level;
+      EXPECT_EQ(LongValues(on_device.node), LongValues(host.node)) << "k " << k << ", level " << level;
       host_nodes = host.node;
       device_nodes = on_device.node;
     }
-    EXPECT_EQ(Values(tokens_on_device), Values(tokens_on_host)) << "k " << k;
-    EXPECT_EQ(Values(parents_on_device), Values(parents_on_host)) << "k " << k;
+    EXPECT_EQ(LongValues(tokens_on_device), LongValues(tokens_on_host)) << "k " << k;
+    EXPECT_EQ(LongValues(parents_on_device), LongValues(parents_on_host)) << "k " << k;
   }
 }
 
