@@ -126,15 +126,25 @@ std::string WhyNoDeviceVerifier(const Method& method) {
   if (DeviceVerifierRegistry::Find(method.verifier_name) == nullptr)
     return absl::StrCat("the verifier '", method.verifier_name,
                         "' has no device form: each step brings every node's probability rows to the host");
+  if (!method.device_verifier_declined.empty())
+    return absl::StrCat("the verifier '", method.verifier_name, "' has no device form with these options: ",
+                        method.device_verifier_declined);
   return absl::StrCat("the verifier '", method.verifier_name, "' has a device form for chains only, and the tree builder '",
                       method.tree_builder_name, "' branches");
 }
 
 absl::Status AttachDeviceVerifier(Method& method, Options verifier_spec) {
   method.device_verifier.reset();
+  method.device_verifier_declined.clear();
   const auto* entry = DeviceVerifierRegistry::Find(method.verifier_name);
   if (entry == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::unique_ptr<DeviceVerifier> device, entry->create(verifier_spec));
+  absl::StatusOr<std::unique_ptr<DeviceVerifier>> created = entry->create(verifier_spec);
+  if (created.status().code() == absl::StatusCode::kUnimplemented) {
+    method.device_verifier_declined = std::string(created.status().message());
+    return absl::OkStatus();
+  }
+  if (!created.ok()) return created.status();
+  std::unique_ptr<DeviceVerifier> device = *std::move(created);
   if (!method.tree_builder->traits().may_branch || device->verifies_trees()) method.device_verifier = std::move(device);
   return absl::OkStatus();
 }

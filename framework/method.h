@@ -46,6 +46,9 @@ struct Method {
   // The verifier's device form, when it has one and the builder draws chains
   // or the form verifies trees (framework/device/device_verifier.h); null otherwise.
   std::unique_ptr<DeviceVerifier> device_verifier;
+  // Why the verifier's device form declined these options (its create
+  // returned Unimplemented: a rule's variant computed on the host only); empty otherwise.
+  std::string device_verifier_declined;
   // The length policy's device-side stop, when it stops token by token and
   // has one (framework/device/device_length_stop.h); null otherwise.
   std::unique_ptr<DeviceLengthStop> device_stop;

@@ -372,6 +372,11 @@ TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
   Method host_rule =
       ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: host_only_rrs}", 2);
   EXPECT_THAT(form(host_rule, options), HasSubstr("step by step: the verifier 'host_only_rrs' has no device form"));
+  // A device form that declines an option of its rule says so.
+  Method host_variant = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}",
+                                           "{type: khisti, selection: optimal}", 2);
+  EXPECT_THAT(form(host_variant, options),
+              HasSubstr("step by step: the verifier 'khisti' has no device form with these options: selection: optimal"));
   auto autoregressive = GenerateAutoregressive(*target, kPrompt, options);
   ASSERT_TRUE(autoregressive.ok());
   EXPECT_EQ(autoregressive->engine_form, "autoregressive");

@@ -9,7 +9,9 @@
 // plugin folder, and must draw the same output law; the engine uses it when
 // DecodeOptions::verify_on_device is set (the default): for chains, and for
 // the trees of branching builders where the form verifies trees. Otherwise
-// the host rule.
+// the host rule. A form's create may return Unimplemented for options it does
+// not compute (a variant of the rule kept on the host): the method then runs
+// the host rule and says why (Method::device_verifier_declined).
 #ifndef SPECLAB_FRAMEWORK_DEVICE_DEVICE_VERIFIER_H_
 #define SPECLAB_FRAMEWORK_DEVICE_DEVICE_VERIFIER_H_
 

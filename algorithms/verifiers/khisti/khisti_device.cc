@@ -227,6 +227,10 @@ const bool kRegistered = DeviceVerifierRegistry::Add(
      .lossless = "lossless",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DeviceVerifier>> {
        ASSIGN_OR_RETURN(double limit, ReadMaxSelectionTuples(options));
+       ASSIGN_OR_RETURN(Selection selection, ReadSelection(options));
+       if (selection == Selection::kOptimal)
+         return absl::UnimplementedError(
+             "selection: optimal solves a maximum flow at each node on the host; the device form selects by p/q");
        return std::make_unique<KhistiOnDevice>(limit);
      }});
 

@@ -95,6 +95,24 @@ TEST(KhistiDeviceTest, RefusesSupportsBeyondTheExactSelectionLaw) {
   EXPECT_TRUE((*rule)->VerifyTree(problem, generator).ok());
 }
 
+// `selection: optimal` is solved on the host: the device form declines it
+// (Unimplemented, which a method reports as its reason to run the host rule)
+// and still takes the importance rule, and a misspelt selection is an error.
+TEST(KhistiDeviceTest, DeclinesTheOptimalSelection) {
+  const auto* entry = DeviceVerifierRegistry::Find("khisti");
+  ASSERT_NE(entry, nullptr);
+  auto create = [&](const char* spec) {
+    auto options = Options::FromString(spec, "test");
+    EXPECT_TRUE(options.ok()) << options.status();
+    return entry->create(*options);
+  };
+  const auto declined = create("{selection: optimal}");
+  EXPECT_EQ(declined.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(declined.status().message().find("on the host"), std::string::npos) << declined.status();
+  EXPECT_TRUE(create("{selection: importance}").ok());
+  EXPECT_EQ(create("{selection: best}").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(KhistiDeviceTest, MatchesGreedyAtTemperatureZero) {
   for (const std::vector<int>& shape : {std::vector<int>{2}, std::vector<int>{2, 2}, std::vector<int>{1, 1, 1}}) {
     Instance instance = MakeInstance(shape, 4, DraftMode::kIndependent, 5 + shape.size());

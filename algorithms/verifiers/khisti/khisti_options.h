@@ -12,6 +12,15 @@ namespace speclab::khisti {
 // the rule refuses. Errors name the key.
 absl::StatusOr<double> ReadMaxSelectionTuples(Options& options);
 
+// How step 1 selects among the drafted tokens (canonical_selection.h).
+enum class Selection {
+  kImportance,  // α ∝ p/q: a fixed weighting, below the optimum
+  kOptimal,     // OptimizeSelection: the optimum acceptance, host rule only
+};
+
+// `selection`: "importance" (the default) or "optimal". Errors name the key.
+absl::StatusOr<Selection> ReadSelection(Options& options);
+
 }  // namespace speclab::khisti
 
 #endif  // SPECLAB_ALGORITHMS_VERIFIERS_KHISTI_KHISTI_OPTIONS_H_

@@ -1,13 +1,14 @@
 // Canonical two-step multi-draft verification (Khisti et al., ICLR 2025; §1.8).
 //
 // Per node over its K children (i.i.d. draws from one shared q row):
-//  1. select one distinct drafted token Y with α ∝ p/q (canonical_selection.h);
+//  1. select one distinct drafted token Y with α ∝ p/q, or with the optimised
+//     selection (`selection: optimal`: the optimum acceptance; canonical_selection.h);
 //  2. accept Y with min(1, p(Y)/r(Y)), r being the exact law of Y, and descend
 //     into the first child carrying Y; otherwise stop and draw the extra token
 //     from norm((p - r)+).
 // Lossless for any selection rule because step 2 is plain SpS of Y ~ r against
-// p. Acceptance per node is Σ min(p, r), below the optimum
-// min_S [p(S) + 1 - q(S)^K] of §1.8. Cost: computing r is O(s^K·K) per visited
+// p. Acceptance per node is Σ min(p, r): with α ∝ p/q below the optimum
+// min_S [p(S) + 1 - q(S)^K] of §1.8, with the optimised selection at it. Cost: computing r is O(s^K·K) per visited
 // node (s = |supp q|); see `max_selection_tuples`.
 #include <algorithm>
 #include <memory>
@@ -29,7 +30,8 @@ constexpr char kName[] = "khisti";
 
 class KhistiVerifier final : public Verifier {
  public:
-  explicit KhistiVerifier(double max_selection_tuples) : max_selection_tuples_(max_selection_tuples) {}
+  KhistiVerifier(double max_selection_tuples, khisti::Selection selection)
+      : max_selection_tuples_(max_selection_tuples), selection_(selection) {}
 
   VerifierTraits traits() const override {
     return {.losslessness = Losslessness::kLossless,
@@ -62,11 +64,21 @@ class KhistiVerifier final : public Verifier {
     for (int child : children)
       if (std::find(distinct.begin(), distinct.end(), tree.token(child)) == distinct.end())
         distinct.push_back(tree.token(child));
-    const std::vector<double> weights = verifiers::SelectionWeights(p, q, distinct);
+    std::vector<double> weights, r;
+    if (selection_ == khisti::Selection::kOptimal) {
+      verifiers::OptimizedSelection optimal = verifiers::OptimizeSelection(p, q, k);
+      std::vector<int32_t> set = distinct;
+      std::sort(set.begin(), set.end());
+      const std::vector<double>& by_token = optimal.weights.at(set);
+      for (int32_t x : distinct) weights.push_back(by_token[std::lower_bound(set.begin(), set.end(), x) - set.begin()]);
+      r = std::move(optimal.law);
+    } else {
+      weights = verifiers::SelectionWeights(p, q, distinct);
+      r = verifiers::SelectionLaw(p, q, k);
+    }
     const int32_t selected = distinct[random.Categorical(weights)];
 
     // Step 2: single-draft SpS of the selected token against its exact law r.
-    const std::vector<double> r = verifiers::SelectionLaw(p, q, k);
     verifiers::NodeOutcome outcome;
     if (random.Bernoulli(verifiers::AcceptProbability(p[selected], r[selected]))) {
       outcome.accepted_child = tree.FindChild(node, selected);
@@ -78,15 +90,18 @@ class KhistiVerifier final : public Verifier {
   }
 
   double max_selection_tuples_;
+  khisti::Selection selection_;
 };
 
 const bool kRegistered = VerifierRegistry::Add(
     {.name = kName,
-     .description = "Khisti canonical two-step: p/q selection + SpS against the exact selection law (§1.8)",
+     .description = "Khisti canonical two-step: p/q selection (selection: optimal, the max-flow optimum) + SpS against "
+                    "the exact selection law (§1.8)",
      .lossless = "lossless",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<Verifier>> {
        ASSIGN_OR_RETURN(double limit, khisti::ReadMaxSelectionTuples(options));
-       return std::make_unique<KhistiVerifier>(limit);
+       ASSIGN_OR_RETURN(khisti::Selection selection, khisti::ReadSelection(options));
+       return std::make_unique<KhistiVerifier>(limit, selection);
      }});
 
 }  // namespace

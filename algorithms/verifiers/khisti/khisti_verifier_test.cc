@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,6 +83,58 @@ TEST(KhistiVerifierTest, Figure2OptimumAndTheImportanceRuleBelowIt) {
         row.q2, optimum, acceptance, row.spectr, row.specinfer);
   }
 }
+
+// The optimised selection (`selection: optimal`): the law it computes is the
+// selected token's exact law, the rule is lossless on the catalogue, and on
+// Figure 2's instance its acceptance is the optimum, above the p/q rule's.
+TEST(KhistiVerifierTest, OptimalSelectionIsExactAndReachesTheOptimum) {
+  EXPECT_FALSE(CreateStatus("khisti", "{selection: best}").ok());
+  EXPECT_THAT(std::string(CreateStatus("khisti", "{selection: best}").message()), ::testing::HasSubstr("selection"));
+  auto optimal = MakeVerifier("khisti", "{selection: optimal}");
+  auto importance = MakeVerifier("khisti");
+  ASSERT_NE(optimal, nullptr);
+  ASSERT_NE(importance, nullptr);
+  enumeration::TableModel p({.vocab = 4, .seed = 5}), q({.vocab = 4, .seed = 6, .concentration = 0.5});
+  for (int k : {1, 2, 3}) {
+    const std::vector<double>& pr = p.Row({0});
+    const std::vector<double>& qr = q.Row({0});
+    const verifiers::OptimizedSelection table = verifiers::OptimizeSelection(pr, qr, k);
+    std::vector<double> enumerated(4, 0.0);
+    int selected = -1;
+    ASSERT_TRUE(enumeration::EnumerateChoices(
+                    [&](RandomSource& random) {
+                      std::vector<int32_t> distinct;
+                      for (int i = 0; i < k; ++i) {
+                        const int32_t x = random.Categorical(qr);
+                        if (std::find(distinct.begin(), distinct.end(), x) == distinct.end()) distinct.push_back(x);
+                      }
+                      std::sort(distinct.begin(), distinct.end());
+                      selected = distinct[random.Categorical(table.weights.at(distinct))];
+                      return absl::OkStatus();
+                    },
+                    [&](double probability) {
+                      enumerated[selected] += probability;
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    double accepted = 0;
+    for (int x = 0; x < 4; ++x) {
+      EXPECT_NEAR(table.law[x], enumerated[x], kLosslessTolerance) << "k=" << k << " x=" << x;
+      accepted += std::min(pr[x], table.law[x]);
+    }
+    EXPECT_NEAR(accepted, OptimalAcceptance(pr, qr, k), kLosslessTolerance) << "k=" << k;
+  }
+  ExpectLossless(*optimal, Catalogue(DraftMode::kIndependent, false), "khisti (optimal selection)");
+  for (const Figure2Row& row : Figure2Table()) {
+    const Instance instance = Figure2Instance(row.q2);
+    const double optimum = OptimalAcceptance(instance.target.constant_row, instance.draft.constant_row, 2);
+    const double reached = ExpectedAccepted(*optimal, instance);
+    EXPECT_NEAR(reached, optimum, kLosslessTolerance) << "q2=" << row.q2;
+    EXPECT_GE(reached, ExpectedAccepted(*importance, instance) - kLosslessTolerance) << "q2=" << row.q2;
+    std::printf("[ figure 2 ] q2=%.4f optimal %.4f khisti(optimal selection) %.4f\n", row.q2, optimum, reached);
+  }
+}
+
 
 TEST(KhistiVerifierTest, MatchesGreedyAtTemperatureZero) {
   auto verifier = MakeVerifier("khisti");
