@@ -48,6 +48,10 @@ bool FloatRows(const at::Tensor& x) {
 
 bool FloatVector(const at::Tensor& x) { return TakesFloat(x) && x.dim() == 1 && x.size(0) >= 1; }
 
+bool Longs(const at::Tensor& x) {
+  return Enabled() && x.defined() && x.is_cuda() && x.scalar_type() == at::kLong && x.is_contiguous();
+}
+
 void* Stream(const at::Tensor& on) {
 #ifdef SPECLAB_WITH_CUDA
   return c10::cuda::getCurrentCUDAStream(on.device().index()).stream();

@@ -29,6 +29,9 @@ int64_t Launches();
 bool FloatRows(const at::Tensor& x);
 // A float32 [n >= 1] vector the same way.
 bool FloatVector(const at::Tensor& x);
+// An int64 tensor a kernel takes (indices, tokens, parents): contiguous, on
+// CUDA; false where !Enabled().
+bool Longs(const at::Tensor& x);
 
 // The current CUDA stream of `on`'s device (a cudaStream_t), for a launcher.
 void* Stream(const at::Tensor& on);

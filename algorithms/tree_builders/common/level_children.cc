@@ -9,12 +9,6 @@
 #endif
 
 namespace speclab::tree_builders {
-namespace {
-
-bool Longs(const at::Tensor& t) { return t.scalar_type() == at::kLong && t.is_contiguous() && t.is_cuda(); }
-
-}  // namespace
-
 at::Tensor GatherLevelChildrenAten(const LevelGather& level) {
   at::Tensor children = level.children, q_rows = level.q_rows;  // handles on the caller's buffers
   at::index_select_out(children, level.by_rank, 0, level.flat);
@@ -27,7 +21,8 @@ at::Tensor GatherLevelChildren(const LevelGather& level) {
 #ifdef SPECLAB_WITH_CUDA
   const int64_t count = level.flat.numel();
   const bool sampled = level.q.defined();
-  if (kernel_launch::Enabled() && Longs(level.by_rank) && Longs(level.flat) && Longs(level.children) &&
+  using kernel_launch::Longs;
+  if (Longs(level.by_rank) && Longs(level.flat) && Longs(level.children) &&
       level.children.numel() == count && count >= 1 && count <= 65535 && level.width <= 1024 &&
       (!level.feed.defined() || (Longs(level.feed) && level.feed.numel() == level.width)) &&
       (!sampled || (kernel_launch::FloatRows(level.q) && kernel_launch::FloatRows(level.q_rows) &&

@@ -9,12 +9,6 @@
 #endif
 
 namespace speclab::tree_builders {
-namespace {
-
-bool Longs(const at::Tensor& t) { return t.scalar_type() == at::kLong && t.is_contiguous(); }
-
-}  // namespace
-
 TrieLevel RecordTrieLevelAten(const at::Tensor& tokens, const at::Tensor& parents_in, int64_t level,
                               const at::Tensor& all_tokens, const at::Tensor& all_parents) {
   const int64_t k = tokens.size(0);
@@ -32,8 +26,9 @@ TrieLevel RecordTrieLevel(const at::Tensor& tokens, const at::Tensor& parents, i
                           const at::Tensor& all_tokens, const at::Tensor& all_parents) {
 #ifdef SPECLAB_WITH_CUDA
   const int64_t k = tokens.size(0);
-  if (kernel_launch::Enabled() && tokens.is_cuda() && Longs(tokens) && Longs(all_tokens) && Longs(all_parents) &&
-      (!parents.defined() || Longs(parents)) && k <= trie_level_kernels::kMaxDraws &&
+  using kernel_launch::Longs;
+  if (Longs(tokens) && Longs(all_tokens) && Longs(all_parents) && (!parents.defined() || Longs(parents)) &&
+      k <= trie_level_kernels::kMaxDraws &&
       all_tokens.numel() >= (level + 1) * k && all_parents.numel() >= 1 + (level + 1) * k) {
     TrieLevel out{.first = at::empty({k}, tokens.options()), .node = at::empty({k}, tokens.options())};
     kernel_launch::Check(trie_level_kernels::LaunchTrieLevel(
