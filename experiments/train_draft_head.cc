@@ -268,12 +268,7 @@ class KangarooRecipe final : public HeadRecipe {
   bool TrainsOnTargetLaws() const override { return true; }
   std::vector<int> FeatureLayers() const override { return {static_cast<int>(s_.exit_layer)}; }
 
-  std::vector<at::Tensor> Parameters() override {
-    std::vector<at::Tensor> params;
-    for (const auto& [name, tensor] : AdapterTensorsByName())
-      params.push_back(tensor);
-    return params;
-  }
+  std::vector<at::Tensor> Parameters() override { return AdapterParameters(*adapter_, 0); }
 
   Loss TrainingLoss(const Targets& batch, at::Generator&) override {
     const auto [ce, kl] = Distillation(batch.probs, Logits(batch));
@@ -295,14 +290,6 @@ class KangarooRecipe final : public HeadRecipe {
  private:
   at::Tensor Logits(const Targets& batch) const {
     return target_.LmHead(adapter_->ForwardTrainingEmbedded(batch.layers.at(0), 0));
-  }
-  // The trained tensors: the adapter's attention and its input norm.
-  std::vector<std::pair<std::string, at::Tensor>> AdapterTensorsByName() const {
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& [name, tensor] : adapter_->NamedParameters())
-      if (absl::StartsWith(name, "model.layers.0.self_attn.") || name == "model.layers.0.input_layernorm.weight")
-        out.emplace_back(name, tensor);
-    return out;
   }
 
   const HeadSettings& s_;

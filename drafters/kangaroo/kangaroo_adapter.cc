@@ -23,6 +23,14 @@ constexpr const char* kAdapterParts[] = {"self_attn.q_proj.weight", "self_attn.k
 
 std::string LayerPrefix(int64_t layer) { return absl::StrCat("model.layers.", layer, "."); }
 
+// The adapter's part of layer `layer` that `name` is, or null.
+const char* AdapterPart(const std::string& name, int64_t layer) {
+  const std::string prefix = LayerPrefix(layer);
+  for (const char* part : kAdapterParts)
+    if (name == prefix + part) return part;
+  return nullptr;
+}
+
 absl::Status CheckExitLayer(const LlamaModel& target, int64_t exit_layer) {
   const int64_t layers = target.config().num_hidden_layers;
   if (exit_layer < 1 || exit_layer >= layers)
@@ -60,12 +68,17 @@ void ZeroAdapterMlp(LlamaModel& model, int64_t layer) {
     if (name == down) tensor.zero_();
 }
 
+std::vector<at::Tensor> AdapterParameters(const LlamaModel& model, int64_t layer) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, tensor] : model.NamedParameters())
+    if (AdapterPart(name, layer) != nullptr) out.push_back(tensor);
+  return out;
+}
+
 std::map<std::string, at::Tensor> AdapterTensors(const LlamaModel& model, int64_t layer) {
   std::map<std::string, at::Tensor> out;
-  const std::string prefix = LayerPrefix(layer);
   for (const auto& [name, tensor] : model.NamedParameters())
-    for (const char* part : kAdapterParts)
-      if (name == prefix + part) out[absl::StrCat(kFilePrefix, part)] = tensor.detach().cpu();
+    if (const char* part = AdapterPart(name, layer)) out[absl::StrCat(kFilePrefix, part)] = tensor.detach().cpu();
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,8 +45,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> NewKangarooAdapter(const LlamaModel&
 // an attention block: x + attention(input_norm(x)).
 void ZeroAdapterMlp(LlamaModel& model, int64_t layer);
 
-// The adapter's trained tensors, layer `layer` of `model`, under the
-// checkpoint's names ("adapter." + transformers' names), on the CPU.
+// The adapter's trained tensors, layer `layer` of `model`, as the model
+// holds them (what training updates), in the model's order.
+std::vector<at::Tensor> AdapterParameters(const LlamaModel& model, int64_t layer);
+
+// The same tensors under the checkpoint's names ("adapter." + transformers'
+// names), on the CPU.
 std::map<std::string, at::Tensor> AdapterTensors(const LlamaModel& model, int64_t layer);
 
 // Writes the adapter (layer `layer` of `model`) and `exit_layer`, floats in `dtype`.
