@@ -29,4 +29,14 @@ StepAgreement ExpectPipelinedAsStepByStep(LlamaModel& target, Method& method, co
   return agreement;
 }
 
+void ExpectGreedyPipelinedAndStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt) {
+  const StepAgreement seen = ExpectPipelinedAsStepByStep(target, method, prompt, 40, "pipelined");
+  EXPECT_GT(seen.accepted, 0) << "no draft accepted: the comparison would not see the drafts";
+  const DecodeOptions greedy_options{.sampling = {.temperature = 0}, .max_new_tokens = 24, .time_phases = false};
+  auto greedy = GenerateAutoregressive(target, prompt, greedy_options);
+  auto out = GenerateSpeculative(target, method, prompt, greedy_options);
+  ASSERT_TRUE(greedy.ok() && out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens);
+}
+
 }  // namespace speclab::testing

@@ -24,6 +24,11 @@ struct StepAgreement {
 StepAgreement ExpectPipelinedAsStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
                                           int max_new_tokens, const std::string& form);
 
+// A drafter's exactness at T = 0, the two checks every drafter test makes:
+// pipelined as step by step over 40 tokens (some drafts accepted, so that the
+// comparison sees them), and 24 tokens equal to greedy decoding's.
+void ExpectGreedyPipelinedAndStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt);
+
 }  // namespace speclab::testing
 
 #endif  // SPECLAB_TESTS_SUPPORT_PIPELINED_AGREEMENT_H_

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "algorithms/verifiers/khisti/canonical_selection.h"
 #include "algorithms/verifiers/testing/choice_enumerator.h"
@@ -16,6 +18,32 @@ namespace {
 // §1.8's closed form for K i.i.d. drafts (framework/core/speculation_theory.h).
 double OptimalAcceptance(const std::vector<double>& p, const std::vector<double>& q, int k) {
   return *theory::OptimalMultiDraftAcceptance(p, q, k);
+}
+
+// The law of the token a selection rule picks from K i.i.d. draws from q:
+// every draw and the rule's own choice among the distinct draws (in drawn
+// order) enumerated exactly.
+std::vector<double> EnumeratedSelection(
+    const std::vector<double>& q, int k,
+    const std::function<int32_t(const std::vector<int32_t>&, RandomSource&)>& select) {
+  std::vector<double> law(q.size(), 0.0);
+  int32_t selected = -1;
+  const absl::Status status = enumeration::EnumerateChoices(
+      [&](RandomSource& random) {
+        std::vector<int32_t> distinct;
+        for (int i = 0; i < k; ++i) {
+          const int32_t x = random.Categorical(q);
+          if (std::find(distinct.begin(), distinct.end(), x) == distinct.end()) distinct.push_back(x);
+        }
+        selected = select(distinct, random);
+        return absl::OkStatus();
+      },
+      [&](double probability) {
+        law[selected] += probability;
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << status;
+  return law;
 }
 
 TEST(KhistiVerifierTest, TraitsAndOptions) {
@@ -37,23 +65,10 @@ TEST(KhistiVerifierTest, SelectionLawIsTheExactLawOfTheSelectedToken) {
   for (int k : {1, 2, 3}) {
     const std::vector<double>& pr = p.Row({0});
     const std::vector<double>& qr = q.Row({0});
-    std::vector<double> enumerated(4, 0.0);
-    int selected = -1;
-    ASSERT_TRUE(enumeration::EnumerateChoices(
-                    [&](RandomSource& random) {
-                      std::vector<int32_t> distinct;
-                      for (int i = 0; i < k; ++i) {
-                        const int32_t x = random.Categorical(qr);
-                        if (std::find(distinct.begin(), distinct.end(), x) == distinct.end()) distinct.push_back(x);
-                      }
-                      selected = distinct[random.Categorical(verifiers::SelectionWeights(pr, qr, distinct))];
-                      return absl::OkStatus();
-                    },
-                    [&](double probability) {
-                      enumerated[selected] += probability;
-                      return absl::OkStatus();
-                    })
-                    .ok());
+    const std::vector<double> enumerated =
+        EnumeratedSelection(qr, k, [&](const std::vector<int32_t>& distinct, RandomSource& random) {
+          return distinct[random.Categorical(verifiers::SelectionWeights(pr, qr, distinct))];
+        });
     const std::vector<double> law = verifiers::SelectionLaw(pr, qr, k);
     for (int x = 0; x < 4; ++x) EXPECT_NEAR(law[x], enumerated[x], kLosslessTolerance) << "k=" << k << " x=" << x;
     if (k == 1) {
@@ -99,24 +114,12 @@ TEST(KhistiVerifierTest, OptimalSelectionIsExactAndReachesTheOptimum) {
     const std::vector<double>& pr = p.Row({0});
     const std::vector<double>& qr = q.Row({0});
     const verifiers::OptimizedSelection table = verifiers::OptimizeSelection(pr, qr, k);
-    std::vector<double> enumerated(4, 0.0);
-    int selected = -1;
-    ASSERT_TRUE(enumeration::EnumerateChoices(
-                    [&](RandomSource& random) {
-                      std::vector<int32_t> distinct;
-                      for (int i = 0; i < k; ++i) {
-                        const int32_t x = random.Categorical(qr);
-                        if (std::find(distinct.begin(), distinct.end(), x) == distinct.end()) distinct.push_back(x);
-                      }
-                      std::sort(distinct.begin(), distinct.end());
-                      selected = distinct[random.Categorical(table.weights.at(distinct))];
-                      return absl::OkStatus();
-                    },
-                    [&](double probability) {
-                      enumerated[selected] += probability;
-                      return absl::OkStatus();
-                    })
-                    .ok());
+    const std::vector<double> enumerated =
+        EnumeratedSelection(qr, k, [&](const std::vector<int32_t>& distinct, RandomSource& random) {
+          std::vector<int32_t> set = distinct;
+          std::sort(set.begin(), set.end());
+          return set[random.Categorical(table.weights.at(set))];
+        });
     double accepted = 0;
     for (int x = 0; x < 4; ++x) {
       EXPECT_NEAR(table.law[x], enumerated[x], kLosslessTolerance) << "k=" << k << " x=" << x;
