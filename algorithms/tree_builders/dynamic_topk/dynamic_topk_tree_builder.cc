@@ -32,9 +32,8 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/common/pruned_tree.h"
-#include "algorithms/tree_builders/dynamic_topk/frontier_ops.h"
+#include "algorithms/tree_builders/common/top_k_frontier.h"
 #include "framework/core/status_macros.h"
-#include "framework/model/fused_ops.h"
 #include "framework/device/device_tree_builder.h"
 #include "framework/tree_builder.h"
 
@@ -77,7 +76,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
   // engine queues the target's forward without reading the draft back
   // (DraftTree::DeviceShape). The same pool, in the same order, as
   // GrowOnHost: scores are added in double from the same float32
-  // log-probabilities, and dynamic_topk::BestInOrder breaks ties toward the earlier node
+  // log-probabilities, and tree_builders::BestInOrder breaks ties toward the earlier node
   // as BestCandidates does. nullopt, having fed nothing, where the drafter
   // has no DraftLevels (DraftLevelsAt where `root` is given: the pipelined
   // engine's step, its root token on the device).
@@ -86,7 +85,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     const int64_t k = top_k_, depth = Depth(request), kept = total_tokens_ - 1;
     // Carry: the frontier (scores, pool indices) and the pool (tokens,
     // parents' pool indices, scores), allocated at level 0 and filled level by
-    // level in place (dynamic_topk::ExpandFrontier); the root's top K are level 1.
+    // level in place (tree_builders::ExpandFrontier); the root's top K are level 1.
     using Params = std::tuple<int64_t, int64_t, int64_t>;  // top_k, depth, kept
     const LevelPick pick = LevelPick::Of(
         k, [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
@@ -106,11 +105,11 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
                                      .carry = {scores, at::arange(k, longs), pool_tokens, pool_parents, pool_scores}};
           }
           // The K best children of the level (ties: the earlier), fed in pool order.
-          const dynamic_topk::Frontier next = dynamic_topk::ExpandFrontier(top.scores, top.tokens, carry[0], carry[1], carry[2],
-                                                             carry[3], carry[4], k + (level - 1) * k * k);
+          const tree_builders::Frontier next = tree_builders::ExpandFrontier(
+              top.scores, top.tokens, carry[0], carry[1], carry[2], carry[3], carry[4], k + (level - 1) * k * k);
           LevelPick::Choice choice{.tokens = next.tokens, .parents = next.rows,
                                    .carry = {next.scores, next.pool, carry[2], carry[3], carry[4]}};
-          if (level == depth) choice.kept = KeepBest(carry[2], carry[3], carry[4], kept);
+          if (level == depth) choice.kept = tree_builders::KeptInOrder(carry[2], carry[3], carry[4], kept);
           return choice;
         },
         Params{k, depth, kept});
@@ -125,23 +124,6 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
     if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
     if (!levels.ok()) return levels.status();
     return tree_builders::KeptOnDevice(request, root, levels->back(), depth + 1);
-  }
-
-  // The `kept` best candidates of the pool as a tree of kept + 1 nodes, in
-  // pool order (topological: node i + 1 is the i-th kept candidate): their
-  // tokens [kept], and the tree's parents, depths and ancestor mask
-  // (DraftTree::DeviceShape).
-  static std::vector<at::Tensor> KeepBest(const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
-                                          const at::Tensor& pool_scores, int64_t kept) {
-    const auto longs = pool_tokens.options().dtype(at::kLong);
-    const at::Tensor selected = dynamic_topk::BestInOrder(pool_scores, kept);
-    // node_of[pool index + 1]: the tree node (0: the root, the parent of pool entries without one).
-    const at::Tensor node_of = at::zeros({pool_tokens.size(0) + 1}, longs)
-                                   .index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));
-    const at::Tensor parents =
-        at::cat({at::full({1}, -1, longs), node_of.index_select(0, pool_parents.index_select(0, selected) + 1)});
-    auto [mask, depths] = fused::TreeMask(parents);
-    return {pool_tokens.index_select(0, selected), parents, depths, mask};
   }
 
   // Level by level with one read per level: the frontier's parents decide

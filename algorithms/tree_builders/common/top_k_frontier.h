@@ -1,11 +1,14 @@
-#ifndef SPECLAB_ALGORITHMS_TREE_BUILDERS_DYNAMIC_TOPK_FRONTIER_OPS_H_
-#define SPECLAB_ALGORITHMS_TREE_BUILDERS_DYNAMIC_TOPK_FRONTIER_OPS_H_
+#ifndef SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_TOP_K_FRONTIER_H_
+#define SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_TOP_K_FRONTIER_H_
 
-// dynamic_topk's selection on the device: one launch each on CUDA (its
-// kernels in cuda/, for up to 1024 entries), ATen elsewhere.
+// The selection of trees grown as top-k frontiers (EAGLE-2's dynamic_topk,
+// OPT-Tree's opt_tree) on the device: one launch each on CUDA (kernels in
+// cuda/frontier_kernels.h, for up to 1024 entries), ATen elsewhere.
 #include <ATen/core/Tensor.h>
 
-namespace speclab::dynamic_topk {
+#include <vector>
+
+namespace speclab::tree_builders {
 
 // The indices of the `count` largest entries of scores [n] float64 (among
 // equal scores the smaller index; NaN above every number), in increasing
@@ -30,6 +33,16 @@ Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_toke
                         const at::Tensor& frontier_pool, const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
                         const at::Tensor& pool_scores, int64_t offset);
 
-}  // namespace speclab::dynamic_topk
+// The `kept` best entries of a pool (tokens and parents' pool indices int64
+// [P], -1 under the root; scores float64 [P]) as a tree of kept + 1 nodes in
+// pool order (topological: node i + 1 is the i-th kept entry; ties go to the
+// earlier entry, so a kept entry's parent, never scored below it, is kept):
+// {tokens [kept], parents [kept + 1] (-1 for the root), depths [kept + 1],
+// ancestor mask [kept + 1, kept + 1]}, as DeviceDrafter::DraftLevels' last
+// kept tensors (tree_builders::KeptOnDevice).
+std::vector<at::Tensor> KeptInOrder(const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
+                                    const at::Tensor& pool_scores, int64_t kept);
 
-#endif  // SPECLAB_ALGORITHMS_TREE_BUILDERS_DYNAMIC_TOPK_FRONTIER_OPS_H_
+}  // namespace speclab::tree_builders
+
+#endif  // SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_TOP_K_FRONTIER_H_

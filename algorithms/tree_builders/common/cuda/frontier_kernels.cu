@@ -1,5 +1,5 @@
 // See frontier_kernels.h.
-#include "algorithms/tree_builders/dynamic_topk/cuda/frontier_kernels.h"
+#include "algorithms/tree_builders/common/cuda/frontier_kernels.h"
 
 #include <cuda_runtime.h>
 

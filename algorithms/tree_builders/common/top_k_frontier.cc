@@ -1,17 +1,18 @@
-#include "algorithms/tree_builders/dynamic_topk/frontier_ops.h"
+#include "algorithms/tree_builders/common/top_k_frontier.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
 #include "framework/device/kernel_launch.h"
+#include "framework/model/fused_ops.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 
-#include "algorithms/tree_builders/dynamic_topk/cuda/frontier_kernels.h"
+#include "algorithms/tree_builders/common/cuda/frontier_kernels.h"
 #endif
 
-namespace speclab::dynamic_topk {
+namespace speclab::tree_builders {
 
 at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
   TORCH_CHECK(scores.dim() == 1 && scores.scalar_type() == at::kDouble, "BestInOrder: scores must be float64 [n], got ",
@@ -78,4 +79,17 @@ Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_toke
           .scores = scores.index_select(0, chosen), .pool = chosen + offset};
 }
 
-}  // namespace speclab::dynamic_topk
+std::vector<at::Tensor> KeptInOrder(const at::Tensor& pool_tokens, const at::Tensor& pool_parents,
+                                    const at::Tensor& pool_scores, int64_t kept) {
+  const auto longs = pool_tokens.options().dtype(at::kLong);
+  const at::Tensor selected = BestInOrder(pool_scores, kept);
+  // node_of[pool index + 1]: the tree node (0: the root, the parent of pool entries without one).
+  const at::Tensor node_of =
+      at::zeros({pool_tokens.size(0) + 1}, longs).index_copy_(0, selected + 1, at::arange(1, kept + 1, longs));
+  const at::Tensor parents =
+      at::cat({at::full({1}, -1, longs), node_of.index_select(0, pool_parents.index_select(0, selected) + 1)});
+  auto [mask, depths] = fused::TreeMask(parents);
+  return {pool_tokens.index_select(0, selected), parents, depths, mask};
+}
+
+}  // namespace speclab::tree_builders

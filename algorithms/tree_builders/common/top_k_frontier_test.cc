@@ -1,6 +1,6 @@
-// dynamic_topk::BestInOrder and ExpandFrontier: their contracts on the CPU,
+// tree_builders::BestInOrder and ExpandFrontier: their contracts on the CPU,
 // and the kernels (cuda/frontier_kernels.h) on CUDA against the CPU.
-#include "algorithms/tree_builders/dynamic_topk/frontier_ops.h"
+#include "algorithms/tree_builders/common/top_k_frontier.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -17,11 +17,11 @@ at::Tensor Longs(const std::vector<int64_t>& v) { return at::tensor(v, at::kLong
 
 TEST(FrontierOps, BestInOrderKeepsTheLargestTiesToTheSmallerIndex) {
   const at::Tensor scores = at::tensor({-1.0, 2.0, 0.5, 2.0, -0.0, 0.0, 0.5}, at::kDouble);
-  EXPECT_TRUE(at::equal(dynamic_topk::BestInOrder(scores, 1), Longs({1})));
-  EXPECT_TRUE(at::equal(dynamic_topk::BestInOrder(scores, 3), Longs({1, 2, 3})));
-  EXPECT_TRUE(at::equal(dynamic_topk::BestInOrder(scores, 5), Longs({1, 2, 3, 4, 6})));  // -0 == +0: index 4 first
-  EXPECT_THROW(dynamic_topk::BestInOrder(scores, 8), c10::Error);
-  EXPECT_THROW(dynamic_topk::BestInOrder(scores.to(at::kFloat), 2), c10::Error);
+  EXPECT_TRUE(at::equal(tree_builders::BestInOrder(scores, 1), Longs({1})));
+  EXPECT_TRUE(at::equal(tree_builders::BestInOrder(scores, 3), Longs({1, 2, 3})));
+  EXPECT_TRUE(at::equal(tree_builders::BestInOrder(scores, 5), Longs({1, 2, 3, 4, 6})));  // -0 == +0: index 4 first
+  EXPECT_THROW(tree_builders::BestInOrder(scores, 8), c10::Error);
+  EXPECT_THROW(tree_builders::BestInOrder(scores.to(at::kFloat), 2), c10::Error);
 }
 
 TEST(FrontierOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
@@ -31,7 +31,7 @@ TEST(FrontierOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
   const at::Tensor frontier_scores = at::tensor({-1.0, -1.25}, at::kDouble), frontier_pool = Longs({5, 9});
   const at::Tensor pool_tokens = at::zeros({14}, at::kLong), pool_parents = at::zeros({14}, at::kLong),
                    pool_scores = at::zeros({14}, at::kDouble);
-  const dynamic_topk::Frontier next = dynamic_topk::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool,
+  const tree_builders::Frontier next = tree_builders::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool,
                                                      pool_tokens, pool_parents, pool_scores, 10);
   // Children scored -1.5, -2.0, -1.5, -3.25: the two best tie, the earlier first; pool order.
   EXPECT_TRUE(at::equal(pool_tokens.narrow(0, 10, 4), Longs({7, 8, 3, 4})));
@@ -41,7 +41,7 @@ TEST(FrontierOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
   EXPECT_TRUE(at::equal(next.rows, Longs({0, 1})));
   EXPECT_TRUE(at::equal(next.scores, at::tensor({-1.5, -1.5}, at::kDouble)));
   EXPECT_TRUE(at::equal(next.pool, Longs({10, 12})));
-  EXPECT_THROW(dynamic_topk::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents,
+  EXPECT_THROW(tree_builders::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents,
                                      pool_scores, 11),
                c10::Error);  // 11 + 4 > 14
 }
@@ -54,7 +54,7 @@ TEST(FrontierOps, CudaKernelsMatchTheCpu) {
     at::Tensor scores = at::randn({n}, gen, at::TensorOptions().dtype(at::kDouble)).mul_(3).round_();
     if (n > 3) scores[2] = std::numeric_limits<double>::quiet_NaN(), scores[3] = -std::numeric_limits<double>::infinity();
     for (int64_t count : {int64_t{1}, (n + 1) / 2, n}) {
-      EXPECT_TRUE(at::equal(dynamic_topk::BestInOrder(scores.cuda(), count).cpu(), dynamic_topk::BestInOrder(scores, count)))
+      EXPECT_TRUE(at::equal(tree_builders::BestInOrder(scores.cuda(), count).cpu(), tree_builders::BestInOrder(scores, count)))
           << "n " << n << " count " << count;
     }
   }
@@ -66,13 +66,13 @@ TEST(FrontierOps, CudaKernelsMatchTheCpu) {
     const at::Tensor frontier_pool = at::randint(50, {k}, gen, at::TensorOptions().dtype(at::kLong));
     const int64_t pool = 3 + k * k;
     at::Tensor pools[2][3];
-    dynamic_topk::Frontier next[2];
+    tree_builders::Frontier next[2];
     for (int d = 0; d < 2; ++d) {
       const c10::Device device = d == 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
       pools[d][0] = at::zeros({pool}, at::TensorOptions().dtype(at::kLong).device(device));
       pools[d][1] = at::zeros({pool}, at::TensorOptions().dtype(at::kLong).device(device));
       pools[d][2] = at::zeros({pool}, at::TensorOptions().dtype(at::kDouble).device(device));
-      next[d] = dynamic_topk::ExpandFrontier(top_scores.to(device), top_tokens.to(device), frontier_scores.to(device),
+      next[d] = tree_builders::ExpandFrontier(top_scores.to(device), top_tokens.to(device), frontier_scores.to(device),
                                       frontier_pool.to(device), pools[d][0], pools[d][1], pools[d][2], 3);
     }
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(pools[1][i].cpu(), pools[0][i])) << "k " << k << " pool " << i;

@@ -1,9 +1,9 @@
-// dynamic_topk's selection on CUDA: a level's frontier, and the kept tree.
+// Top-k frontier selection on CUDA (top_k_frontier.h): a level's frontier, and the kept tree.
 // Torch-free, as framework/model/cuda/tree_kernels.h: device pointers to
 // contiguous data, `stream` a cudaStream_t; asynchronous, allocating
 // nothing, never synchronising (graph-capturable); returns a cudaError_t.
-#ifndef SPECLAB_ALGORITHMS_TREE_BUILDERS_DYNAMIC_TOPK_CUDA_FRONTIER_KERNELS_H_
-#define SPECLAB_ALGORITHMS_TREE_BUILDERS_DYNAMIC_TOPK_CUDA_FRONTIER_KERNELS_H_
+#ifndef SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_CUDA_FRONTIER_KERNELS_H_
+#define SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_CUDA_FRONTIER_KERNELS_H_
 
 #include <cstdint>
 
@@ -36,4 +36,4 @@ int LaunchExpandFrontier(const float* top_scores, const int64_t* top_tokens, con
 }  // namespace frontier_kernels
 }  // namespace speclab
 
-#endif  // SPECLAB_ALGORITHMS_TREE_BUILDERS_DYNAMIC_TOPK_CUDA_FRONTIER_KERNELS_H_
+#endif  // SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_CUDA_FRONTIER_KERNELS_H_
