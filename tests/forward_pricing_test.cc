@@ -84,7 +84,10 @@ TEST(ForwardPricingTest, EveryEngineFormCountsTheForwardsItRuns) {
       {"{type: static, sampling: true, choices: [[0], [1], [0, 0], [0, 1]]}", "{type: rrs_wor}", true,
        "pipelined tree"},
       {"{type: multi_sample, k: 2}", "{type: specinfer}", true, "pipelined tree"},
-      {"{type: opt_tree, nodes: 4, max_depth: 3}", "{type: point_mass}", true, "step by step"},
+      {"{type: opt_tree, nodes: 4, max_depth: 3}", "{type: point_mass}", true, "pipelined tree"},
+      {"{type: opt_tree, nodes: 4, max_depth: 3, latency_profile: {budgets: [1, 5], target_ms: [1, 1.3], draft_ms: "
+       "0.1}}",
+       "{type: point_mass}", true, "step by step"},
   };
   for (bool static_shapes : {false, true}) {
     for (const Form& form : forms) {

@@ -365,10 +365,14 @@ TEST(EngineFormTest, GenerationsSayHowTheirStepsRanAndWhy) {
   options.pipeline = false;
   EXPECT_EQ(form(chain, options), "step by step: decoding.pipeline is off (its default off CUDA)");
   options.pipeline = true;
-  // The part without a device form is named.
-  Method host_builder = ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: opt_tree, nodes: 4, max_depth: 3}",
-                                           "{type: point_mass}", 2);
-  EXPECT_THAT(form(host_builder, options), HasSubstr("step by step: the tree builder 'opt_tree' has no device form"));
+  // The part without a device form is named, and so is a device form's refusal.
+  Method host_builder = ModelDrafterMethod(
+      TinyModel(8, 8, 1, 40),
+      "{type: opt_tree, nodes: 4, max_depth: 3, latency_profile: {budgets: [1, 5], target_ms: [1, 1.3], draft_ms: 0.1}}",
+      "{type: point_mass}", 2);
+  EXPECT_THAT(form(host_builder, options), HasSubstr("step by step: the tree builder 'opt_tree' or the drafter 'model' "
+                                                     "cannot draft from a root on the device: opt_tree grows on the "
+                                                     "device only by its threshold"));
   Method host_rule =
       ModelDrafterMethod(TinyModel(8, 8, 1, 40), "{type: multi_sample, k: 2}", "{type: host_only_rrs}", 2);
   EXPECT_THAT(form(host_rule, options), HasSubstr("step by step: the verifier 'host_only_rrs' has no device form"));

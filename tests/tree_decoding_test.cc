@@ -204,9 +204,15 @@ TEST_F(TreeLawTest, BestFirstPointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: best_first, budget: 6, max_beam_len: 2}", "point_mass");
   ExpectExact("{type: best_first, budget: 6, max_beam_len: 3, max_n_beams: 2}", "point_mass", {.pipeline = true});
 }
-// Its depth and size move with the drafter's probabilities each step.
+// Its depth moves with the drafter's probabilities each step: grown on the
+// device by its threshold (opt_tree_levels.h), step by step and pipelined,
+// and on the host under a latency profile (its size moves too).
 TEST_F(TreeLawTest, OptTreePointMassMatchesTargetLawAtTemperatureOne) {
   ExpectExact("{type: opt_tree, nodes: 4, threshold: 0.1, max_depth: 2}", "point_mass");
+  ExpectExact("{type: opt_tree, nodes: 4, threshold: 0.05, max_depth: 3}", "point_mass", {.pipeline = true});
+  ExpectExact("{type: opt_tree, nodes: 4, max_depth: 2, latency_profile: {budgets: [1, 5], target_ms: [1, 1.3], "
+              "draft_ms: 0.1}}",
+              "point_mass");
 }
 
 // Negative control: the same sampled tree verified by greedy exact match at
@@ -417,7 +423,8 @@ TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
 }
 
 // Pipelined trees grown on the device (framework/device/pipelined_tree.h):
-// dynamic_topk's levels and best_first's free parents, on the test device,
+// dynamic_topk's levels, best_first's free parents and opt_tree's levels
+// with their stop (the graph skips the forwards past it), on the test device,
 // with static shapes off (the models' defaults, which read each position
 // back) and on (CUDA graphs on CUDA, their bodies eagerly on the CPU):
 // greedy decoding's tokens at T = 0, and the step-by-step loop's tokens for
@@ -425,7 +432,7 @@ TEST(TreeDecodingTest, PipelinedChainsRunOnTheTestDevice) {
 TEST(TreeDecodingTest, PipelinedTreesDrawTheStepByStepTokens) {
   const c10::Device device = TestDevice();
   if (device.is_cuda() && !at::hasCUDA()) GTEST_SKIP() << "SPECLAB_TEST_DEVICE=cuda but no CUDA";
-  for (const auto& [builder, nodes] : {std::pair{kDynamic, 15}, std::pair{kBestFirst, 12}}) {
+  for (const auto& [builder, nodes] : {std::pair{kDynamic, 15}, std::pair{kBestFirst, 12}, std::pair{kOptTree, 6}}) {
     for (bool static_shapes : {false, true}) {
       auto target = TinyModelOn(device, 1);
       target->EnableCudaGraphs(static_shapes);

@@ -105,6 +105,9 @@ absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick,
         "ForwardLevels: pick '", pick.key(), "' at level ", level,
         free ? absl::StrCat(" must give depths of [", pick.width(), "], as level 0 did")
              : std::string(" gives depths where level 0 gave none")));
+  if (choice.go.defined() && (choice.go.dim() != 1 || choice.go.size(0) != 1 || choice.go.scalar_type() != at::kBool))
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level, " must give go as bool [1]"));
   return absl::OkStatus();
 }
 

@@ -124,6 +124,12 @@ class LevelPick {
     at::Tensor depths;
     std::vector<at::Tensor> carry;  // handed to the next level's pick
     std::vector<at::Tensor> kept;   // returned to the caller, level by level
+    // Optional ([1] bool, at every level or at none): growth goes on. Once
+    // false it must stay false: the next levels' nodes are never kept, so a
+    // model may skip their forwards (LlamaModel's graph: conditional nodes).
+    // The picks of those levels still run, on logits that are then stale
+    // (any finite values): what they keep must not depend on them.
+    at::Tensor go;
   };
 
   // `function(params, level, logits float32, carry)`: level 0 gets the last

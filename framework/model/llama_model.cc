@@ -772,6 +772,10 @@ absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, i
 // ForwardLevels' forwards as the default's Forward() calls count them.
 void LlamaModel::CountLevelForwards(int64_t prefix, int64_t levels, int64_t width) {
   if (prefix > 0) CountForward(prefix);
+  if (impl_->last_levels_fed.defined()) {
+    CountForwardsOnDevice(width, impl_->last_levels_fed);  // the levels before the stop
+    return;
+  }
   for (int64_t i = 0; i < levels; ++i) CountForward(width);
 }
 

@@ -252,6 +252,9 @@ struct LlamaModel::Impl {
   // Whether the last chain run skipped the steps past its stop (so that only
   // the device knows how many forwards ran).
   bool last_chain_skips = false;
+  // The levels the last levels' run fed, where it skipped those past its
+  // stop ([1] int64 on the device); else undefined.
+  at::Tensor last_levels_fed;
   // Growths on features (ForwardChainOnFeatures, ForwardLevelsOnFeatures),
   // which use chain_in's or levels_in's start and position: the root's
   // readout, and every fed node's feature (the root's first).
@@ -272,6 +275,8 @@ struct LlamaModel::Impl {
     std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
     LevelsKept kept;                   // outputs, per level
     at::Tensor noise;                  // the pick's noise [levels + 1, width, vocab], drawn before each run
+    at::Tensor levels_fed;             // [1] int64: the levels fed, with a pick that stops (Choice::go)
+    bool conditional = false;          // the levels past a stop are skipped (GrowLevelsBody)
   };
   // By (levels, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedLevels> level_graphs;

@@ -735,6 +735,41 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
   });
 }
 
+// MirrorPick whose growth stops after level `last_fed` (Choice::go).
+LevelPick StoppingMirrorPick(int64_t last_fed) {
+  return LevelPick::Of(
+      2,
+      [](const std::tuple<int64_t>& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+        LevelPick::Choice choice = MirrorPick()(level, logits, carry);
+        choice.go = at::full({1}, level < std::get<0>(p), logits.options().dtype(at::kBool));
+        return choice;
+      },
+      std::tuple<int64_t>{last_fed});
+}
+
+TEST(LlamaModelTest, StoppedLevelsSkipTheForwardsPastTheStop) {
+  // A pick that stops growth after level 1: the same levels up to the stop
+  // as without it. A CUDA graph skips the forwards past the stop
+  // (conditional nodes) and counts only those that ran; elsewhere every
+  // level runs and counts.
+  ForEachPairAtBucketEdge([](const Variant& variant, bool static_shapes, LlamaModel* reference, LlamaModel* subject) {
+    ASSERT_TRUE(reference->Commit({0}).ok());
+    auto expected = reference->ForwardLevels(Longs({4, 5}), 251, 3, MirrorPick());
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (int run = 0; run < 2; ++run) {  // the second replays the graph
+      subject->ResetForwardCounts();
+      auto actual = subject->ForwardLevelsAt(Longs({4, 5}), {.start = Longs({251}), .max_start = 300, .min_start = 250},
+                                             3, StoppingMirrorPick(1));
+      ASSERT_TRUE(actual.ok()) << actual.status();
+      ASSERT_EQ(actual->size(), 4u);
+      for (size_t level = 0; level < 2; ++level)
+        EXPECT_TRUE(at::equal((*actual)[level][0].cpu(), (*expected)[level][0].cpu())) << "level " << level;
+      const bool skips = subject->device().is_cuda() && static_shapes && variant.config.sliding_window == 0;
+      EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, skips ? 2 : 4}})) << "run " << run;
+    }
+  });
+}
+
 TEST(LlamaModelTest, DevicePositionedTreesEqualHostPositionedOnes) {
   // ForwardTreeAt (the start on the device, a larger host bound) against
   // Forward() with the tree's mask at the same place, after a tentative slot

@@ -387,6 +387,10 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
   LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
   captured.kept.assign(1, std::move(choice.kept));
   const bool free = choice.depths.defined();
+  // A pick that says when growth stops (Choice::go): each level's forward is
+  // conditional on it, and the levels fed are counted on the device.
+  captured.conditional = false;
+  captured.levels_fed = choice.go.defined() ? at::zeros({1}, static_in.columns.options()) : at::Tensor();
   // Every level's slots [levels, m], positions [levels, m] and own-slot
   // columns [levels, m, kv_length] at once: three launches, not three a level.
   const at::Tensor slots = (level_start + static_in.columns.narrow(0, 0, levels * m)).view({levels, m});
@@ -402,9 +406,21 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
     TORCH_CHECK(choice.depths.defined() == free, "ForwardLevels: pick '", pick.key(), "' gives depths at level ",
                 level - 1, " but not at every level");
     const at::Tensor level_positions = free ? root_position + choice.depths.to(at::kLong) : positions[level - 1];
-    const at::Tensor logits = forward(level, choice, level_positions, slots[level - 1], visible);
+    at::Tensor logits;
+    if (choice.go.defined() && CudaGraph::BeginIf(choice.go)) {
+      // Filled outside the conditional work: where the forward is skipped,
+      // the pick reads zeros.
+      captured.conditional = true;
+      logits = at::zeros({m, config.vocab_size}, root_logits.options());
+      logits.copy_(forward(level, choice, level_positions, slots[level - 1], visible));
+      captured.levels_fed.add_(1);
+      CudaGraph::EndIf(true);
+    } else {
+      logits = forward(level, choice, level_positions, slots[level - 1], visible).to(at::kFloat);
+      if (captured.levels_fed.defined()) captured.levels_fed.add_(1);
+    }
     const std::vector<at::Tensor> carry = std::move(choice.carry);
-    choice = pick(level, logits.to(at::kFloat), carry, level_noise(level));
+    choice = pick(level, logits, carry, level_noise(level));
     captured.kept.push_back(std::move(choice.kept));
     if (level == levels) break;
     if (free) {
@@ -594,6 +610,7 @@ LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t kv_leng
     work(kv_length, captured);
   }
   last_hidden = at::Tensor();  // levels keep no hidden states
+  last_levels_fed = captured.graph && captured.conditional ? captured.levels_fed : at::Tensor();
   LevelsKept kept(captured.kept.size());
   for (size_t l = 0; l < kept.size(); ++l)
     for (const at::Tensor& t : captured.kept[l]) kept[l].push_back(t.clone());

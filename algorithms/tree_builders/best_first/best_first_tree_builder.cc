@@ -27,7 +27,7 @@
 // on the device (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on
 // CUDA), each iteration is a level whose nodes may extend any earlier one
 // (best_first_growth.h) and the tree is kept there, so the engine runs it
-// pipelined; that tree always has B + 1 nodes, where fewer grew topped up
+// pipelined (the graph skips the forwards past growth's stop); that tree always has B + 1 nodes, where fewer grew topped up
 // with copies of the root's best child (never accepted: verifiers take the
 // first child with the sampled token). Otherwise one forward and one
 // device-to-host read of the top-k per iteration; the tree is pruned and
@@ -123,6 +123,7 @@ class BestFirstTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder 
             auto [mask, depths] = fused::TreeMask(grown.kept.parents);
             choice.kept = {grown.kept.tokens, grown.kept.parents, depths, mask};
           }
+          choice.go = at::logical_not(growth.stopped);  // the graph skips the forwards past the stop
           choice.carry = growth.ToCarry();
           return choice;
         },

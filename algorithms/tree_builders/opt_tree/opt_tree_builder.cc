@@ -31,20 +31,28 @@
 //
 // Tokens are chosen, not sampled: kDeterministic, verified by greedy or
 // point_mass. Weights come from the drafter's unwarped log-probabilities
-// (draft_ops.h), summed in double. Cost: one forward and one device-to-host
-// read per level (the stop rule needs the level's weights on the host, as
-// the reference's does); the tree is pruned and re-indexed (pruned_tree.h).
+// (draft_ops.h), summed in double. With a drafter that grows levels on the
+// device (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on CUDA)
+// the threshold rule runs there (opt_tree_levels.h): the graph skips the
+// drafter's forwards past the stop, nothing is read back, and the engine
+// runs it pipelined. Otherwise, and under a latency profile (which prices
+// the target by the nodes kept, where a device tree has a fixed size), one
+// forward and one device-to-host read per level, as the reference's; the
+// tree is pruned and re-indexed (pruned_tree.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
 #include "algorithms/tree_builders/common/pruned_tree.h"
+#include "algorithms/tree_builders/opt_tree/opt_tree_levels.h"
 #include "framework/core/latency_profile.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -72,7 +80,7 @@ std::vector<double> HeaviestWeights(const std::vector<Candidate>& pool, size_t s
   return weights;
 }
 
-class OptTreeBuilder final : public TreeBuilder {
+class OptTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   explicit OptTreeBuilder(OptTreeOptions options) : o_(std::move(options)) {}
 
@@ -82,8 +90,55 @@ class OptTreeBuilder final : public TreeBuilder {
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
+    if (grown) return *std::move(grown);
+    return GrowOnHost(drafter, request);
+  }
+
+  // The same tree as Build's, from DeviceDrafter::DraftLevelsAt.
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
+    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request, &root));
+    if (!grown)
+      return absl::UnimplementedError(
+          "opt_tree grows on the device only by its threshold, at least two levels deep, with a drafter that grows "
+          "levels there");
+    return *std::move(grown);
+  }
+
+ private:
+  int MaxDepth(const BuildRequest& request) const {
+    return o_.max_depth ? *o_.max_depth : request.policy->MaxDraftLength();
+  }
+
+  // Every level on the device (opt_tree_levels.h), the tree kept there.
+  // nullopt, having fed nothing, under a latency profile, at depth 1, or
+  // where the drafter has no DraftLevels.
+  absl::StatusOr<std::optional<DraftTree>> GrowOnDevice(Drafter& drafter, const BuildRequest& request,
+                                                        const DeviceRoot* root = nullptr) {
+    const int depth = MaxDepth(request);
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (o_.profile || depth < 2 || device == nullptr) return std::nullopt;
+    // The picks cannot fail politely inside the drafter's graph: check the width here.
+    for (LanguageModel* model : drafter.models())
+      RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "nodes", o_.nodes, model->config().vocab_size));
+    using Params = std::tuple<int64_t, int64_t, double>;  // nodes, depth, threshold
+    const LevelPick pick = LevelPick::Of(
+        o_.nodes,
+        [](const Params& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
+          const auto& [nodes, depth, threshold] = p;
+          return opt_tree::GrowLevel({.nodes = nodes, .depth = depth, .threshold = threshold}, level, logits, carry);
+        },
+        Params{o_.nodes, depth, o_.threshold});
+    absl::StatusOr<LevelsKept> grown =
+        root != nullptr ? device->DraftLevelsAt(*root, depth - 1, pick) : device->DraftLevels(depth - 1, pick);
+    if (grown.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+    if (!grown.ok()) return grown.status();
+    return tree_builders::KeptOnDevice(request, root, grown->back(), depth);
+  }
+
+  absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request) {
     const int n = o_.nodes;
-    const int max_depth = o_.max_depth ? *o_.max_depth : request.policy->MaxDraftLength();
+    const int max_depth = MaxDepth(request);
     TokenTree scratch = tree_builders::ScratchTree(request.root_token, n);
     std::vector<Candidate> pool;  // the levels' nodes, level by level
     std::vector<int> frontier;    // the last level's pool indices (empty: the root)
@@ -144,7 +199,6 @@ class OptTreeBuilder final : public TreeBuilder {
                                              tree_builders::BestCandidates(grown, best.nodes), request.device);
   }
 
- private:
   struct Choice {
     int nodes = 0;         // kept nodes, root excluded
     size_t pool_size = 0;  // the pool entries of the levels they come from

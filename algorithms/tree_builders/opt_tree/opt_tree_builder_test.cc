@@ -9,8 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/testing/builder_harness.h"
 #include "algorithms/tree_builders/testing/table_drafter.h"
+#include "drafters/model/model_drafter.h"
 #include "framework/core/latency_profile.h"
 #include "framework/core/options.h"
+#include "framework/device/device_tree_builder.h"
+#include "tests/support/cuda_tests.h"
+#include "tests/support/host_only_drafter.h"
+#include "tests/support/tiny_models.h"
 
 namespace speclab {
 namespace tree_builders {
@@ -123,6 +128,82 @@ TEST(OptTreeBuilderTest, GrowsWhileALevelAddsMoreThanTheThreshold) {
     if (threshold >= 10) EXPECT_EQ(depth, 1) << "no level adds 10 tokens";
     if (threshold == 0) EXPECT_GT(depth, 2) << "a case that grows several levels";
   }
+}
+
+TEST(OptTreeBuilderTest, LevelsOnTheDeviceGrowTheHostsTree) {
+  // The model drafter grows the levels on the device (with static shapes,
+  // the body of one CUDA graph that skips the forwards past the stop) and
+  // keeps the tree there; behind testing::HostOnlyDrafter the host loop
+  // grows it. Same nodes, same order; the forwards of N nodes that ran are
+  // the host's where a graph skips them, every level's elsewhere.
+  struct Case {
+    int nodes;
+    double threshold;
+    int max_depth;  // 0: the length policy's gamma
+  };
+  const Case cases[] = {{4, 0.0, 4}, {8, 0.2, 6}, {10, 0.1, 0}, {3, 2.0, 5}, {12, 0.01, 4}, {6, 0.0, 3}, {5, 0.0, 3}};
+  const c10::Device device = testing::TestDevice();
+  int stopped_early = 0, full_depth = 0;
+  for (bool static_shapes : {false, true}) {
+    for (const Case& c : cases) {
+      const int depth = c.max_depth > 0 ? c.max_depth : 5;
+      const std::string yaml = absl::StrCat("{type: opt_tree, nodes: ", c.nodes, ", threshold: ", c.threshold,
+                                            c.max_depth > 0 ? absl::StrCat(", max_depth: ", c.max_depth) : "", "}");
+      SCOPED_TRACE(::testing::Message() << yaml << (static_shapes ? " static" : ""));
+      auto builder = BuilderFromYaml(yaml);
+      ASSERT_TRUE(builder.ok()) << builder.status();
+      ASSERT_NE(DeviceFormOf(**builder), nullptr);
+      std::unique_ptr<LlamaModel> models[2] = {testing::TinyModelOn(device, 2, 16, 2, /*logit_scale=*/12),
+                                               testing::TinyModelOn(device, 2, 16, 2, /*logit_scale=*/12)};
+      models[0]->EnableCudaGraphs(static_shapes);
+      LanguageModel* counted[2] = {models[0].get(), models[1].get()};
+      std::unique_ptr<Drafter> drafters[2] = {
+          std::make_unique<ModelDrafter>(std::move(models[0])),
+          std::make_unique<testing::HostOnlyDrafter>(std::make_unique<ModelDrafter>(std::move(models[1])))};
+      DraftTree drafts[2];
+      for (int d = 0; d < 2; ++d) {
+        ASSERT_TRUE(drafters[d]->Reset({1, 5, 3, 7, 2, 3, 1}, {}).ok());
+        counted[d]->ResetForwardCounts();
+        auto draft = BuildOnce(**builder, *drafters[d], {.gamma = depth});
+        ASSERT_TRUE(draft.ok()) << draft.status();
+        drafts[d] = *std::move(draft);
+      }
+      ASSERT_EQ(drafts[0].tree.size(), c.nodes + 1);
+      ASSERT_EQ(drafts[1].tree.size(), c.nodes + 1);
+      EXPECT_EQ(HostTokens(drafts[0]), HostTokens(drafts[1]));
+      for (int i = 1; i < drafts[0].tree.size(); ++i)
+        EXPECT_EQ(drafts[0].tree.parent(i), drafts[1].tree.parent(i)) << "node " << i;
+      // Forwards of N nodes: the host fed d - 1 of them, stopping at depth d;
+      // the device form (so these counts show it ran) all of max_depth's
+      // unless its graph skips those past the stop.
+      const int64_t host_levels = counted[1]->forward_counts()[c.nodes];
+      const bool skips = device.is_cuda() && static_shapes;
+      EXPECT_EQ(counted[0]->forward_counts()[c.nodes], skips ? host_levels : depth - 1);
+      stopped_early += host_levels < depth - 1;
+      full_depth += host_levels == depth - 1;
+    }
+  }
+  EXPECT_EQ(stopped_early, 10) << "cases that stop before max_depth";
+  EXPECT_EQ(full_depth, 4) << "cases that grow every level";
+}
+
+TEST(OptTreeBuilderTest, ALatencyProfileGrowsOnTheHost) {
+  // The profile prices the target by the nodes kept; a device tree has a
+  // fixed size, so the rule runs on the host, and the pipelined engine is
+  // told so (BuildAt: Unimplemented).
+  auto builder = BuilderFromYaml("{type: opt_tree, nodes: 4, max_depth: 4, latency_profile: {budgets: [1, 5], "
+                                 "target_ms: [1.0, 1.2], draft_ms: 0.1}}");
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  ModelDrafter drafter(testing::TinyModel(2, 16, 2, /*logit_scale=*/4));
+  ASSERT_TRUE(drafter.Reset({1, 5, 3, 7, 2, 3, 1}, {}).ok());
+  auto draft = BuildOnce(**builder, drafter, {});
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  ExpectValidTree(*draft);
+  DeviceTreeBuilder* device_form = DeviceFormOf(**builder);
+  ASSERT_NE(device_form, nullptr);
+  const BuildRequest request{.root_token = 1};
+  EXPECT_THAT(device_form->BuildAt(drafter, request, DeviceRoot{}).status().message(),
+              HasSubstr("only by its threshold"));
 }
 
 // With a latency profile the tree is the (n, d) of best rate
