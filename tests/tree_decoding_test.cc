@@ -317,7 +317,8 @@ TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {
 // pair's) gets a tiny target and drafter of that vocabulary.
 TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
   auto tiny_target = TinyModel(1);
-  for (const char* name : {"tree_vs_chain.yaml", "tree_vs_chain_sampled.yaml", "length_policies.yaml"}) {
+  for (const char* name :
+       {"tree_vs_chain.yaml", "tree_vs_chain_sampled.yaml", "length_policies.yaml", "adaptive_trees.yaml"}) {
     auto root = Options::FromFile(std::string(SPECLAB_SOURCE_DIR) + "/configs/experiments/" + name);
     ASSERT_TRUE(root.ok()) << root.status();
     Options decoding = *root->GetMap("decoding");

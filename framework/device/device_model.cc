@@ -94,7 +94,8 @@ absl::Status ValidateLevels(const at::Tensor& prefix, int64_t levels, const Leve
 
 // The nodes of a level, each checked against the pick's width; depths are
 // given at every level or at none (`free`: level 0's choice).
-absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level, bool free) {
+absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick, int64_t level, bool free,
+                         bool stops) {
   for (const at::Tensor* t : {&choice.tokens, &choice.parents})
     if (!t->defined() || t->dim() != 1 || t->size(0) != pick.width())
       return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level,
@@ -105,7 +106,11 @@ absl::Status CheckChoice(const LevelPick::Choice& choice, const LevelPick& pick,
         "ForwardLevels: pick '", pick.key(), "' at level ", level,
         free ? absl::StrCat(" must give depths of [", pick.width(), "], as level 0 did")
              : std::string(" gives depths where level 0 gave none")));
-  if (choice.go.defined() && (choice.go.dim() != 1 || choice.go.size(0) != 1 || choice.go.scalar_type() != at::kBool))
+  if (choice.go.defined() != stops)
+    return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level,
+                                                   stops ? " must give go, as level 0 did"
+                                                         : " gives go where level 0 gave none"));
+  if (stops && (choice.go.dim() != 1 || choice.go.size(0) != 1 || choice.go.scalar_type() != at::kBool))
     return absl::InvalidArgumentError(
         absl::StrCat("ForwardLevels: pick '", pick.key(), "' at level ", level, " must give go as bool [1]"));
   return absl::OkStatus();
@@ -244,7 +249,8 @@ absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t ten
     const auto level_noise = [&](int64_t level) { return noise.defined() ? noise[level] : at::Tensor(); };
     LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
     const bool free = choice.depths.defined();
-    RETURN_IF_ERROR(CheckChoice(choice, pick, 0, free));
+    const bool stops = choice.go.defined();
+    RETURN_IF_ERROR(CheckChoice(choice, pick, 0, free, stops));
     LevelsKept kept{std::move(choice.kept)};
     // A node sees what its parent sees, and itself: `visible` holds the rows
     // of the level being fed, over every tentative slot up to its own; with
@@ -259,9 +265,12 @@ absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t ten
       ASSIGN_OR_RETURN(at::Tensor logits, feed(step));
       const std::vector<at::Tensor> carry = std::move(choice.carry);
       choice = pick(level, logits, carry, level_noise(level));
+      if (stops && choice.kept.size() != kept.front().size())
+        return absl::InvalidArgumentError(absl::StrCat("ForwardLevels: pick '", pick.key(), "' gives go, so level ",
+                                                       level, " must keep what level 0 keeps"));
       kept.push_back(std::move(choice.kept));
       if (level == levels) break;
-      RETURN_IF_ERROR(CheckChoice(choice, pick, level, free));
+      RETURN_IF_ERROR(CheckChoice(choice, pick, level, free, stops));
       if (free) {
         fed = at::cat({at::cat({fed, at::zeros({fed.size(0), m}, bools)}, 1), visible});
         visible = at::cat({fed.index_select(0, choice.parents), at::eye(m, bools)}, 1);
@@ -269,6 +278,7 @@ absl::StatusOr<LevelsKept> GrowLevels(const at::Tensor& root_logits, int64_t ten
         visible = at::cat({visible.index_select(0, choice.parents), at::eye(m, bools)}, 1);
       }
     }
+    if (stops) std::fill(kept.begin(), kept.end(), kept.back());  // the draft when growth ended
     return kept;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("ForwardLevels: ", ErrorText(e)));

@@ -125,10 +125,11 @@ class LevelPick {
     std::vector<at::Tensor> carry;  // handed to the next level's pick
     std::vector<at::Tensor> kept;   // returned to the caller, level by level
     // Optional ([1] bool, at every level or at none): growth goes on. Once
-    // false it must stay false: the next levels' nodes are never kept, so a
-    // model may skip their forwards (LlamaModel's graph: conditional nodes).
-    // The picks of those levels still run, on logits that are then stale
-    // (any finite values): what they keep must not depend on them.
+    // false it must stay false. A pick that gives it gives `kept` at every
+    // level, the same shapes each time: the draft as grown so far, which the
+    // levels past the stop must leave as it is. A model may then skip those
+    // levels, their forwards and their picks (LlamaModel's graph: conditional
+    // nodes); every level's kept is returned as the draft when growth ended.
     at::Tensor go;
   };
 

@@ -735,23 +735,29 @@ TEST(LlamaModelTest, ForwardLevelsEqualsForwardsWithAncestorMasks) {
   });
 }
 
-// MirrorPick whose growth stops after level `last_fed` (Choice::go).
+// MirrorPick whose growth stops after level `last_fed` (Choice::go). Its
+// draft is the last level's tokens that ran (MirrorPick's first kept).
 LevelPick StoppingMirrorPick(int64_t last_fed) {
   return LevelPick::Of(
       2,
       [](const std::tuple<int64_t>& p, int64_t level, const at::Tensor& logits, const std::vector<at::Tensor>& carry) {
-        LevelPick::Choice choice = MirrorPick()(level, logits, carry);
-        choice.go = at::full({1}, level < std::get<0>(p), logits.options().dtype(at::kBool));
+        const int64_t last_fed = std::get<0>(p);
+        LevelPick::Choice choice =
+            MirrorPick()(level, logits, level == 0 ? carry : std::vector<at::Tensor>{carry[0]});
+        const at::Tensor draft = level <= last_fed ? choice.kept[0] : carry[1];  // past the stop it stays
+        choice.kept = {draft};
+        choice.carry.push_back(draft);
+        choice.go = at::full({1}, level < last_fed, logits.options().dtype(at::kBool));
         return choice;
       },
       std::tuple<int64_t>{last_fed});
 }
 
 TEST(LlamaModelTest, StoppedLevelsSkipTheForwardsPastTheStop) {
-  // A pick that stops growth after level 1: the same levels up to the stop
-  // as without it. A CUDA graph skips the forwards past the stop
-  // (conditional nodes) and counts only those that ran; elsewhere every
-  // level runs and counts.
+  // A pick that stops growth after level 1: the draft of the levels up to
+  // the stop, as without it, returned as every level's. A CUDA graph skips the levels
+  // past the stop (conditional nodes: forwards and picks) and counts only the
+  // forwards that ran; elsewhere every level runs and counts.
   ForEachPairAtBucketEdge([](const Variant& variant, bool static_shapes, LlamaModel* reference, LlamaModel* subject) {
     ASSERT_TRUE(reference->Commit({0}).ok());
     auto expected = reference->ForwardLevels(Longs({4, 5}), 251, 3, MirrorPick());
@@ -762,8 +768,8 @@ TEST(LlamaModelTest, StoppedLevelsSkipTheForwardsPastTheStop) {
                                              3, StoppingMirrorPick(1));
       ASSERT_TRUE(actual.ok()) << actual.status();
       ASSERT_EQ(actual->size(), 4u);
-      for (size_t level = 0; level < 2; ++level)
-        EXPECT_TRUE(at::equal((*actual)[level][0].cpu(), (*expected)[level][0].cpu())) << "level " << level;
+      for (size_t level = 0; level < 4; ++level)  // each level's: the draft when growth ended
+        EXPECT_TRUE(at::equal((*actual)[level][0].cpu(), (*expected)[1][0].cpu())) << "level " << level;
       const bool skips = subject->device().is_cuda() && static_shapes && variant.config.sliding_window == 0;
       EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{2, skips ? 2 : 4}})) << "run " << run;
     }

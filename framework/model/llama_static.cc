@@ -385,12 +385,24 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
     return captured.noise.defined() ? captured.noise[level] : at::Tensor();
   };
   LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
-  captured.kept.assign(1, std::move(choice.kept));
   const bool free = choice.depths.defined();
-  // A pick that says when growth stops (Choice::go): each level's forward is
-  // conditional on it, and the levels fed are counted on the device.
+  // A pick that says when growth stops (Choice::go): each later level, its
+  // forward and its pick, is conditional on growth going on, so the kept
+  // draft and `go` live in buffers of their own that each level that runs
+  // overwrites (every level's kept is the draft when growth ended); the
+  // levels fed are counted on the device.
+  const bool stops = choice.go.defined();
   captured.conditional = false;
-  captured.levels_fed = choice.go.defined() ? at::zeros({1}, static_in.columns.options()) : at::Tensor();
+  captured.levels_fed = stops ? at::zeros({1}, static_in.columns.options()) : at::Tensor();
+  at::Tensor go;
+  std::vector<at::Tensor> kept;
+  if (stops) {
+    go = choice.go.clone();
+    for (const at::Tensor& t : choice.kept) kept.push_back(t.clone());
+    captured.kept.assign(1, kept);
+  } else {
+    captured.kept.assign(1, std::move(choice.kept));
+  }
   // Every level's slots [levels, m], positions [levels, m] and own-slot
   // columns [levels, m, kv_length] at once: three launches, not three a level.
   const at::Tensor slots = (level_start + static_in.columns.narrow(0, 0, levels * m)).view({levels, m});
@@ -405,30 +417,32 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
   for (int64_t level = 1; level <= levels; ++level) {
     TORCH_CHECK(choice.depths.defined() == free, "ForwardLevels: pick '", pick.key(), "' gives depths at level ",
                 level - 1, " but not at every level");
+    TORCH_CHECK(choice.go.defined() == stops && (!stops || choice.kept.size() == kept.size()), "ForwardLevels: pick '",
+                pick.key(), "' gives go at level 0, so it must give go and kept at every level (level ", level - 1,
+                " does not)");
+    const bool conditional = stops && CudaGraph::BeginIf(go);
+    captured.conditional = captured.conditional || conditional;
     const at::Tensor level_positions = free ? root_position + choice.depths.to(at::kLong) : positions[level - 1];
-    at::Tensor logits;
-    if (choice.go.defined() && CudaGraph::BeginIf(choice.go)) {
-      // Filled outside the conditional work: where the forward is skipped,
-      // the pick reads zeros.
-      captured.conditional = true;
-      logits = at::zeros({m, config.vocab_size}, root_logits.options());
-      logits.copy_(forward(level, choice, level_positions, slots[level - 1], visible));
-      captured.levels_fed.add_(1);
-      CudaGraph::EndIf(true);
-    } else {
-      logits = forward(level, choice, level_positions, slots[level - 1], visible).to(at::kFloat);
-      if (captured.levels_fed.defined()) captured.levels_fed.add_(1);
-    }
+    const at::Tensor logits = forward(level, choice, level_positions, slots[level - 1], visible);
+    if (stops) captured.levels_fed.add_(1);
     const std::vector<at::Tensor> carry = std::move(choice.carry);
-    choice = pick(level, logits, carry, level_noise(level));
-    captured.kept.push_back(std::move(choice.kept));
-    if (level == levels) break;
-    if (free) {
-      fed.narrow(0, 1 + (level - 1) * m, m).copy_(visible);
-      visible = at::logical_or(fed.index_select(0, choice.parents), own[level]);
+    choice = pick(level, logits.to(at::kFloat), carry, level_noise(level));
+    if (stops) {
+      for (size_t i = 0; i < kept.size(); ++i) kept[i].copy_(choice.kept[i]);
+      go.copy_(choice.go);
+      captured.kept.push_back(kept);  // every level's: the draft when growth ended
     } else {
-      visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
+      captured.kept.push_back(std::move(choice.kept));
     }
+    if (level < levels) {
+      if (free) {
+        fed.narrow(0, 1 + (level - 1) * m, m).copy_(visible);
+        visible = at::logical_or(fed.index_select(0, choice.parents), own[level]);
+      } else {
+        visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
+      }
+    }
+    CudaGraph::EndIf(conditional);
   }
 }
 

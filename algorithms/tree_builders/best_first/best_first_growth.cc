@@ -128,10 +128,11 @@ Level GrowLevel(const Rule& rule, Growth& growth, const at::Tensor& top_tokens, 
     const c10::cuda::CUDAGuard guard(top_tokens.device());
     const at::Tensor children = top_tokens.contiguous(), logq = top_logq.contiguous();
     const auto longs = growth.count.options();
-    Level out;
-    at::Tensor tokens = at::empty({last ? rule.budget : rule.beams}, longs);
-    at::Tensor parents = at::empty({last ? rule.budget + 1 : rule.beams}, longs);
-    at::Tensor depths = last ? at::Tensor() : at::empty({rule.beams}, longs);
+    Level out{.kept = {.tokens = at::empty({rule.budget}, longs), .parents = at::empty({rule.budget + 1}, longs)}};
+    if (!last) {
+      out.feed = {.tokens = at::empty({rule.beams}, longs), .parents = at::empty({rule.beams}, longs),
+                  .depths = at::empty({rule.beams}, longs)};
+    }
     const growth_kernels::Pool state{.tokens = growth.tokens.data_ptr<int64_t>(),
                                      .parents = growth.parents.data_ptr<int64_t>(),
                                      .scores = growth.scores.data_ptr<double>(),
@@ -150,25 +151,19 @@ Level GrowLevel(const Rule& rule, Growth& growth, const at::Tensor& top_tokens, 
                                                .min_log_prob = rule.min_log_prob};
     kernel_launch::Check(growth_kernels::LaunchGrowLevel(
                              children.data_ptr<int64_t>(), logq.data_ptr<float>(), static_cast<int>(children.size(0)),
-                             static_cast<int>(children.size(1)), state,
-                             level_rule, tokens.data_ptr<int64_t>(), parents.data_ptr<int64_t>(),
-                             last ? nullptr : depths.data_ptr<int64_t>(), kernel_launch::Stream(top_tokens)),
+                             static_cast<int>(children.size(1)), state, level_rule,
+                             last ? nullptr : out.feed.tokens.data_ptr<int64_t>(),
+                             last ? nullptr : out.feed.parents.data_ptr<int64_t>(),
+                             last ? nullptr : out.feed.depths.data_ptr<int64_t>(), out.kept.tokens.data_ptr<int64_t>(),
+                             out.kept.parents.data_ptr<int64_t>(), kernel_launch::Stream(top_tokens)),
                          "best_first::GrowLevel");
-    if (last) {
-      out.kept = {.tokens = tokens, .parents = parents};
-    } else {
-      out.feed = {.tokens = tokens, .parents = parents, .depths = depths};
-    }
     return out;
   }
 #endif
   Grow(rule, growth, top_tokens, top_logq, root);
   Level out;
-  if (last) {
-    out.kept = KeepBest(rule, growth);
-  } else {
-    out.feed = ChooseBeams(rule, growth, level);
-  }
+  if (!last) out.feed = ChooseBeams(rule, growth, level);
+  out.kept = KeepBest(rule, growth);
   return out;
 }
 

@@ -78,13 +78,14 @@ struct Kept {
 };
 Kept KeepBest(const Rule& rule, const Growth& growth);
 
-// One level: Grow, then ChooseBeams, or at the last level (level + 1 ==
-// iterations) KeepBest. One launch on CUDA (cuda/growth_kernels.h) where the
-// pool and the children fit a block (iterations * B + rows * width <= 1024);
-// the functions above, the reference, elsewhere.
+// One level: Grow, then ChooseBeams (but at the last level, level + 1 ==
+// iterations) and KeepBest, the draft so far. One launch on CUDA
+// (cuda/growth_kernels.h) where the pool and the children fit a block
+// (iterations * B + rows * width <= 1024); the functions above, the
+// reference, elsewhere.
 struct Level {
   Feed feed;  // all but the last level
-  Kept kept;  // the last
+  Kept kept;
 };
 Level GrowLevel(const Rule& rule, Growth& growth, const at::Tensor& top_tokens, const at::Tensor& top_logq,
                 int64_t level);

@@ -27,7 +27,7 @@
 // on the device (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on
 // CUDA), each iteration is a level whose nodes may extend any earlier one
 // (best_first_growth.h) and the tree is kept there, so the engine runs it
-// pipelined (the graph skips the forwards past growth's stop); that tree always has B + 1 nodes, where fewer grew topped up
+// pipelined (the graph skips the levels past growth's stop); that tree always has B + 1 nodes, where fewer grew topped up
 // with copies of the root's best child (never accepted: verifiers take the
 // first child with the sampled token). Otherwise one forward and one
 // device-to-host read of the top-k per iteration; the tree is pruned and
@@ -117,13 +117,11 @@ class BestFirstTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder 
           const tree_builders::TopK top = tree_builders::MostProbable(logits, std::min(branch, logits.size(-1)));
           const best_first::Level grown = best_first::GrowLevel(rule, growth, top.tokens, top.scores, level);
           LevelPick::Choice choice;
-          if (level + 1 < iterations) {
+          if (level + 1 < iterations)
             choice = {.tokens = grown.feed.tokens, .parents = grown.feed.parents, .depths = grown.feed.depths};
-          } else {
-            auto [mask, depths] = fused::TreeMask(grown.kept.parents);
-            choice.kept = {grown.kept.tokens, grown.kept.parents, depths, mask};
-          }
-          choice.go = at::logical_not(growth.stopped);  // the graph skips the forwards past the stop
+          auto [mask, depths] = fused::TreeMask(grown.kept.parents);
+          choice.kept = {grown.kept.tokens, grown.kept.parents, depths, mask};  // the draft so far
+          choice.go = at::logical_not(growth.stopped);  // the graph skips the levels past the stop
           choice.carry = growth.ToCarry();
           return choice;
         },

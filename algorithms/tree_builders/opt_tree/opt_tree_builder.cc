@@ -34,11 +34,13 @@
 // (draft_ops.h), summed in double. With a drafter that grows levels on the
 // device (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on CUDA)
 // the threshold rule runs there (opt_tree_levels.h): the graph skips the
-// drafter's forwards past the stop, nothing is read back, and the engine
-// runs it pipelined. Otherwise, and under a latency profile (which prices
-// the target by the nodes kept, where a device tree has a fixed size), one
-// forward and one device-to-host read per level, as the reference's; the
-// tree is pruned and re-indexed (pruned_tree.h).
+// levels past the stop, nothing is read back, and the engine runs it
+// pipelined (on CUDA, or wherever the engine asks BuildAt). Otherwise, on
+// the CPU step by step (where no read is saved and every level's forward
+// would run), and under a latency profile (which prices the target by the
+// nodes kept, where a device tree has a fixed size), one forward and one
+// read per level, as the reference's; the tree is pruned and re-indexed
+// (pruned_tree.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -90,8 +92,10 @@ class OptTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
-    if (grown) return *std::move(grown);
+    if (request.device.is_cuda()) {
+      ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
+      if (grown) return *std::move(grown);
+    }
     return GrowOnHost(drafter, request);
   }
 

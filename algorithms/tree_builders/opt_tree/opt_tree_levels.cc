@@ -43,9 +43,10 @@ Growth StartGrowth(const Rule& rule, c10::Device device) {
 }
 
 struct Level {
-  at::Tensor tokens;   // [N]: the next feed, or the kept tree's tokens
-  at::Tensor rows;     // [N]: the frontier row each fed node extends (not last)
-  at::Tensor parents;  // [N + 1]: the kept tree's (last)
+  at::Tensor feed_tokens;   // [N]: the next feed (not last)
+  at::Tensor feed_rows;     // [N]: the frontier row each fed node extends (not last)
+  at::Tensor kept_tokens;   // [N]: the tree kept so far
+  at::Tensor kept_parents;  // [N + 1]
 };
 
 // The reference (ATen) form of the level kernel.
@@ -72,12 +73,16 @@ Level GrowLevelWithAten(const Rule& rule, Growth& growth, const tree_builders::T
   if (last) growth.go = at::zeros_like(was_going);
   growth.kept = at::where(was_going, at::full_like(growth.kept, size), growth.kept);
   growth.previous = at::where(was_going, weight, growth.previous);
-  if (!last) return {.tokens = tokens, .rows = rows};
 
   const at::Tensor index = at::arange(growth.scores.size(0), growth.kept.options());
   const std::vector<at::Tensor> kept = tree_builders::KeptInOrder(
       growth.tokens, growth.parents, at::where(index < growth.kept, growth.scores, kNone), n);
-  return {.tokens = kept[0], .parents = kept[1]};
+  Level out{.kept_tokens = kept[0], .kept_parents = kept[1]};
+  if (!last) {
+    out.feed_tokens = tokens;
+    out.feed_rows = rows;
+  }
+  return out;
 }
 
 Level GrowLevelOnDevice(const Rule& rule, Growth& growth, const tree_builders::TopK& top, int64_t level) {
@@ -90,11 +95,10 @@ Level GrowLevelOnDevice(const Rule& rule, Growth& growth, const tree_builders::T
     const c10::cuda::CUDAGuard guard(tokens.device());
     const bool last = level + 1 == rule.depth;
     const auto longs = growth.kept.options();
-    Level out{.tokens = at::empty({n}, longs)};
-    if (last) {
-      out.parents = at::empty({n + 1}, longs);
-    } else {
-      out.rows = at::empty({n}, longs);
+    Level out{.kept_tokens = at::empty({n}, longs), .kept_parents = at::empty({n + 1}, longs)};
+    if (!last) {
+      out.feed_tokens = at::empty({n}, longs);
+      out.feed_rows = at::empty({n}, longs);
     }
     const opt_tree_kernels::Pool pool{.tokens = growth.tokens.data_ptr<int64_t>(),
                                       .parents = growth.parents.data_ptr<int64_t>(),
@@ -107,9 +111,9 @@ Level GrowLevelOnDevice(const Rule& rule, Growth& growth, const tree_builders::T
     kernel_launch::Check(
         opt_tree_kernels::LaunchGrowLevel(tokens.data_ptr<int64_t>(), logq.data_ptr<float>(),
                                           static_cast<int>(tokens.size(0)), pool, level_rule,
-                                          out.tokens.data_ptr<int64_t>(),
-                                          last ? nullptr : out.rows.data_ptr<int64_t>(),
-                                          last ? out.parents.data_ptr<int64_t>() : nullptr,
+                                          last ? nullptr : out.feed_tokens.data_ptr<int64_t>(),
+                                          last ? nullptr : out.feed_rows.data_ptr<int64_t>(),
+                                          out.kept_tokens.data_ptr<int64_t>(), out.kept_parents.data_ptr<int64_t>(),
                                           kernel_launch::Stream(tokens)),
         "opt_tree::GrowLevel");
     return out;
@@ -124,16 +128,9 @@ LevelPick::Choice GrowLevel(const Rule& rule, int64_t level, const at::Tensor& l
                             const std::vector<at::Tensor>& carry) {
   Growth growth = level == 0 ? StartGrowth(rule, logits.device()) : Growth::FromCarry(carry);
   const Level grown = GrowLevelOnDevice(rule, growth, tree_builders::MostProbable(logits, rule.nodes), level);
-  LevelPick::Choice choice{.go = growth.go};
-  if (level + 1 < rule.depth) {
-    choice.tokens = grown.tokens;
-    choice.parents = grown.rows;
-  } else {
-    auto [mask, depths] = fused::TreeMask(grown.parents);
-    choice.kept = {grown.tokens, grown.parents, depths, mask};
-  }
-  choice.carry = growth.ToCarry();
-  return choice;
+  auto [mask, depths] = fused::TreeMask(grown.kept_parents);
+  return {.tokens = grown.feed_tokens, .parents = grown.feed_rows, .carry = growth.ToCarry(),
+          .kept = {grown.kept_tokens, grown.kept_parents, depths, mask}, .go = growth.go};
 }
 
 }  // namespace speclab::opt_tree

@@ -10,8 +10,8 @@
 // level, as the host's does. After level d the rule weighs E_d, the weights
 // exp(score) of the N heaviest pool entries, and growth goes on while d <
 // depth and E_d − E_{d−1} > threshold (LevelPick::Choice::go: a model skips
-// the forwards past the stop). The last level keeps the N heaviest entries
-// of the levels grown up to the stop.
+// the levels past the stop). Each level keeps the N heaviest entries of the
+// levels grown up to the stop: the draft so far, which the last level's is.
 //
 // The same tree as the host loop's: the same float32 log-probabilities
 // summed in double, ties to the earlier entry, E_d summed heaviest first.
@@ -38,9 +38,9 @@ struct Rule {
 };
 
 // The pick of LevelPick level `level` (0: the root's row logits [1, vocab];
-// else the frontier's [N, vocab]): the next frontier, whether growth goes
-// on, and at level depth - 1 the kept tree (tree_builders::KeptOnDevice's
-// tensors).
+// else the frontier's [N, vocab]): the next frontier (but at level
+// depth - 1), whether growth goes on, and the tree kept so far
+// (tree_builders::KeptOnDevice's tensors).
 LevelPick::Choice GrowLevel(const Rule& rule, int64_t level, const at::Tensor& logits,
                             const std::vector<at::Tensor>& carry);
 

@@ -9,34 +9,24 @@
 #include <cmath>
 #include <cstdint>
 
+#include "algorithms/tree_builders/common/cuda/block_ranks.cuh"
 #include "framework/model/cuda/row_reduce.cuh"
 
 namespace speclab {
 namespace growth_kernels {
 namespace {
 
+using block_ranks::Above;
+using block_ranks::Before;
 using row_reduce::OrderKey;
 
 constexpr int kThreads = static_cast<int>(kMaxItems);
 
-// Entries of keys[0..n) above entry i (a larger key, or an equal one earlier).
-__device__ __forceinline__ int Above(const uint64_t* keys, int n, int i) {
-  int above = 0;
-  for (int j = 0; j < n; ++j) above += keys[j] > keys[i] || (keys[j] == keys[i] && j < i);
-  return above;
-}
-
-// flags[j] set for j < i.
-__device__ __forceinline__ int Before(const unsigned char* flags, int i) {
-  int before = 0;
-  for (int j = 0; j < i; ++j) before += flags[j];
-  return before;
-}
-
 __global__ void __launch_bounds__(kThreads)
     GrowLevel(const int64_t* __restrict__ top_tokens, const float* __restrict__ top_logq, int rows, int width,
-              Pool pool, LevelRule rule, int64_t* __restrict__ out_tokens, int64_t* __restrict__ out_parents,
-              int64_t* __restrict__ out_depths) {
+              Pool pool, LevelRule rule, int64_t* __restrict__ feed_tokens, int64_t* __restrict__ feed_parents,
+              int64_t* __restrict__ feed_depths, int64_t* __restrict__ kept_tokens,
+              int64_t* __restrict__ kept_parents) {
   __shared__ uint64_t keys[kThreads];
   __shared__ unsigned char flags[kThreads];
   __shared__ int node_of[kThreads];
@@ -105,20 +95,20 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t up = pool.parents[i];
       pool.beams[slot] = i;
       pool.fed[i] = 1 + static_cast<int64_t>(rule.level) * rule.beams + slot;
-      out_tokens[slot] = pool.tokens[i];
-      out_parents[slot] = up < 0 ? 0 : pool.fed[up];  // expanded at an earlier level
-      out_depths[slot] = pool.depths[i];
+      feed_tokens[slot] = pool.tokens[i];
+      feed_parents[slot] = up < 0 ? 0 : pool.fed[up];  // expanded at an earlier level
+      feed_depths[slot] = pool.depths[i];
     }
     if (i >= feeding && i < rule.beams) {  // dummy rows: under the root, logits ignored
       pool.beams[i] = -1;
-      out_tokens[i] = pool.tokens[0];
-      out_parents[i] = 0;
-      out_depths[i] = 1;
+      feed_tokens[i] = pool.tokens[0];
+      feed_parents[i] = 0;
+      feed_depths[i] = 1;
     }
-    return;
+    __syncthreads();  // the feed's reads of keys and flags are done
   }
 
-  // The draft: the B best grown entries in entry order, topped up with copies of entry 0.
+  // The draft so far: the B best grown entries in entry order, topped up with copies of entry 0.
   if (i < p) keys[i] = i < now ? OrderKey(pool.scores[i]) : none;
   __syncthreads();
   const bool in_tree = i < now && Above(keys, p, i) < b;
@@ -129,25 +119,27 @@ __global__ void __launch_bounds__(kThreads)
   if (in_tree) {
     const int node = node_of[i];
     const int64_t up = pool.parents[i];
-    out_tokens[node - 1] = pool.tokens[i];
-    out_parents[node] = up < 0 ? 0 : node_of[up];
+    kept_tokens[node - 1] = pool.tokens[i];
+    kept_parents[node] = up < 0 ? 0 : node_of[up];
   }
   if (i >= in_draft && i < b) {
-    out_tokens[i] = pool.tokens[0];
-    out_parents[i + 1] = 0;
+    kept_tokens[i] = pool.tokens[0];
+    kept_parents[i + 1] = 0;
   }
-  if (i == 0) out_parents[0] = -1;
+  if (i == 0) kept_parents[0] = -1;
 }
 
 }  // namespace
 
 int LaunchGrowLevel(const int64_t* top_tokens, const float* top_logq, int rows, int width, Pool pool, LevelRule rule,
-                    int64_t* out_tokens, int64_t* out_parents, int64_t* out_depths, void* stream) {
+                    int64_t* feed_tokens, int64_t* feed_parents, int64_t* feed_depths, int64_t* kept_tokens,
+                    int64_t* kept_parents, void* stream) {
   if (rows < 1 || width < 1 || pool.pool < 1 || pool.pool + rows * width > kMaxItems || rule.budget < 1 ||
       rule.budget > pool.pool || rule.beams < 1 || rule.beams > kMaxItems)
     return cudaErrorInvalidValue;
   GrowLevel<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(top_tokens, top_logq, rows, width, pool, rule,
-                                                                  out_tokens, out_parents, out_depths);
+                                                                  feed_tokens, feed_parents, feed_depths, kept_tokens,
+                                                                  kept_parents);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,5 @@
-// best_first's growth level on CUDA: Grow, then ChooseBeams or KeepBest
-// (best_first_growth.h), as one launch of one block. Torch-free, as
+// best_first's growth level on CUDA: Grow, then ChooseBeams (but at the last
+// level) and KeepBest (best_first_growth.h), as one launch of one block. Torch-free, as
 // framework/model/cuda/tree_kernels.h: device pointers to contiguous data,
 // `stream` a cudaStream_t; asynchronous, allocating nothing, never
 // synchronising (graph-capturable); returns a cudaError_t.
@@ -37,11 +37,13 @@ struct LevelRule {
 };
 
 // top_tokens [rows, width] int64 and top_logq [rows, width] float32: the
-// level's children. Not last: out_tokens, out_parents, out_depths [W] (the
-// next feed). Last: out_tokens [B] and out_parents [B + 1] (out_depths
-// unused). P + rows * width <= kMaxItems, B <= P.
+// level's children. Not last: feed_tokens, feed_parents, feed_depths [W]
+// (the next feed; unused at the last level). Always: kept_tokens [B] and
+// kept_parents [B + 1], the draft so far. P + rows * width <= kMaxItems,
+// B <= P.
 int LaunchGrowLevel(const int64_t* top_tokens, const float* top_logq, int rows, int width, Pool pool, LevelRule rule,
-                    int64_t* out_tokens, int64_t* out_parents, int64_t* out_depths, void* stream);
+                    int64_t* feed_tokens, int64_t* feed_parents, int64_t* feed_depths, int64_t* kept_tokens,
+                    int64_t* kept_parents, void* stream);
 
 }  // namespace growth_kernels
 }  // namespace speclab

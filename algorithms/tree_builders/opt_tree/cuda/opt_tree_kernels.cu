@@ -9,35 +9,24 @@
 #include <cmath>
 #include <cstdint>
 
+#include "algorithms/tree_builders/common/cuda/block_ranks.cuh"
 #include "framework/model/cuda/row_reduce.cuh"
 
 namespace speclab {
 namespace opt_tree_kernels {
 namespace {
 
+using block_ranks::Above;
+using block_ranks::Before;
 using row_reduce::OrderKey;
 
 constexpr int kThreads = static_cast<int>(kMaxItems);
 constexpr int kMaxNodes = 32;  // N * N children fit the block
 
-// Entries of keys[0..n) above entry i (a larger key, or an equal one earlier).
-__device__ __forceinline__ int Above(const uint64_t* keys, int n, int i) {
-  int above = 0;
-  for (int j = 0; j < n; ++j) above += keys[j] > keys[i] || (keys[j] == keys[i] && j < i);
-  return above;
-}
-
-// flags[j] set for j < i.
-__device__ __forceinline__ int Before(const unsigned char* flags, int i) {
-  int before = 0;
-  for (int j = 0; j < i; ++j) before += flags[j];
-  return before;
-}
-
 __global__ void __launch_bounds__(kThreads)
     GrowLevel(const int64_t* __restrict__ top_tokens, const float* __restrict__ top_logq, int rows, Pool pool,
-              LevelRule rule, int64_t* __restrict__ out_tokens, int64_t* __restrict__ out_rows,
-              int64_t* __restrict__ out_parents) {
+              LevelRule rule, int64_t* __restrict__ feed_tokens, int64_t* __restrict__ feed_rows,
+              int64_t* __restrict__ kept_tokens, int64_t* __restrict__ kept_parents) {
   __shared__ uint64_t keys[kThreads];
   __shared__ unsigned char flags[kThreads];
   __shared__ int node_of[kThreads];
@@ -65,8 +54,8 @@ __global__ void __launch_bounds__(kThreads)
     pool.parents[at] = level == 0 ? -1 : (level - 1) * n + row;
     pool.scores[at] = score;
     if (!last) {
-      out_tokens[slot] = top_tokens[i];
-      out_rows[slot] = row;
+      feed_tokens[slot] = top_tokens[i];
+      feed_rows[slot] = row;
     }
   }
   __syncthreads();  // the appended entries are visible to the block
@@ -91,10 +80,9 @@ __global__ void __launch_bounds__(kThreads)
       kept_now = size;
     }
   }
-  if (!last) return;
   __syncthreads();
 
-  // The draft: the N heaviest entries of the levels up to the stop, in pool order.
+  // The draft so far: the N heaviest entries of the levels up to the stop, in pool order.
   const int kept = static_cast<int>(kept_now);
   if (i < kept) keys[i] = OrderKey(pool.scores[i]);
   __syncthreads();
@@ -106,22 +94,23 @@ __global__ void __launch_bounds__(kThreads)
   if (in_tree) {
     const int node = node_of[i];
     const int64_t up = pool.parents[i];
-    out_tokens[node - 1] = pool.tokens[i];
-    out_parents[node] = up < 0 ? 0 : node_of[up];
+    kept_tokens[node - 1] = pool.tokens[i];
+    kept_parents[node] = up < 0 ? 0 : node_of[up];
   }
-  if (i == 0) out_parents[0] = -1;
+  if (i == 0) kept_parents[0] = -1;
 }
 
 }  // namespace
 
 int LaunchGrowLevel(const int64_t* top_tokens, const float* top_logq, int rows, Pool pool, LevelRule rule,
-                    int64_t* out_tokens, int64_t* out_rows, int64_t* out_parents, void* stream) {
+                    int64_t* feed_tokens, int64_t* feed_rows, int64_t* kept_tokens, int64_t* kept_parents,
+                    void* stream) {
   const int n = rule.nodes;
   if (n < 1 || n > kMaxNodes || rule.depth < 1 || rule.depth * n > kMaxItems || rule.level < 0 ||
       rule.level >= rule.depth || rows != (rule.level == 0 ? 1 : n))
     return cudaErrorInvalidValue;
-  GrowLevel<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(top_tokens, top_logq, rows, pool, rule, out_tokens,
-                                                                  out_rows, out_parents);
+  GrowLevel<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(top_tokens, top_logq, rows, pool, rule,
+                                                                  feed_tokens, feed_rows, kept_tokens, kept_parents);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 // opt_tree's level on CUDA (opt_tree_levels.h): the level's N best children
-// joining the pool, the threshold rule's judgement, and the next feed or the
-// kept tree, as one launch of one block. Torch-free, as
+// joining the pool, the threshold rule's judgement, the next feed and the
+// tree kept so far, as one launch of one block. Torch-free, as
 // framework/model/cuda/tree_kernels.h: device pointers to contiguous data,
 // `stream` a cudaStream_t; asynchronous, allocating nothing, never
 // synchronising (graph-capturable); returns a cudaError_t.
@@ -34,10 +34,11 @@ struct LevelRule {
 
 // top_tokens [rows, N] int64 and top_logq [rows, N] float32 (rows = 1 at
 // level 0, else N): the level's children. Not last (level + 1 < depth):
-// out_tokens and out_rows [N], the next feed. Last: out_tokens [N] and
-// out_parents [N + 1], the kept tree.
+// feed_tokens and feed_rows [N], the next feed (else unused). Always:
+// kept_tokens [N] and kept_parents [N + 1], the tree kept so far.
 int LaunchGrowLevel(const int64_t* top_tokens, const float* top_logq, int rows, Pool pool, LevelRule rule,
-                    int64_t* out_tokens, int64_t* out_rows, int64_t* out_parents, void* stream);
+                    int64_t* feed_tokens, int64_t* feed_rows, int64_t* kept_tokens, int64_t* kept_parents,
+                    void* stream);
 
 }  // namespace opt_tree_kernels
 }  // namespace speclab
