@@ -141,6 +141,15 @@ absl::StatusOr<Experiment> LoadExperiment(Options& root, std::optional<int> firs
     for (const Method& earlier : e.methods)
       if (earlier.name == method.name)
         return spec.Error("name", absl::StrCat("'", method.name, "' names two methods (their rows would merge)"));
+    // A rule that reads only the target's argmax keeps greedy decoding's law,
+    // which is the target's only at T = 0: at a higher temperature its run
+    // would be labelled lossless and be greedy decoding.
+    for (double t : e.temperatures)
+      if (t > 0 && !method.verifier->traits().needs_target_rows)
+        return spec.Error("verifier", absl::StrCat("'", method.verifier_name, "' reads only the target's argmax, so "
+                                                   "it keeps the target's law only at temperature 0, and "
+                                                   "decoding.temperatures has ", t, ": run it at [0], or verify with "
+                                                   "point_mass (token-only drafts) or a rule of the drafter's q"));
     // Before the target captures its graphs (Run's PrepareForDecoding).
     if (absl::Status kept = e.target->KeepHiddenStates(method.drafter->target_features().hidden_layers); !kept.ok())
       return spec.Error("drafter", absl::StrCat("reads target features the target lacks: ", kept.message()));

@@ -92,6 +92,14 @@ TEST(ExperimentTest, DecodingErrorsNameTheirOwnKey) {
               HasSubstr("key 'decoding.top_p': expected a number in (0, 1]"));
   EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({"decoding.temperatures=[.nan]"})).message()),
               HasSubstr("key 'decoding.temperatures'"));
+  // Greedy matching keeps the target's law only at T = 0: refused above it, named.
+  const std::string greedy =
+      "methods=[{name: g, drafter: {type: prompt_lookup, max_ngram_size: 3, num_pred_tokens: 4}, verifier: {type: "
+      "greedy}}]";
+  EXPECT_THAT(std::string(RunExperiment(QuickstartFlags({greedy, "decoding.temperatures=[0, 0.7]"})).message()),
+              HasSubstr("key 'methods[0].verifier': 'greedy' reads only the target's argmax, so it keeps the target's "
+                        "law only at temperature 0, and decoding.temperatures has 0.7"));
+  EXPECT_TRUE(RunExperiment(QuickstartFlags({greedy, "decoding.temperatures=[0]"})).ok());
 }
 
 // A run's folder: checked before decoding (an unwritable one, or one that
