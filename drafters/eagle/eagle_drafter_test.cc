@@ -227,6 +227,10 @@ TEST(EagleDrafterTest, PipelinedStepsDraftFromTheSameFeatures) {
                             "tree_builder: {type: dynamic_topk, top_k: 2, depth: 3, total_tokens: 6}, verifier: "
                             "{type: point_mass}",
                             "tree_builder: {type: best_first, budget: 6, max_beam_len: 3}, verifier: "
+                            "{type: point_mass}",
+                            // Pipelined, its levels stop on the device (LevelPick::Choice::go); step
+                            // by step on the CPU, the host loop stops.
+                            "tree_builder: {type: opt_tree, nodes: 3, threshold: 0.05, max_depth: 4}, verifier: "
                             "{type: point_mass}"}) {
     for (bool static_shapes : {false, true}) {
       SCOPED_TRACE(absl::StrCat(parts, static_shapes ? ", static shapes" : ", eager"));

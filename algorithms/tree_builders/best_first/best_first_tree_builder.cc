@@ -27,11 +27,13 @@
 // on the device (DeviceDrafter::DraftLevels: ModelDrafter; one CUDA graph on
 // CUDA), each iteration is a level whose nodes may extend any earlier one
 // (best_first_growth.h) and the tree is kept there, so the engine runs it
-// pipelined (the graph skips the levels past growth's stop); that tree always has B + 1 nodes, where fewer grew topped up
-// with copies of the root's best child (never accepted: verifiers take the
-// first child with the sampled token). Otherwise one forward and one
-// device-to-host read of the top-k per iteration; the tree is pruned and
-// re-indexed (pruned_tree.h).
+// pipelined (the graph skips the levels past growth's stop, on CUDA, or
+// wherever the engine asks BuildAt); that tree always has B + 1 nodes, where
+// fewer grew topped up with copies of the root's best child (never accepted:
+// verifiers take the first child with the sampled token). Otherwise, and on
+// the CPU step by step (where no read is saved and every level would run),
+// one forward and one read of the top-k per iteration; the tree is pruned
+// and re-indexed (pruned_tree.h).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -75,8 +77,10 @@ class BestFirstTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder 
   }
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
-    if (grown) return *std::move(grown);
+    if (request.device.is_cuda()) {
+      ASSIGN_OR_RETURN(std::optional<DraftTree> grown, GrowOnDevice(drafter, request));
+      if (grown) return *std::move(grown);
+    }
     return GrowOnHost(drafter, request);
   }
 

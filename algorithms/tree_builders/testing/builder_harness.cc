@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "framework/core/status_macros.h"
+#include "framework/model/language_model.h"
 
 namespace speclab {
 namespace tree_builders {
@@ -18,8 +19,11 @@ absl::StatusOr<DraftTree> BuildOnce(TreeBuilder& builder, Drafter& drafter, cons
   at::Generator generator = MakeGenerator(c10::Device(c10::kCPU), settings.seed);
   const std::vector<int32_t> context{3, settings.root_token};
   RETURN_IF_ERROR(drafter.BeginStep(context));
+  // Where the drafter's tensors live, as the engine's target shares them.
+  const std::vector<LanguageModel*> models = drafter.models();
   BuildRequest request{.root_token = settings.root_token, .sampling = settings.sampling, .policy = policy.get(),
-                       .generator = &generator, .device = c10::Device(c10::kCPU)};
+                       .generator = &generator,
+                       .device = models.empty() ? c10::Device(c10::kCPU) : models.front()->device()};
   ASSIGN_OR_RETURN(DraftTree draft, builder.Build(drafter, request));
   RETURN_IF_ERROR(ReadShape(draft));  // a device-chosen shape becomes a host tree, as the engine makes it
   return draft;
