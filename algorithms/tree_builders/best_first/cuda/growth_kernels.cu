@@ -18,6 +18,7 @@ namespace {
 
 using block_ranks::Above;
 using block_ranks::Before;
+using block_ranks::WriteKeptTree;
 using row_reduce::OrderKey;
 
 constexpr int kThreads = static_cast<int>(kMaxItems);
@@ -114,19 +115,11 @@ __global__ void __launch_bounds__(kThreads)
   const bool in_tree = i < now && Above(keys, p, i) < b;
   if (i < p) flags[i] = in_tree;
   const int in_draft = __syncthreads_count(in_tree);
-  if (in_tree) node_of[i] = 1 + Before(flags, i);
-  __syncthreads();
-  if (in_tree) {
-    const int node = node_of[i];
-    const int64_t up = pool.parents[i];
-    kept_tokens[node - 1] = pool.tokens[i];
-    kept_parents[node] = up < 0 ? 0 : node_of[up];
-  }
+  WriteKeptTree(i, in_tree, flags, node_of, pool.tokens, pool.parents, kept_tokens, kept_parents);
   if (i >= in_draft && i < b) {
     kept_tokens[i] = pool.tokens[0];
     kept_parents[i + 1] = 0;
   }
-  if (i == 0) kept_parents[0] = -1;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ namespace {
 
 using block_ranks::Above;
 using block_ranks::Before;
+using block_ranks::WriteKeptTree;
 using row_reduce::OrderKey;
 
 constexpr int kThreads = static_cast<int>(kMaxItems);
@@ -89,15 +90,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool in_tree = i < kept && Above(keys, kept, i) < n;
   if (i < kept) flags[i] = in_tree;
   __syncthreads();
-  if (in_tree) node_of[i] = 1 + Before(flags, i);
-  __syncthreads();
-  if (in_tree) {
-    const int node = node_of[i];
-    const int64_t up = pool.parents[i];
-    kept_tokens[node - 1] = pool.tokens[i];
-    kept_parents[node] = up < 0 ? 0 : node_of[up];
-  }
-  if (i == 0) kept_parents[0] = -1;
+  WriteKeptTree(i, in_tree, flags, node_of, pool.tokens, pool.parents, kept_tokens, kept_parents);
 }
 
 }  // namespace
