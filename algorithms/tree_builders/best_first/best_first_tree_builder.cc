@@ -130,12 +130,8 @@ class BestFirstTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder 
           return choice;
         },
         Params{rule.budget, rule.beams, rule.iterations, rule.branch, rule.log_decay, rule.min_log_prob});
-    const int levels = static_cast<int>(rule.iterations - 1);
-    absl::StatusOr<LevelsKept> grown =
-        root != nullptr ? device->DraftLevelsAt(*root, levels, pick) : device->DraftLevels(levels, pick);
-    if (grown.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-    if (!grown.ok()) return grown.status();
-    return tree_builders::KeptOnDevice(request, root, grown->back(), rule.iterations);
+    return tree_builders::DraftLevelsKeptOnDevice(*device, request, root, static_cast<int>(rule.iterations - 1), pick,
+                                                  rule.iterations);
   }
 
   absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request) {

@@ -59,5 +59,15 @@ DraftTree KeptOnDevice(const BuildRequest& request, const DeviceRoot* root, cons
   return draft;
 }
 
+absl::StatusOr<std::optional<DraftTree>> DraftLevelsKeptOnDevice(DeviceDrafter& device, const BuildRequest& request,
+                                                                 const DeviceRoot* root, int levels,
+                                                                 const LevelPick& pick, int64_t depth_bound) {
+  absl::StatusOr<LevelsKept> grown =
+      root != nullptr ? device.DraftLevelsAt(*root, levels, pick) : device.DraftLevels(levels, pick);
+  if (grown.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
+  if (!grown.ok()) return grown.status();
+  return KeptOnDevice(request, root, grown->back(), depth_bound);
+}
+
 }  // namespace tree_builders
 }  // namespace speclab

@@ -14,6 +14,7 @@
 #define SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_PRUNED_TREE_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,14 @@ absl::StatusOr<DraftTree> TreeFromCandidates(int32_t root_token, const std::vect
 // device (DraftTree::DeviceShape), no deeper than depth_bound.
 DraftTree KeptOnDevice(const BuildRequest& request, const DeviceRoot* root, const std::vector<at::Tensor>& kept,
                        int64_t depth_bound);
+
+// `levels` levels of `pick` grown by the drafter's device form
+// (DeviceDrafter::DraftLevelsAt where `root` is given, else DraftLevels),
+// and the draft its last level keeps (KeptOnDevice); nullopt where the
+// drafter declines them (Unimplemented), having fed nothing.
+absl::StatusOr<std::optional<DraftTree>> DraftLevelsKeptOnDevice(DeviceDrafter& device, const BuildRequest& request,
+                                                                 const DeviceRoot* root, int levels,
+                                                                 const LevelPick& pick, int64_t depth_bound);
 
 }  // namespace tree_builders
 }  // namespace speclab

@@ -118,12 +118,7 @@ class DynamicTopKTreeBuilder final : public TreeBuilder, public DeviceTreeBuilde
       RETURN_IF_ERROR(tree_builders::CheckWidth(kName, "top_k", k, model->config().vocab_size));
     DeviceDrafter* device = DeviceFormOf(drafter);
     if (device == nullptr) return std::nullopt;
-    absl::StatusOr<LevelsKept> levels =
-        root != nullptr ? device->DraftLevelsAt(*root, static_cast<int>(depth), pick)
-                        : device->DraftLevels(static_cast<int>(depth), pick);
-    if (levels.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-    if (!levels.ok()) return levels.status();
-    return tree_builders::KeptOnDevice(request, root, levels->back(), depth + 1);
+    return tree_builders::DraftLevelsKeptOnDevice(*device, request, root, static_cast<int>(depth), pick, depth + 1);
   }
 
   // Level by level with one read per level: the frontier's parents decide

@@ -133,11 +133,7 @@ class OptTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
           return opt_tree::GrowLevel({.nodes = nodes, .depth = depth, .threshold = threshold}, level, logits, carry);
         },
         Params{o_.nodes, depth, o_.threshold});
-    absl::StatusOr<LevelsKept> grown =
-        root != nullptr ? device->DraftLevelsAt(*root, depth - 1, pick) : device->DraftLevels(depth - 1, pick);
-    if (grown.status().code() == absl::StatusCode::kUnimplemented) return std::nullopt;
-    if (!grown.ok()) return grown.status();
-    return tree_builders::KeptOnDevice(request, root, grown->back(), depth);
+    return tree_builders::DraftLevelsKeptOnDevice(*device, request, root, depth - 1, pick, depth);
   }
 
   absl::StatusOr<DraftTree> GrowOnHost(Drafter& drafter, const BuildRequest& request) {
