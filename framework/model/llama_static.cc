@@ -626,8 +626,18 @@ LevelsKept LlamaModel::Impl::RunLevels(CapturedLevels& captured, int64_t kv_leng
   last_hidden = at::Tensor();  // levels keep no hidden states
   last_levels_fed = captured.graph && captured.conditional ? captured.levels_fed : at::Tensor();
   LevelsKept kept(captured.kept.size());
-  for (size_t l = 0; l < kept.size(); ++l)
-    for (const at::Tensor& t : captured.kept[l]) kept[l].push_back(t.clone());
+  for (size_t l = 0; l < kept.size(); ++l) {
+    // A stopping pick's levels all hold the same buffers (GrowLevelsBody): copy them once.
+    const std::vector<at::Tensor>& level = captured.kept[l];
+    const bool as_before = l > 0 && level.size() == captured.kept[l - 1].size() &&
+                           std::equal(level.begin(), level.end(), captured.kept[l - 1].begin(),
+                                      [](const at::Tensor& a, const at::Tensor& b) { return a.is_same(b); });
+    if (as_before) {
+      kept[l] = kept[l - 1];
+      continue;
+    }
+    for (const at::Tensor& t : level) kept[l].push_back(t.clone());
+  }
   return kept;
 }
 
