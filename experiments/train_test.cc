@@ -81,6 +81,25 @@ std::vector<Row> ReadLog(const std::string& csv) {
   return rows;
 }
 
+// Every match of `pattern` in a training log: its captured groups as numbers.
+std::vector<std::vector<double>> Captures(const std::string& log, const std::string& pattern) {
+  const std::regex re(pattern);
+  std::vector<std::vector<double>> matches;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it) {
+    std::vector<double> groups;
+    for (size_t g = 1; g < it->size(); ++g) groups.push_back(std::stod((*it)[g]));
+    matches.push_back(std::move(groups));
+  }
+  return matches;
+}
+
+// The first captured group of every match of `pattern` in a training log.
+std::vector<double> FirstCaptures(const std::string& log, const std::string& pattern) {
+  std::vector<double> values;
+  for (const std::vector<double>& groups : Captures(log, pattern)) values.push_back(groups.front());
+  return values;
+}
+
 class TrainTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -287,9 +306,8 @@ TEST_F(TrainTest, FitsAnEagleHeadOnATarget) {
   auto log = ReadFileToString(output + ".log.json");
   ASSERT_TRUE(log.ok()) << log.status();
   std::vector<double> losses;
-  const std::regex loss("\"feature_loss\": ([0-9.]+), \"token_loss\": ([0-9.]+)\\}");
-  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]) + 0.1 * std::stod((*it)[2]));
+  for (const std::vector<double>& m : Captures(*log, "\"feature_loss\": ([0-9.]+), \"token_loss\": ([0-9.]+)\\}"))
+    losses.push_back(m[0] + 0.1 * m[1]);
   ASSERT_GE(losses.size(), 6u) << *log;
   EXPECT_LT(losses[5], losses[0]) << *log;  // the last training step's against the first logged
   EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 4, \"agreement\": "));
@@ -316,10 +334,8 @@ TEST_F(TrainTest, FitsAnEagle3HeadOnATarget) {
   EXPECT_EQ(head->feature_layers, (std::vector<int>{0, 1, 2}));
   auto log = ReadFileToString(output + ".log.json");
   ASSERT_TRUE(log.ok()) << log.status();
-  std::vector<double> losses;
-  const std::regex loss("\"step1_kl\": ([0-9.]+), \"step2_kl\": [0-9.]+, \"step3_kl\": [0-9.]+\\}");
-  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses =
+      FirstCaptures(*log, "\"step1_kl\": ([0-9.]+), \"step2_kl\": [0-9.]+, \"step3_kl\": [0-9.]+\\}");
   ASSERT_GE(losses.size(), 6u) << *log;
   EXPECT_LT(losses[5], losses[0]) << *log;
   EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 4, \"agreement\": "));
@@ -348,10 +364,7 @@ TEST_F(TrainTest, FitsAKangarooAdapterOnATarget) {
   EXPECT_EQ((*drafting)->config().num_hidden_layers, 2);
   auto log = ReadFileToString(output + ".log.json");
   ASSERT_TRUE(log.ok()) << log.status();
-  std::vector<double> kl;
-  const std::regex entry("\"kl\": ([0-9.]+)\\}");
-  for (auto it = std::sregex_iterator(log->begin(), log->end(), entry); it != std::sregex_iterator(); ++it)
-    kl.push_back(std::stod((*it)[1]));
+  const std::vector<double> kl = FirstCaptures(*log, "\"kl\": ([0-9.]+)\\}");
   ASSERT_GE(kl.size(), 6u) << *log;
   EXPECT_LT(kl[5], kl[0]) << *log;
   EXPECT_THAT(*log, ::testing::HasSubstr("\"held_out\": {\"windows\": 4, \"agreement\": "));
@@ -378,10 +391,7 @@ TEST_F(TrainTest, FitsMedusaHeadsOnATarget) {
   EXPECT_FALSE((*heads)[0].lm_head.defined());
   auto log = ReadFileToString(output + ".log.json");
   ASSERT_TRUE(log.ok()) << log.status();
-  std::vector<double> losses;
-  const std::regex loss("\"head0_loss\": ([0-9.]+)");
-  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = FirstCaptures(*log, "\"head0_loss\": ([0-9.]+)");
   ASSERT_EQ(losses.size(), 6u) << *log;
   EXPECT_LT(losses.back(), losses.front()) << *log;
   EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 2, \"agreement\": "));
@@ -408,10 +418,7 @@ TEST_F(TrainTest, FitsHydraHeadsOnATarget) {
   EXPECT_FALSE((*heads)[0].lm_head.defined());
   auto log = ReadFileToString(output + ".log.json");
   ASSERT_TRUE(log.ok()) << log.status();
-  std::vector<double> losses;
-  const std::regex loss("\"head0_loss\": ([0-9.]+)");
-  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = FirstCaptures(*log, "\"head0_loss\": ([0-9.]+)");
   ASSERT_EQ(losses.size(), 6u) << *log;
   EXPECT_LT(losses.back(), losses.front()) << *log;
   EXPECT_THAT(*log, ::testing::HasSubstr("{\"depth\": 2, \"agreement\": "));
@@ -473,10 +480,7 @@ TEST_F(TrainTest, CachedFeaturesTrainAndResumeAsTheUninterruptedRun) {
   ASSERT_TRUE(RunTraining(WriteDraftHeadConfig("cached_whole.yaml", head, whole), with({})).ok());
   auto log = ReadFileToString(whole + ".log.json");
   ASSERT_TRUE(log.ok()) << log.status();
-  std::vector<double> losses;
-  const std::regex loss("\"step1_kl\": ([0-9.]+)");
-  for (auto it = std::sregex_iterator(log->begin(), log->end(), loss); it != std::sregex_iterator(); ++it)
-    losses.push_back(std::stod((*it)[1]));
+  const std::vector<double> losses = FirstCaptures(*log, "\"step1_kl\": ([0-9.]+)");
   ASSERT_GE(losses.size(), 6u) << *log;
   EXPECT_LT(losses[5], losses[0]) << *log;
   const std::string config = WriteDraftHeadConfig("cached_parts.yaml", head, parts);

@@ -24,9 +24,9 @@ at::Tensor BestInOrder(const at::Tensor& scores, int64_t count) {
     const c10::cuda::CUDAGuard guard(scores.device());
     const at::Tensor in = scores.contiguous();
     at::Tensor out = at::empty({count}, scores.options().dtype(at::kLong));
-    kernel_launch::Check(frontier_kernels::LaunchBestInOrder(in.data_ptr<double>(), out.data_ptr<int64_t>(), in.size(0), count,
-                                                kernel_launch::Stream(in)),
-                "BestInOrder");
+    kernel_launch::Check(frontier_kernels::LaunchBestInOrder(in.data_ptr<double>(), out.data_ptr<int64_t>(), in.size(0),
+                                                             count, kernel_launch::Stream(in)),
+                         "BestInOrder");
     return out;
   }
 #endif
@@ -59,13 +59,14 @@ Frontier ExpandFrontier(const at::Tensor& top_scores, const at::Tensor& top_toke
     const auto longs = frontier_pool.options();
     Frontier next{.tokens = at::empty({k}, longs), .rows = at::empty({k}, longs),
                   .scores = at::empty({k}, frontier_scores.options()), .pool = at::empty({k}, longs)};
-    kernel_launch::Check(frontier_kernels::LaunchExpandFrontier(
-                    top_scores.data_ptr<float>(), top_tokens.data_ptr<int64_t>(), frontier_scores.data_ptr<double>(),
-                    frontier_pool.data_ptr<int64_t>(), pool_tokens.data_ptr<int64_t>(),
-                    pool_parents.data_ptr<int64_t>(), pool_scores.data_ptr<double>(), offset,
-                    next.tokens.data_ptr<int64_t>(), next.rows.data_ptr<int64_t>(), next.scores.data_ptr<double>(),
-                    next.pool.data_ptr<int64_t>(), static_cast<int>(k), kernel_launch::Stream(top_scores)),
-                "ExpandFrontier");
+    kernel_launch::Check(
+        frontier_kernels::LaunchExpandFrontier(
+            top_scores.data_ptr<float>(), top_tokens.data_ptr<int64_t>(), frontier_scores.data_ptr<double>(),
+            frontier_pool.data_ptr<int64_t>(), pool_tokens.data_ptr<int64_t>(), pool_parents.data_ptr<int64_t>(),
+            pool_scores.data_ptr<double>(), offset, next.tokens.data_ptr<int64_t>(), next.rows.data_ptr<int64_t>(),
+            next.scores.data_ptr<double>(), next.pool.data_ptr<int64_t>(), static_cast<int>(k),
+            kernel_launch::Stream(top_scores)),
+        "ExpandFrontier");
     return next;
   }
 #endif

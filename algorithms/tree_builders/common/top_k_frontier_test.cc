@@ -31,8 +31,8 @@ TEST(FrontierOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
   const at::Tensor frontier_scores = at::tensor({-1.0, -1.25}, at::kDouble), frontier_pool = Longs({5, 9});
   const at::Tensor pool_tokens = at::zeros({14}, at::kLong), pool_parents = at::zeros({14}, at::kLong),
                    pool_scores = at::zeros({14}, at::kDouble);
-  const tree_builders::Frontier next = tree_builders::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool,
-                                                     pool_tokens, pool_parents, pool_scores, 10);
+  const tree_builders::Frontier next = tree_builders::ExpandFrontier(
+      top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents, pool_scores, 10);
   // Children scored -1.5, -2.0, -1.5, -3.25: the two best tie, the earlier first; pool order.
   EXPECT_TRUE(at::equal(pool_tokens.narrow(0, 10, 4), Longs({7, 8, 3, 4})));
   EXPECT_TRUE(at::equal(pool_parents.narrow(0, 10, 4), Longs({5, 5, 9, 9})));
@@ -41,8 +41,8 @@ TEST(FrontierOps, ExpandFrontierScoresChildrenAndKeepsTheBest) {
   EXPECT_TRUE(at::equal(next.rows, Longs({0, 1})));
   EXPECT_TRUE(at::equal(next.scores, at::tensor({-1.5, -1.5}, at::kDouble)));
   EXPECT_TRUE(at::equal(next.pool, Longs({10, 12})));
-  EXPECT_THROW(tree_builders::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens, pool_parents,
-                                     pool_scores, 11),
+  EXPECT_THROW(tree_builders::ExpandFrontier(top_scores, top_tokens, frontier_scores, frontier_pool, pool_tokens,
+                                             pool_parents, pool_scores, 11),
                c10::Error);  // 11 + 4 > 14
 }
 
@@ -52,9 +52,11 @@ TEST(FrontierOps, CudaKernelsMatchTheCpu) {
   for (int64_t n : {1, 7, 84, 341, 1024}) {
     // Many ties (rounded scores), a NaN and -inf among them.
     at::Tensor scores = at::randn({n}, gen, at::TensorOptions().dtype(at::kDouble)).mul_(3).round_();
-    if (n > 3) scores[2] = std::numeric_limits<double>::quiet_NaN(), scores[3] = -std::numeric_limits<double>::infinity();
+    if (n > 3)
+      scores[2] = std::numeric_limits<double>::quiet_NaN(), scores[3] = -std::numeric_limits<double>::infinity();
     for (int64_t count : {int64_t{1}, (n + 1) / 2, n}) {
-      EXPECT_TRUE(at::equal(tree_builders::BestInOrder(scores.cuda(), count).cpu(), tree_builders::BestInOrder(scores, count)))
+      EXPECT_TRUE(
+          at::equal(tree_builders::BestInOrder(scores.cuda(), count).cpu(), tree_builders::BestInOrder(scores, count)))
           << "n " << n << " count " << count;
     }
   }
@@ -73,7 +75,7 @@ TEST(FrontierOps, CudaKernelsMatchTheCpu) {
       pools[d][1] = at::zeros({pool}, at::TensorOptions().dtype(at::kLong).device(device));
       pools[d][2] = at::zeros({pool}, at::TensorOptions().dtype(at::kDouble).device(device));
       next[d] = tree_builders::ExpandFrontier(top_scores.to(device), top_tokens.to(device), frontier_scores.to(device),
-                                      frontier_pool.to(device), pools[d][0], pools[d][1], pools[d][2], 3);
+                                              frontier_pool.to(device), pools[d][0], pools[d][1], pools[d][2], 3);
     }
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(pools[1][i].cpu(), pools[0][i])) << "k " << k << " pool " << i;
     EXPECT_TRUE(at::equal(next[1].tokens.cpu(), next[0].tokens)) << "k " << k;
