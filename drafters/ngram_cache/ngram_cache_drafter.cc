@@ -1,6 +1,6 @@
 // `ngram_cache`: Cacheback decoding (docs/algorithms.md §4.10): drafts from
 // nothing but an LRU cache of token n-grams learned from the text as it
-// goes (lru_ngram_table.h). The last `leader` tokens key a row whose most
+// goes (drafters/common/lru_ngram_table.h). The last `leader` tokens key a row whose most
 // recent followers become the draft: the `trie` builder takes them all as a
 // tree, `chain` the most recent; with `recursive`, each follower's own last
 // tokens are looked up again to draft past it. Gives tokens only: verify
@@ -19,7 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "drafters/ngram_cache/lru_ngram_table.h"
+#include "drafters/common/lru_ngram_table.h"
 #include "framework/core/status_macros.h"
 #include "framework/drafter.h"
 
@@ -27,7 +27,7 @@ namespace speclab::ngram_cache {
 namespace {
 
 struct CacheOptions {
-  TableShape shape;
+  NgramTableShape shape;
   bool recursive = true;
   bool transient = false;
 };

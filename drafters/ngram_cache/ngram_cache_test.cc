@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "drafters/ngram_cache/lru_ngram_table.h"
+#include "drafters/common/lru_ngram_table.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"

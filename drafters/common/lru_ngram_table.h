@@ -1,4 +1,5 @@
-// LruNgramTable: Cacheback's cache (docs/algorithms.md §4.10). Rows keyed by
+// LruNgramTable: Cacheback's cache (docs/algorithms.md §4.10), and lookahead
+// decoding's n-gram pool (§4.9). Rows keyed by
 // a leader n-gram hold that leader's most recent followers (the next
 // follower_length tokens after it); rows and each row's followers are kept
 // in least-recently-used order, at most `rows` rows of `columns` followers.
@@ -6,8 +7,8 @@
 // arrives (the last window's tail is kept, so text fed in pieces teaches
 // what it teaches fed at once); each window moves its row and its follower
 // to the front, evicting the least recent where full.
-#ifndef SPECLAB_DRAFTERS_NGRAM_CACHE_LRU_NGRAM_TABLE_H_
-#define SPECLAB_DRAFTERS_NGRAM_CACHE_LRU_NGRAM_TABLE_H_
+#ifndef SPECLAB_DRAFTERS_COMMON_LRU_NGRAM_TABLE_H_
+#define SPECLAB_DRAFTERS_COMMON_LRU_NGRAM_TABLE_H_
 
 #include <cstdint>
 #include <list>
@@ -17,9 +18,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 
-namespace speclab::ngram_cache {
+namespace speclab {
 
-struct TableShape {
+struct NgramTableShape {
   int leader_length = 1;    // tokens in a key
   int follower_length = 2;  // tokens in each follower
   int rows = 256;           // keys kept
@@ -28,12 +29,14 @@ struct TableShape {
 
 class LruNgramTable {
  public:
-  explicit LruNgramTable(TableShape shape) : shape_(shape) {}
+  explicit LruNgramTable(NgramTableShape shape) : shape_(shape) {}
 
-  const TableShape& shape() const { return shape_; }
+  const NgramTableShape& shape() const { return shape_; }
 
   // Learns every window that ends in `tokens`, continuing the text fed before.
   void Learn(absl::Span<const int32_t> tokens);
+  // Learns one window: `follower` after `leader` (their shape's lengths).
+  void Remember(absl::Span<const int32_t> leader, absl::Span<const int32_t> follower);
   // Forgets the text's tail, so that the next Learn() starts a new text (a
   // new prompt); the table itself is kept.
   void EndText() { tail_.clear(); }
@@ -47,14 +50,13 @@ class LruNgramTable {
 
  private:
   using Row = std::pair<std::vector<int32_t>, std::vector<std::vector<int32_t>>>;  // key, followers
-  void Insert(absl::Span<const int32_t> leader, absl::Span<const int32_t> follower);
 
-  TableShape shape_;
+  NgramTableShape shape_;
   std::list<Row> rows_;  // most recent first
   absl::flat_hash_map<std::vector<int32_t>, std::list<Row>::iterator> index_;
   std::vector<int32_t> tail_;  // the last leader + follower - 1 tokens learned
 };
 
-}  // namespace speclab::ngram_cache
+}  // namespace speclab
 
-#endif  // SPECLAB_DRAFTERS_NGRAM_CACHE_LRU_NGRAM_TABLE_H_
+#endif  // SPECLAB_DRAFTERS_COMMON_LRU_NGRAM_TABLE_H_

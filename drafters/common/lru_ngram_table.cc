@@ -1,8 +1,8 @@
-#include "drafters/ngram_cache/lru_ngram_table.h"
+#include "drafters/common/lru_ngram_table.h"
 
 #include <algorithm>
 
-namespace speclab::ngram_cache {
+namespace speclab {
 
 void LruNgramTable::Learn(absl::Span<const int32_t> tokens) {
   std::vector<int32_t> text = tail_;
@@ -10,13 +10,13 @@ void LruNgramTable::Learn(absl::Span<const int32_t> tokens) {
   const size_t window = static_cast<size_t>(shape_.leader_length + shape_.follower_length);
   for (size_t start = 0; start + window <= text.size(); ++start) {
     const absl::Span<const int32_t> span = absl::MakeConstSpan(text).subspan(start, window);
-    Insert(span.subspan(0, shape_.leader_length), span.subspan(shape_.leader_length));
+    Remember(span.subspan(0, shape_.leader_length), span.subspan(shape_.leader_length));
   }
   const size_t keep = std::min(text.size(), window - 1);
   tail_.assign(text.end() - keep, text.end());
 }
 
-void LruNgramTable::Insert(absl::Span<const int32_t> leader, absl::Span<const int32_t> follower) {
+void LruNgramTable::Remember(absl::Span<const int32_t> leader, absl::Span<const int32_t> follower) {
   std::vector<int32_t> key(leader.begin(), leader.end());
   auto found = index_.find(key);
   if (found != index_.end()) {
@@ -52,4 +52,4 @@ std::vector<std::vector<int32_t>> LruNgramTable::Keys() const {
   return keys;
 }
 
-}  // namespace speclab::ngram_cache
+}  // namespace speclab
