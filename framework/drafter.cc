@@ -1,5 +1,10 @@
 #include "framework/drafter.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+
 namespace speclab {
 
 std::vector<int32_t> SequenceThrough(absl::Span<const int32_t> context, const TokenTree& tree, int node) {
@@ -7,6 +12,64 @@ std::vector<int32_t> SequenceThrough(absl::Span<const int32_t> context, const To
   const std::vector<int32_t> path = tree.PathTokens(node);
   sequence.insert(sequence.end(), path.begin() + 1, path.end());
   return sequence;
+}
+
+absl::Status RiderTokens::Check(const std::string& drafter, int64_t vocab) const {
+  const size_t r = tokens.size();
+  if (offsets.size() != r || sees.size() != r * r)
+    return absl::InternalError(absl::StrCat("drafter '", drafter, "' gave ", r, " riders with ", offsets.size(),
+                                            " offsets and a ", sees.size(), "-entry mask (expected ", r, " and ",
+                                            r * r, ")"));
+  for (size_t i = 0; i < r; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      return absl::InternalError(absl::StrCat("drafter '", drafter, "' gave rider ", i, " the token ", tokens[i],
+                                              ", outside the vocabulary of ", vocab));
+    if (offsets[i] < 1)
+      return absl::InternalError(absl::StrCat("drafter '", drafter, "' placed rider ", i, " at offset ", offsets[i],
+                                              " from the root (expected >= 1)"));
+    if (!sees[i * r + i])
+      return absl::InternalError(absl::StrCat("drafter '", drafter, "' has rider ", i, " not seeing itself"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RiderTokens> RiderParts::Gather(absl::Span<Drafter* const> parts) {
+  std::vector<RiderTokens> each;
+  sizes_.clear();
+  int total = 0;
+  for (Drafter* part : parts) {
+    ASSIGN_OR_RETURN(RiderTokens riders, part->Riders());
+    sizes_.push_back(riders.size());
+    total += riders.size();
+    each.push_back(std::move(riders));
+  }
+  RiderTokens all;
+  all.sees.assign(static_cast<size_t>(total) * total, 0);
+  int at = 0;
+  for (const RiderTokens& riders : each) {
+    const int r = riders.size();
+    if (riders.offsets.size() != static_cast<size_t>(r) || riders.sees.size() != static_cast<size_t>(r) * r)
+      return absl::InternalError(absl::StrCat("a drafter gave ", r, " riders with ", riders.offsets.size(),
+                                              " offsets and a ", riders.sees.size(), "-entry mask"));
+    all.tokens.insert(all.tokens.end(), riders.tokens.begin(), riders.tokens.end());
+    all.offsets.insert(all.offsets.end(), riders.offsets.begin(), riders.offsets.end());
+    for (int i = 0; i < r; ++i)
+      for (int j = 0; j < r; ++j) all.sees[static_cast<size_t>(at + i) * total + at + j] = riders.sees[i * r + j];
+    at += r;
+  }
+  return all;
+}
+
+absl::Status RiderParts::Scatter(absl::Span<Drafter* const> parts, const at::Tensor& logits) {
+  if (parts.size() != sizes_.size())
+    return absl::InternalError(absl::StrCat("riders of ", sizes_.size(), " drafters scattered to ", parts.size()));
+  int64_t at = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (sizes_[i] == 0) continue;
+    RETURN_IF_ERROR(parts[i]->RidersScored(logits.slice(0, at, at + sizes_[i])));
+    at += sizes_[i];
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<at::Tensor> Drafter::NextTokenLogits(const TokenTree&, absl::Span<const int>,

@@ -31,6 +31,24 @@ namespace speclab {
 
 enum class DrafterKind { kDistributions, kTokensOnly };
 
+// Tokens a drafter has the target score in a step's verification forward
+// beside the tree, without verifying them (Drafter::Riders()): lookahead
+// decoding's Jacobi window, so that one target forward drafts and verifies.
+// In the forward they follow the tree's nodes. Each sees the committed
+// context, the root and the riders `sees` marks (itself included), never the
+// tree's drafts, and no node of the tree sees them: the tree's rows are what
+// they would be without riders. The target's cache never keeps them.
+struct RiderTokens {
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> offsets;  // each rider's position minus the root's, >= 1
+  std::vector<uint8_t> sees;     // [r, r] row-major: rider i attends to rider j
+
+  int size() const { return static_cast<int>(tokens.size()); }
+  // Fails, naming `drafter`, unless the three agree, every rider sees itself
+  // and every token is below `vocab`.
+  absl::Status Check(const std::string& drafter, int64_t vocab) const;
+};
+
 // The text a token-only drafter looks up after `node`: the committed context
 // (which ends with the tree's root token) followed by the drafted tokens on
 // the path from the root to `node`.
@@ -75,6 +93,13 @@ class Drafter {
   virtual absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node,
                                                                           int max_tokens, int max_candidates);
 
+  // Riders for the step whose tree was just built; none by default. Riders
+  // are scored step by step only: a drafter that has them has no device form.
+  virtual absl::StatusOr<RiderTokens> Riders() { return RiderTokens(); }
+  // The target's logits of the step's riders, [r, vocab] float32 on its
+  // device as the forward gave them (not warped), before EndStep.
+  virtual absl::Status RidersScored(const at::Tensor& logits) { return absl::OkStatus(); }
+
   // Ends a step: `accepted_path` holds the accepted node indices root first;
   // the next step's context is their tokens followed by the extra token.
   // `target` holds the requested features of the path's nodes, in its order.
@@ -84,6 +109,18 @@ class Drafter {
   // The models this drafter runs, so that their forwards can be counted and
   // costed (none for model-free drafters).
   virtual std::vector<LanguageModel*> models() { return {}; }
+};
+
+// The riders of drafters that hold others (merge, cascade): each part's
+// riders in turn, seeing only their own, and each part's logits back.
+class RiderParts {
+ public:
+  absl::StatusOr<RiderTokens> Gather(absl::Span<Drafter* const> parts);
+  // `logits` as RidersScored() got them, for the last Gather().
+  absl::Status Scatter(absl::Span<Drafter* const> parts, const at::Tensor& logits);
+
+ private:
+  std::vector<int> sizes_;  // each part's count in the last Gather()
 };
 
 // What drafters may use when they are built from a config.

@@ -142,6 +142,19 @@ absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
   return absl::OkStatus();
 }
 
+// The mask of a forward of `n` tree nodes followed by `riders`: the tree's
+// own mask (undefined: a chain) in the top-left block; each rider sees the
+// root and the riders its row of `sees` marks.
+at::Tensor MaskWithRiders(const at::Tensor& tree_mask, int64_t n, const RiderTokens& riders, c10::Device device) {
+  const int64_t r = riders.size();
+  const at::TensorOptions bools = at::TensorOptions().dtype(at::kBool).device(device);
+  at::Tensor mask = at::zeros({n + r, n + r}, bools);
+  mask.slice(0, 0, n).slice(1, 0, n).copy_(tree_mask.defined() ? tree_mask : at::ones({n, n}, bools).tril());
+  mask.slice(0, n).select(1, 0).fill_(true);
+  mask.slice(0, n).slice(1, n).copy_(MaskToDevice(riders.sees, r, r, device));
+  return mask;
+}
+
 }  // namespace
 
 Clock::time_point MarkPhase(c10::Device device, bool synchronize) {
@@ -188,7 +201,10 @@ absl::StatusOr<StepByStep::Step> StepByStep::Draft(absl::Span<const int32_t> con
   BuildRequest request{.root_token = context.back(), .sampling = method_.drafter_sampling.For(options_.sampling),
                        .policy = method_.policy.get(), .generator = &random_.draft, .device = target_.device()};
   ASSIGN_OR_RETURN(step.draft, method_.tree_builder->Build(*method_.drafter, request));
-  RETURN_IF_ERROR(CheckCapacity(target_, context, options_.max_new_tokens + static_cast<int>(DraftSize(step.draft))));
+  ASSIGN_OR_RETURN(step.riders, method_.drafter->Riders());
+  RETURN_IF_ERROR(step.riders.Check(method_.drafter_name, target_.config().vocab_size));
+  RETURN_IF_ERROR(CheckCapacity(target_, context,
+                                options_.max_new_tokens + static_cast<int>(DraftSize(step.draft)) + step.riders.size()));
   step.drafted = MarkPhase(target_.device(), options_.time_phases);
   return step;
 }
@@ -204,12 +220,26 @@ absl::Status StepByStep::Score(Step& step) {
   const DraftTree& draft = step.draft;
   const int64_t n = DraftSize(draft);
   const std::optional<DraftTree::DeviceShape>& shape = draft.device_shape;
-  const at::Tensor positions = shape ? shape->depths.to(device) + target_.committed_length()
-                                     : LongsToDevice(draft.tree.Positions(target_.committed_length()), device);
-  const at::Tensor mask = shape                 ? shape->mask.to(device)
-                          : IsChain(draft.tree) ? at::Tensor()
-                                                : MaskToDevice(draft.tree.AncestorMask(), n, n, device);
-  ASSIGN_OR_RETURN(at::Tensor logits, target_.Forward(draft.tokens.to(device), positions, mask));
+  const int64_t root_position = target_.committed_length();
+  at::Tensor tokens = draft.tokens.to(device);
+  at::Tensor positions = shape ? shape->depths.to(device) + root_position
+                               : LongsToDevice(draft.tree.Positions(root_position), device);
+  at::Tensor mask = shape                 ? shape->mask.to(device)
+                    : IsChain(draft.tree) ? at::Tensor()
+                                          : MaskToDevice(draft.tree.AncestorMask(), n, n, device);
+  const RiderTokens& riders = step.riders;
+  if (riders.size() > 0) {
+    std::vector<int64_t> rider_tokens(riders.tokens.begin(), riders.tokens.end()), rider_positions;
+    for (int64_t offset : riders.offsets) rider_positions.push_back(root_position + offset);
+    tokens = at::cat({tokens, LongsToDevice(rider_tokens, device)});
+    positions = at::cat({positions, LongsToDevice(rider_positions, device)});
+    mask = MaskWithRiders(mask, n, riders, device);
+  }
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.Forward(tokens, positions, mask));
+  if (riders.size() > 0) {
+    RETURN_IF_ERROR(method_.drafter->RidersScored(logits.slice(0, n)));
+    logits = logits.slice(0, 0, n);
+  }
   step.target_rows = TargetRows(logits, options_.sampling);
   return absl::OkStatus();
 }

@@ -4,7 +4,7 @@
 //   Draft   the tree builder asks the drafter for a tree (the length policy
 //           bounds it);
 //   Score   the target scores every node in one forward (ancestor mask,
-//           depth positions);
+//           depth positions), and the drafter's riders beside them;
 //   Verify  one device-to-host transfer brings back what the verifier reads
 //           (or the verifier's device form decides on the device), and the
 //           verifier picks the accepted path and the extra token;
@@ -55,6 +55,7 @@ class StepByStep {
   // One step as it goes through the parts.
   struct Step {
     DraftTree draft;
+    RiderTokens riders;      // the drafter's, scored beside the tree (Drafter::Riders())
     at::Tensor target_rows;  // [n, vocab]: the target's processed rows of every node (Score)
     Verdict verdict;         // (Verify)
     std::vector<int32_t> emitted;  // the accepted tokens and the extra token (Commit)

@@ -103,6 +103,12 @@ class CascadeDrafter final : public Drafter {
     return proposer_->EndStep(tree_, path, TargetFeatures{});
   }
 
+  // The drafter's and the proposer's riders (lookahead's window) ride in the target's forward.
+  absl::StatusOr<RiderTokens> Riders() override { return riders_.Gather({drafter_.get(), proposer_.get()}); }
+  absl::Status RidersScored(const at::Tensor& logits) override {
+    return riders_.Scatter({drafter_.get(), proposer_.get()}, logits);
+  }
+
   std::vector<LanguageModel*> models() override {
     std::vector<LanguageModel*> out = drafter_->models();
     for (LanguageModel* model : proposer_->models()) out.push_back(model);
@@ -137,6 +143,7 @@ class CascadeDrafter final : public Drafter {
   TokenTree tree_{0};       // this step: the builder's nodes and the proposer's guesses
   std::vector<int> mirror_;  // the builder's node -> the cascade's (-1: not seen yet)
   std::vector<at::Tensor> logits_;  // per cascade node: the drafter's q row [1, vocab] once computed
+  RiderParts riders_;
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {

@@ -86,6 +86,10 @@ class MergeDrafter final : public Drafter {
     return merged;
   }
 
+  // Each drafter's riders (lookahead's window) ride in the one forward.
+  absl::StatusOr<RiderTokens> Riders() override { return riders_.Gather(Parts()); }
+  absl::Status RidersScored(const at::Tensor& logits) override { return riders_.Scatter(Parts(), logits); }
+
   std::vector<LanguageModel*> models() override {
     std::vector<LanguageModel*> out;
     for (auto& d : drafters_)
@@ -94,8 +98,15 @@ class MergeDrafter final : public Drafter {
   }
 
  private:
+  std::vector<Drafter*> Parts() const {
+    std::vector<Drafter*> parts;
+    for (const auto& d : drafters_) parts.push_back(d.get());
+    return parts;
+  }
+
   std::vector<std::unique_ptr<Drafter>> drafters_;
   bool interleave_;
+  RiderParts riders_;
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {

@@ -1,0 +1,116 @@
+#include "drafters/lookahead/lookahead_drafter.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+
+namespace speclab::lookahead {
+
+LookaheadDrafter::LookaheadDrafter(LookaheadOptions options, uint64_t seed)
+    : o_(options),
+      random_(seed),
+      pool_({.leader_length = 1, .follower_length = options.level - 1, .rows = 1 << 24, .columns = options.guess_set}) {}
+
+absl::Status LookaheadDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {
+  if (prompt.empty()) return absl::InvalidArgumentError("lookahead: empty prompt");
+  pool_ = LruNgramTable(pool_.shape());
+  if (o_.pool_from_prompt) pool_.Learn(prompt);
+  // The first guesses: tokens of the prompt, as the authors' code draws them.
+  std::uniform_int_distribution<size_t> pick(0, prompt.size() - 1);
+  std::vector<int32_t> initial((o_.level - 1) * o_.window);
+  for (int32_t& token : initial) token = prompt[pick(random_)];
+  window_.emplace(o_.level - 1, o_.window, std::move(initial));
+  context_.assign(prompt.begin(), prompt.end());
+  guesses_.reset();
+  return absl::OkStatus();
+}
+
+absl::Status LookaheadDrafter::BeginStep(absl::Span<const int32_t> context) {
+  if (context.size() < context_.size())
+    return absl::FailedPreconditionError("lookahead: the context shrank between steps");
+  if (o_.pool_from_prompt) pool_.Learn(context.subspan(context_.size()));
+  context_.assign(context.begin(), context.end());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> LookaheadDrafter::Continuations(const TokenTree& tree, int node,
+                                                                                  int max_tokens,
+                                                                                  int max_candidates) {
+  const std::vector<int32_t> sequence = SequenceThrough(context_, tree, node);
+  std::vector<std::vector<int32_t>> out;
+  if (max_tokens < 1) return out;
+  for (std::vector<int32_t> follower : pool_.Followers({sequence.back()})) {
+    if (static_cast<int>(out.size()) >= max_candidates) break;
+    if (static_cast<int>(follower.size()) > max_tokens) follower.resize(max_tokens);
+    if (std::find(out.begin(), out.end(), follower) == out.end()) out.push_back(std::move(follower));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> LookaheadDrafter::Continuation(const TokenTree& tree, int node, int max_tokens) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> best, Continuations(tree, node, max_tokens, 1));
+  return best.empty() ? std::vector<int32_t>() : best.front();
+}
+
+absl::StatusOr<RiderTokens> LookaheadDrafter::Riders() {
+  if (!window_) return absl::FailedPreconditionError("lookahead: Riders() before Reset()");
+  return window_->Riders();
+}
+
+absl::Status LookaheadDrafter::RidersScored(const at::Tensor& logits) {
+  const int64_t r = static_cast<int64_t>(o_.level - 1) * o_.window;
+  if (logits.dim() != 2 || logits.size(0) != r)
+    return absl::InternalError(absl::StrCat("lookahead: logits of ", logits.dim() == 2 ? logits.size(0) : -1,
+                                            " riders for a window of ", r));
+  // Jacobi iterations are greedy at every temperature: the guesses only draft.
+  guesses_ = AsyncRead::Start(logits.slice(0, window_->last_level_begin()).argmax(-1));
+  return absl::OkStatus();
+}
+
+absl::Status LookaheadDrafter::EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) {
+  if (!guesses_) return absl::FailedPreconditionError("lookahead: a step ended before its riders were scored");
+  const at::Tensor& host = guesses_->Wait();
+  const int64_t* data = host.data_ptr<int64_t>();
+  const std::vector<int32_t> guesses(data, data + host.numel());
+  guesses_.reset();
+  // A column's n-gram is the target's trajectory once every level after the
+  // first has been guessed by it (the authors' fill phase).
+  const bool trajectories = window_->iterations() >= window_->levels() - 1;
+  ASSIGN_OR_RETURN(std::vector<Ngram> ngrams, window_->Advance(guesses));
+  if (trajectories)
+    for (const Ngram& ngram : ngrams) pool_.Remember({ngram.key}, ngram.follower);
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
+  LookaheadOptions o;
+  auto read = [&](const char* key, int lo, int hi, int* out) -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t v, options.GetInt(key, *out));
+    if (v < lo || v > hi) return options.Error(key, absl::StrCat("expected an integer in [", lo, ", ", hi, "]"));
+    *out = static_cast<int>(v);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(read("window", 1, 64, &o.window));
+  RETURN_IF_ERROR(read("level", 2, 16, &o.level));
+  RETURN_IF_ERROR(read("guess_set", 1, 256, &o.guess_set));
+  ASSIGN_OR_RETURN(o.pool_from_prompt, options.GetBool("pool_from_prompt", o.pool_from_prompt));
+  return std::unique_ptr<Drafter>(std::make_unique<LookaheadDrafter>(o, env.seed));
+}
+
+const bool kRegistered = DrafterRegistry::Add({
+    .name = "lookahead",
+    .description = "lookahead decoding: a Jacobi window rides in the target's verification forward and fills an "
+                   "n-gram pool whose n-grams after the root are the drafts; gives tokens only (trie builder)",
+    .lossless = "-",
+    .create = Create,
+});
+
+}  // namespace
+}  // namespace speclab::lookahead

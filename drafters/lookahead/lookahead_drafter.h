@@ -1,0 +1,72 @@
+// `lookahead`: lookahead decoding (docs/algorithms.md §4.9): the target
+// drafts for itself. A Jacobi window of guesses (jacobi_window.h) rides in
+// each step's verification forward (Drafter::Riders), so one target forward
+// both moves the window on an iteration and verifies the step's tree; the
+// window's trajectories fill an n-gram pool, and the pool's n-grams that
+// follow the root are the next step's drafts.
+//
+//   drafter: {type: lookahead, window: 7, level: 5, guess_set: 7}
+//   tree_builder: {type: trie, budget: 28, max_candidates: 7}
+//   verifier: {type: point_mass}          # or greedy at T = 0
+//
+// Options: window (W, 7), level (N, 5: n-grams of N tokens, N - 1 levels of
+// W guesses ride along), guess_set (G, 7: the n-grams kept per key, least
+// recently seen dropped first), pool_from_prompt (false: also learn the
+// prompt's and the output's own n-grams). The defaults are Spec-Bench's.
+// Gives tokens only: verify with greedy or point_mass (the paper's sampling
+// rule is point_mass's). The window's first guesses are tokens of the prompt
+// drawn with the generation's seed; what is drafted never changes the law.
+// No device form: on CUDA it runs step by step (its riders need the host).
+#ifndef SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DRAFTER_H_
+#define SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DRAFTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "drafters/common/lru_ngram_table.h"
+#include "drafters/lookahead/jacobi_window.h"
+#include "framework/device_transfer.h"
+#include "framework/drafter.h"
+
+namespace speclab::lookahead {
+
+struct LookaheadOptions {
+  int window = 7;     // W
+  int level = 5;      // N
+  int guess_set = 7;  // G
+  bool pool_from_prompt = false;
+};
+
+class LookaheadDrafter final : public Drafter {
+ public:
+  LookaheadDrafter(LookaheadOptions options, uint64_t seed);
+
+  DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
+  absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
+  absl::Status BeginStep(absl::Span<const int32_t> context) override;
+  // The pool's n-grams keyed by path(node)'s last token, most recent first.
+  absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override;
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
+                                                                  int max_candidates) override;
+  absl::StatusOr<RiderTokens> Riders() override;
+  absl::Status RidersScored(const at::Tensor& logits) override;
+  absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
+                       const TargetFeatures& target) override;
+
+  const JacobiWindow& window() const { return *window_; }
+  const LruNgramTable& pool() const { return pool_; }
+
+ private:
+  LookaheadOptions o_;
+  std::mt19937_64 random_;
+  LruNgramTable pool_;
+  std::optional<JacobiWindow> window_;
+  std::vector<int32_t> context_;
+  std::optional<AsyncRead> guesses_;  // the target's greedy tokens after the last level, on their way
+};
+
+}  // namespace speclab::lookahead
+
+#endif  // SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DRAFTER_H_

@@ -1,0 +1,178 @@
+// Lookahead decoding: the Jacobi window's riders (where each stands, what it
+// sees), its iterations and n-grams; the engine scoring the riders as the
+// sequences they see, in the verification forward; decoding that equals
+// greedy at T = 0 and keeps the target's law at T = 1; merge passing the
+// riders along.
+#include "drafters/lookahead/lookahead_drafter.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/options.h"
+#include "framework/device_transfer.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/cuda_tests.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
+
+namespace speclab::lookahead {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using Tokens = std::vector<int32_t>;
+
+TEST(JacobiWindowTest, EachRiderSeesTheTrajectoryThatEndsWithIt) {
+  const JacobiWindow window(/*levels=*/2, /*width=*/3, {10, 11, 12, 20, 21, 22});
+  const RiderTokens riders = window.Riders();
+  EXPECT_THAT(riders.tokens, ElementsAre(10, 11, 12, 20, 21, 22));
+  EXPECT_THAT(riders.offsets, ElementsAre(1, 2, 3, 2, 3, 4));
+  ASSERT_TRUE(riders.Check("lookahead", 32).ok());
+  auto row = [&](int i) { return Tokens(riders.sees.begin() + i * 6, riders.sees.begin() + (i + 1) * 6); };
+  EXPECT_THAT(row(0), ElementsAre(1, 0, 0, 0, 0, 0));
+  EXPECT_THAT(row(2), ElementsAre(1, 1, 1, 0, 0, 0));  // the first level: a causal chain
+  EXPECT_THAT(row(3), ElementsAre(1, 0, 0, 1, 0, 0));  // 10 20: offsets 1, 2
+  EXPECT_THAT(row(5), ElementsAre(1, 1, 1, 0, 0, 1));  // 10 11 12 22: offsets 1 .. 4
+  EXPECT_EQ(window.last_level_begin(), 3);
+}
+
+TEST(JacobiWindowTest, AnIterationGivesEachColumnsNgramAndMovesTheWindowOn) {
+  JacobiWindow window(/*levels=*/2, /*width=*/3, {10, 11, 12, 20, 21, 22});
+  auto ngrams = window.Advance({30, 31, 32});
+  ASSERT_TRUE(ngrams.ok()) << ngrams.status();
+  ASSERT_EQ(ngrams->size(), 3u);
+  EXPECT_EQ((*ngrams)[1].key, 11);
+  EXPECT_THAT((*ngrams)[1].follower, ElementsAre(21, 31));
+  EXPECT_THAT(window.Riders().tokens, ElementsAre(20, 21, 22, 30, 31, 32));
+  EXPECT_EQ(window.iterations(), 1);
+  EXPECT_THAT(std::string(window.Advance({1, 2}).status().message()), HasSubstr("2 new guesses for a window 3 wide"));
+}
+
+// The window before the step (a twin drafter of the same seed shows it) and
+// after: its last level must hold the target's greedy tokens after each
+// column's trajectory, computed here by plain causal forwards. On CUDA where
+// SPECLAB_TEST_DEVICE=cuda, as the next test.
+TEST(LookaheadDrafterTest, TheVerificationForwardScoresTheRidersAsTheSequencesTheySee) {
+  auto target = testing::TinyModelOn(testing::TestDevice(), 5, /*vocab=*/16);
+  const Tokens prompt = {1, 5, 3, 7, 2, 5, 3, 9, 4};
+  const std::string spec = "{type: lookahead, window: 4, level: 4, guess_set: 3}";
+  auto spec_options = Options::FromString(spec, "test.yaml");
+  ASSERT_TRUE(spec_options.ok());
+  auto twin = DrafterRegistry::Create(*spec_options, "drafter", DrafterEnvironment{});
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  ASSERT_TRUE((*twin)->Reset(prompt, {}).ok());
+  const JacobiWindow before = dynamic_cast<LookaheadDrafter&>(**twin).window();
+
+  auto method = testing::MethodFromYaml(
+      absl::StrCat("{name: la, drafter: ", spec, ", tree_builder: {type: trie, budget: 9, max_candidates: 3}, "
+                   "verifier: {type: greedy}}"),
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  auto out = GenerateSpeculative(*target, *method, prompt, {.sampling = {.temperature = 0}, .max_new_tokens = 1});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const JacobiWindow& after = dynamic_cast<LookaheadDrafter&>(*method->drafter).window();
+
+  const int levels = before.levels(), width = before.width();
+  for (int j = 0; j + 1 < levels; ++j)
+    for (int c = 0; c < width; ++c) EXPECT_EQ(after.at(j, c), before.at(j + 1, c)) << "level " << j;
+  for (int c = 0; c < width; ++c) {
+    std::vector<int64_t> sequence(prompt.begin(), prompt.end()), positions;
+    for (int k = 0; k <= c; ++k) sequence.push_back(before.at(0, k));
+    for (int j = 1; j < levels; ++j) sequence.push_back(before.at(j, c));
+    for (size_t i = 0; i < sequence.size(); ++i) positions.push_back(static_cast<int64_t>(i));
+    ASSERT_TRUE(target->Truncate(0).ok());
+    auto logits = target->Forward(LongsToDevice(sequence, target->device()),
+                                  LongsToDevice(positions, target->device()), at::Tensor());
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_EQ(after.at(levels - 1, c), logits->select(0, -1).argmax().item<int64_t>()) << "column " << c;
+  }
+  // The tree's row was not disturbed: the one token emitted is greedy's.
+  auto greedy = GenerateAutoregressive(*target, prompt, {.sampling = {.temperature = 0}, .max_new_tokens = 1});
+  ASSERT_TRUE(greedy.ok());
+  EXPECT_EQ(out->tokens, greedy->tokens);
+  EXPECT_THAT(out->engine_form, HasSubstr("step by step"));
+}
+
+const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3, 1, 5, 3, 7};
+
+TEST(LookaheadDrafterTest, EqualsGreedyAtTemperatureZeroAndDraftsFromItsPool) {
+  auto target = testing::TinyModelOn(testing::TestDevice(), 3, /*vocab=*/8);
+  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 40});
+  ASSERT_TRUE(greedy.ok());
+  for (const char* builder : {"{type: chain}", "{type: trie, budget: 12, max_candidates: 4}"}) {
+    for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
+      auto method = testing::MethodFromYaml(
+          absl::StrCat("{name: la, drafter: {type: lookahead, window: 5, level: 3, guess_set: 4}, tree_builder: ",
+                       builder, ", verifier: ", verifier, ", length_policy: {type: fixed, gamma: 4}}"),
+          target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 40});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(out->tokens, greedy->tokens) << builder << " " << verifier;
+      int accepted = 0;
+      for (const StepStats& step : out->steps) accepted += step.accepted;
+      EXPECT_GE(accepted, 8) << builder << " " << verifier << ": the pool's n-grams were accepted";
+      // Every forward carried the window: 2 levels x 5 riders beside the tree.
+      for (const auto& [tokens, count] : out->target_forwards) EXPECT_GE(tokens, 11) << builder;
+    }
+  }
+}
+
+TEST(LookaheadDrafterTest, BranchingTreesKeepTheTargetsLawAtTemperatureOne) {
+  constexpr int kRuns = 2000;
+  auto target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const Tokens prompt = {2, 3, 5, 4, 2, 3, 6, 1, 2, 3};  // "3" followed by "5 4" and "6 1": a branching tree
+  auto method = testing::MethodFromYaml(
+      "{name: la, drafter: {type: lookahead, window: 3, level: 3, guess_set: 4, pool_from_prompt: true}, "
+      "tree_builder: {type: trie, budget: 8, max_candidates: 4}, verifier: {type: point_mass}, "
+      "length_policy: {type: fixed, gamma: 3}}",
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, prompt, kRuns, 1000);
+  const testing::ChiSquareResult result =
+      testing::ChiSquareTest(sample.counts, testing::ExactTwoTokenLaw(*target, prompt, 1.0), kRuns);
+  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
+  EXPECT_GT(sample.branching, kRuns / 2) << "the trees branched";
+  EXPECT_GT(sample.accepted, kRuns / 20) << "drafts were accepted";
+}
+
+TEST(LookaheadDrafterTest, MergePassesTheRidersAlong) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  const std::string lookahead = "{type: lookahead, window: 5, level: 3, guess_set: 4}";
+  std::vector<int> accepted;
+  for (const std::string& drafter : {lookahead, absl::StrCat("{type: merge, drafters: [", lookahead, "]}")}) {
+    auto method = testing::MethodFromYaml(
+        absl::StrCat("{name: la, drafter: ", drafter, ", tree_builder: {type: trie, budget: 12, max_candidates: 4}, "
+                     "verifier: {type: greedy}, length_policy: {type: fixed, gamma: 4}}"),
+        target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 40});
+    ASSERT_TRUE(out.ok()) << out.status();
+    accepted.emplace_back();
+    for (const StepStats& step : out->steps) accepted.back() += step.accepted;
+  }
+  EXPECT_GT(accepted[0], 0);
+  EXPECT_EQ(accepted[1], accepted[0]) << "merge drafts what its one drafter drafts";
+}
+
+TEST(LookaheadDrafterTest, OptionErrorsNameTheKey) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  auto create = [&](const std::string& drafter) {
+    return std::string(
+        testing::MethodFromYaml(absl::StrCat("{name: l, drafter: ", drafter, ", verifier: {type: greedy}}"),
+                                target.get())
+            .status()
+            .message());
+  };
+  EXPECT_THAT(create("{type: lookahead, window: 0}"), HasSubstr("key 'drafter.window'"));
+  EXPECT_THAT(create("{type: lookahead, level: 1}"), HasSubstr("key 'drafter.level'"));
+  EXPECT_THAT(create("{type: lookahead, guess_set: 0}"), HasSubstr("key 'drafter.guess_set'"));
+  EXPECT_THAT(create("{type: lookahead, pool_from_prompt: maybe}"), HasSubstr("key 'drafter.pool_from_prompt'"));
+  EXPECT_THAT(create("{type: lookahead, size: 3}"), HasSubstr("unknown key 'drafter.size'"));
+}
+
+}  // namespace
+}  // namespace speclab::lookahead
