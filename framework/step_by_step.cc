@@ -142,17 +142,48 @@ absl::Status CheckPath(const TokenTree& tree, const Verdict& verdict) {
   return absl::OkStatus();
 }
 
-// The mask of a forward of `n` tree nodes followed by `riders`: the tree's
-// own mask (undefined: a chain) in the top-left block; each rider sees the
-// root and the riders its row of `sees` marks.
-at::Tensor MaskWithRiders(const at::Tensor& tree_mask, int64_t n, const RiderTokens& riders, c10::Device device) {
-  const int64_t r = riders.size();
-  const at::TensorOptions bools = at::TensorOptions().dtype(at::kBool).device(device);
-  at::Tensor mask = at::zeros({n + r, n + r}, bools);
-  mask.slice(0, 0, n).slice(1, 0, n).copy_(tree_mask.defined() ? tree_mask : at::ones({n, n}, bools).tril());
-  mask.slice(0, n).select(1, 0).fill_(true);
-  mask.slice(0, n).slice(1, n).copy_(MaskToDevice(riders.sees, r, r, device));
-  return mask;
+// The inputs of a step's one target forward: the tree's nodes, then the
+// drafter's riders, each rider seeing the root and the riders its row of
+// `sees` marks. Built on the host where the tree's shape is known there (one
+// upload each, as without riders); a shape chosen on the device goes to the
+// forward without a read.
+struct ForwardInputs {
+  at::Tensor tokens, positions, mask;
+};
+
+absl::StatusOr<ForwardInputs> ScoreInputs(const DraftTree& draft, const RiderTokens& riders, int64_t root_position,
+                                          c10::Device device) {
+  const int64_t n = DraftSize(draft), r = riders.size();
+  ForwardInputs in;
+  in.tokens = draft.tokens.to(device);
+  if (const std::optional<DraftTree::DeviceShape>& shape = draft.device_shape) {
+    // Only drafters with device forms draft such trees, and riders have none.
+    if (r > 0) return absl::InternalError("riders beside a tree whose shape only the device knows");
+    in.positions = shape->depths.to(device) + root_position;
+    in.mask = shape->mask.to(device);
+    return in;
+  }
+  if (r > 0) {
+    const std::vector<int64_t> rider_tokens(riders.tokens.begin(), riders.tokens.end());
+    in.tokens = at::cat({in.tokens, LongsToDevice(rider_tokens, device)});
+  }
+  std::vector<int64_t> positions = draft.tree.Positions(root_position);
+  for (int64_t offset : riders.offsets) positions.push_back(root_position + offset);
+  in.positions = LongsToDevice(positions, device);
+  if (r == 0) {
+    if (!IsChain(draft.tree)) in.mask = MaskToDevice(draft.tree.AncestorMask(), n, n, device);
+    return in;
+  }
+  const std::vector<uint8_t> tree_mask = draft.tree.AncestorMask();
+  const int64_t width = n + r;
+  std::vector<uint8_t> mask(width * width, 0);
+  for (int64_t i = 0; i < n; ++i) std::copy_n(tree_mask.begin() + i * n, n, mask.begin() + i * width);
+  for (int64_t i = 0; i < r; ++i) {
+    mask[(n + i) * width] = 1;  // the root
+    std::copy_n(riders.sees.begin() + i * r, r, mask.begin() + (n + i) * width + n);
+  }
+  in.mask = MaskToDevice(mask, width, width, device);
+  return in;
 }
 
 }  // namespace
@@ -214,28 +245,12 @@ absl::Status StepByStep::Score(Step& step) {
     RETURN_IF_ERROR(target_.Commit(*pending_commit_));
     pending_commit_.reset();
   }
-  // One target forward over the whole tree, on top of the committed cache.
-  // A shape chosen on the device goes to the forward without a read.
-  const c10::Device device = target_.device();
+  // One target forward over the whole tree and the drafter's riders, on top of the committed cache.
   const DraftTree& draft = step.draft;
   const int64_t n = DraftSize(draft);
-  const std::optional<DraftTree::DeviceShape>& shape = draft.device_shape;
-  const int64_t root_position = target_.committed_length();
-  at::Tensor tokens = draft.tokens.to(device);
-  at::Tensor positions = shape ? shape->depths.to(device) + root_position
-                               : LongsToDevice(draft.tree.Positions(root_position), device);
-  at::Tensor mask = shape                 ? shape->mask.to(device)
-                    : IsChain(draft.tree) ? at::Tensor()
-                                          : MaskToDevice(draft.tree.AncestorMask(), n, n, device);
   const RiderTokens& riders = step.riders;
-  if (riders.size() > 0) {
-    std::vector<int64_t> rider_tokens(riders.tokens.begin(), riders.tokens.end()), rider_positions;
-    for (int64_t offset : riders.offsets) rider_positions.push_back(root_position + offset);
-    tokens = at::cat({tokens, LongsToDevice(rider_tokens, device)});
-    positions = at::cat({positions, LongsToDevice(rider_positions, device)});
-    mask = MaskWithRiders(mask, n, riders, device);
-  }
-  ASSIGN_OR_RETURN(at::Tensor logits, target_.Forward(tokens, positions, mask));
+  ASSIGN_OR_RETURN(const ForwardInputs in, ScoreInputs(draft, riders, target_.committed_length(), target_.device()));
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.Forward(in.tokens, in.positions, in.mask));
   if (riders.size() > 0) {
     RETURN_IF_ERROR(method_.drafter->RidersScored(logits.slice(0, n)));
     logits = logits.slice(0, 0, n);
