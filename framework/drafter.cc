@@ -77,6 +77,13 @@ absl::StatusOr<at::Tensor> Drafter::NextTokenLogits(const TokenTree&, absl::Span
   return absl::FailedPreconditionError("this drafter gives tokens only, not next-token logits");
 }
 
+absl::StatusOr<at::Tensor> Drafter::PartLogits(int part, const TokenTree& tree, absl::Span<const int> nodes,
+                                               const at::Tensor& node_tokens) {
+  if (part != 0)
+    return absl::InvalidArgumentError(absl::StrCat("part ", part, " of a drafter of one part"));
+  return NextTokenLogits(tree, nodes, node_tokens);
+}
+
 absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int, int) {
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }

@@ -83,6 +83,16 @@ class Drafter {
   virtual absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                                      const at::Tensor& node_tokens = at::Tensor());
 
+  // kDistributions drafters that hold several others, each with its own q
+  // (a `merge` of drafters of logits): how many, and part `part`'s logits as
+  // NextTokenLogits gives them (a part sees only the nodes listed to it, each
+  // after its ancestors). Builders that draft a branch per part read them
+  // (TreeBuilderTraits::drafts_per_part); the others refuse such a drafter
+  // when the method is loaded. One part by default: the drafter itself.
+  virtual int part_count() const { return 1; }
+  virtual absl::StatusOr<at::Tensor> PartLogits(int part, const TokenTree& tree, absl::Span<const int> nodes,
+                                                const at::Tensor& node_tokens = at::Tensor());
+
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);
 

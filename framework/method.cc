@@ -47,6 +47,14 @@ absl::Status Method::CheckCompatible() const {
       builder_traits.length_control != LengthControl::kPerToken)
     return refuse(absl::StrCat("length policy '", policy_name, "' stops drafting token by token, which tree builder '",
                                tree_builder_name, "' never asks it (only chain does)"));
+  if (drafter->part_count() > 1 && !builder_traits.drafts_per_part)
+    return refuse(absl::StrCat("drafter '", drafter_name, "' holds ", drafter->part_count(),
+                               " drafters of logits, each with its own q, which tree builder '", tree_builder_name,
+                               "' would not tell apart: draft a branch per drafter with the tree builder 'part_chains'"));
+  if (builder_traits.drafts_per_part && verifier_traits.needs_shared_sibling_rows)
+    return refuse(absl::StrCat("verifier '", verifier_name, "' tries siblings against one q row they share, but tree "
+                               "builder '", tree_builder_name, "' draws each branch from its own drafter's q (use "
+                               "specinfer, which tries each child against its own row, or point_mass)"));
   if (verifier_traits.chain_only && builder_traits.may_branch)
     return refuse(absl::StrCat("verifier '", verifier_name, "' verifies chains only, but tree builder '",
                                tree_builder_name, "' builds trees"));

@@ -51,6 +51,10 @@ struct TreeBuilderTraits {
   bool may_branch = true;           // false: always a chain
   bool samples_tokens = false;      // q rows are a valid draft law at temperature > 0
   LengthControl length_control = LengthControl::kNone;
+  // Drafts a branch per part of the drafter (Drafter::part_count()), each from
+  // its own q: siblings carry different q rows. The only builders that take a
+  // drafter of several parts.
+  bool drafts_per_part = false;
 };
 
 class TreeBuilder {

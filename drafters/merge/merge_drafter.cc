@@ -1,6 +1,8 @@
-// `merge`: several token-only drafters in one method, their candidates
-// merged into one tree (SpecInfer's and MCSD's merged trees, for drafters
-// that give tokens; docs/algorithms.md §4.8).
+// `merge`: several drafters in one method, their drafts in one tree.
+//
+// Token-only drafters (SpecInfer's and MCSD's merged trees, for drafters
+// that give tokens; docs/algorithms.md §4.8): their candidates merged into
+// one trie.
 //
 //   drafter:
 //     type: merge
@@ -8,14 +10,24 @@
 //     order: priority
 //   tree_builder: {type: trie, budget: 32, max_candidates: 24}
 //
-// Options: drafters (a list of drafter specs, each token-only), order
-// (`priority`: every candidate of the first drafter, then the second's, ...,
-// as Hierarchy Drafting queries its databases from the most local down;
-// `interleave`: the drafters' first candidates, then their second, ...).
-// Duplicate candidates count once. With the `chain` builder, the first
-// drafter in order that proposes anything drafts the step. Every step goes
-// to every drafter (Reset, BeginStep, EndStep), so each keeps its own state.
-// The merged tree is deterministic: verify with greedy or point_mass.
+// Drafters of logits (SpecInfer's merged trees of several small models): a
+// branch per drafter, each sampled from its own q, by the `part_chains`
+// builder (Drafter::part_count, PartLogits), verified by specinfer or
+// point_mass.
+//
+//   drafter: {type: merge, drafters: [{type: model, path: models/speclab-drafter}, {type: eagle, path: ...}]}
+//   tree_builder: {type: part_chains}
+//
+// Options: drafters (a list of drafter specs, all token-only or all of
+// logits), order (token-only: `priority`, every candidate of the first
+// drafter, then the second's, ..., as Hierarchy Drafting queries its
+// databases from the most local down; `interleave`, the drafters' first
+// candidates, then their second, ...). Duplicate candidates count once. With
+// the `chain` builder, the first drafter in order that proposes anything
+// drafts the step. Every step goes to every drafter (Reset, BeginStep,
+// EndStep, each with the target features it asked for), so each keeps its
+// own state. A merged trie is deterministic: verify with greedy or
+// point_mass.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -30,12 +42,22 @@ namespace {
 class MergeDrafter final : public Drafter {
  public:
   MergeDrafter(std::vector<std::unique_ptr<Drafter>> drafters, bool interleave)
-      : drafters_(std::move(drafters)), interleave_(interleave) {}
+      : drafters_(std::move(drafters)), kind_(drafters_.front()->kind()), interleave_(interleave) {}
 
-  DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
+  DrafterKind kind() const override { return kind_; }
+
+  // Every part's request, in part order.
+  TargetFeatureRequest target_features() const override {
+    TargetFeatureRequest all;
+    for (const auto& d : drafters_) {
+      const std::vector<int> layers = d->target_features().hidden_layers;
+      all.hidden_layers.insert(all.hidden_layers.end(), layers.begin(), layers.end());
+    }
+    return all;
+  }
 
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override {
-    for (auto& d : drafters_) RETURN_IF_ERROR(d->Reset(prompt, target));
+    for (size_t i = 0; i < drafters_.size(); ++i) RETURN_IF_ERROR(drafters_[i]->Reset(prompt, Share(target, i)));
     return absl::OkStatus();
   }
   absl::Status BeginStep(absl::Span<const int32_t> context) override {
@@ -44,8 +66,28 @@ class MergeDrafter final : public Drafter {
   }
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
                        const TargetFeatures& target) override {
-    for (auto& d : drafters_) RETURN_IF_ERROR(d->EndStep(tree, accepted_path, target));
+    for (size_t i = 0; i < drafters_.size(); ++i)
+      RETURN_IF_ERROR(drafters_[i]->EndStep(tree, accepted_path, Share(target, i)));
     return absl::OkStatus();
+  }
+
+  // Drafters of logits: a part each.
+  int part_count() const override {
+    return kind_ == DrafterKind::kDistributions ? static_cast<int>(drafters_.size()) : 1;
+  }
+  absl::StatusOr<at::Tensor> PartLogits(int part, const TokenTree& tree, absl::Span<const int> nodes,
+                                        const at::Tensor& node_tokens) override {
+    if (kind_ != DrafterKind::kDistributions || part < 0 || part >= static_cast<int>(drafters_.size()))
+      return absl::InvalidArgumentError(absl::StrCat("merge: no part ", part, " of ", part_count()));
+    return drafters_[part]->NextTokenLogits(tree, nodes, node_tokens);
+  }
+  // One drafter of logits is itself (CheckCompatible refuses several to builders that do not draft per part).
+  absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
+                                             const at::Tensor& node_tokens) override {
+    if (part_count() != 1)
+      return absl::FailedPreconditionError(absl::StrCat("merge: ", part_count(), " drafters of logits draft a branch "
+                                                        "each (tree builder part_chains)"));
+    return drafters_.front()->NextTokenLogits(tree, nodes, node_tokens);
   }
 
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
@@ -98,6 +140,16 @@ class MergeDrafter final : public Drafter {
   }
 
  private:
+  // The features part `i` asked for, out of every part's (target_features()).
+  TargetFeatures Share(const TargetFeatures& all, size_t i) const {
+    size_t from = 0;
+    for (size_t j = 0; j < i; ++j) from += drafters_[j]->target_features().hidden_layers.size();
+    const size_t count = drafters_[i]->target_features().hidden_layers.size();
+    TargetFeatures mine;
+    for (size_t k = from; k < from + count && k < all.hidden.size(); ++k) mine.hidden.push_back(all.hidden[k]);
+    return mine;
+  }
+
   std::vector<Drafter*> Parts() const {
     std::vector<Drafter*> parts;
     for (const auto& d : drafters_) parts.push_back(d.get());
@@ -105,6 +157,7 @@ class MergeDrafter final : public Drafter {
   }
 
   std::vector<std::unique_ptr<Drafter>> drafters_;
+  const DrafterKind kind_;  // every part's
   bool interleave_;
   RiderParts riders_;
 };
@@ -118,9 +171,12 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
   std::vector<std::unique_ptr<Drafter>> drafters;
   for (size_t i = 0; i < specs.size(); ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter, DrafterRegistry::Create(specs[i], "drafter", env));
-    if (drafter->kind() != DrafterKind::kTokensOnly)
-      return specs[i].Error("type", "merge takes token-only drafters (their candidate continuations form the tree); "
-                                    "this one gives next-token logits");
+    if (!drafters.empty() && drafter->kind() != drafters.front()->kind())
+      return specs[i].Error("type", drafter->kind() == DrafterKind::kTokensOnly
+                                        ? "merge takes drafters of one kind: the first gives next-token logits, "
+                                          "this one tokens only"
+                                        : "merge takes drafters of one kind: the first gives tokens only, this one "
+                                          "next-token logits");
     drafters.push_back(std::move(drafter));
   }
   return std::unique_ptr<Drafter>(std::make_unique<MergeDrafter>(std::move(drafters), order == "interleave"));
@@ -128,8 +184,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
 
 const bool kRegistered = DrafterRegistry::Add({
     .name = "merge",
-    .description = "several token-only drafters in one method: their candidates merged into one tree (trie "
-                   "builder), in priority or interleaved order; gives tokens only",
+    .description = "several drafters in one method: token-only ones' candidates merged into one trie (trie "
+                   "builder), or a branch per drafter of logits from its own q (part_chains builder)",
     .lossless = "-",
     .create = Create,
 });

@@ -81,7 +81,7 @@ TEST(MergeDrafterTest, EqualsGreedyAndMatchesTargetLawInOneTree) {
   EXPECT_GT(branching, kRuns / 2) << "the trees branched";
 }
 
-TEST(MergeDrafterTest, RefusesDraftersOfLogitsAndBadOptions) {
+TEST(MergeDrafterTest, RefusesMixedKindsAndBadOptions) {
   EXPECT_THAT(std::string(MergeFromYaml("{type: merge, drafters: []}").status().message()),
               HasSubstr("key 'drafters': expected at least one drafter"));
   EXPECT_THAT(std::string(MergeFromYaml("{type: merge, order: random, drafters: [{type: prompt_lookup}]}")
@@ -100,7 +100,8 @@ TEST(MergeDrafterTest, RefusesDraftersOfLogitsAndBadOptions) {
       "verifier: {type: greedy}}",
       target.get());
   EXPECT_THAT(std::string(logits.status().message()),
-              HasSubstr("key 'drafter.drafters[1].type': merge takes token-only drafters"));
+              HasSubstr("key 'drafter.drafters[1].type': merge takes drafters of one kind: the first gives tokens "
+                        "only, this one next-token logits"));
 }
 
 }  // namespace

@@ -72,6 +72,10 @@ struct VerifierTraits {
   bool needs_draft_distributions = false;  // refuses token-only drafts
   bool chain_only = false;                 // refuses trees with branching
   bool needs_target_rows = true;           // false: reads only target_argmax
+  // Tries siblings against one q row they share (drawn i.i.d. or without
+  // replacement from it): refuses trees whose branches come from different
+  // drafters (TreeBuilderTraits::drafts_per_part).
+  bool needs_shared_sibling_rows = false;
 };
 
 class Verifier {

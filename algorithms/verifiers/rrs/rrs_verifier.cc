@@ -25,7 +25,8 @@ class RrsVerifier final : public Verifier {
     return {.losslessness = Losslessness::kLossless,
             .needs_draft_distributions = true,
             .chain_only = false,
-            .needs_target_rows = true};
+            .needs_target_rows = true,
+            .needs_shared_sibling_rows = true};
   }
 
   absl::StatusOr<Verdict> Verify(const VerificationProblem& problem, RandomSource& random) const override {

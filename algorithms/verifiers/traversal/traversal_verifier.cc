@@ -119,7 +119,8 @@ class TraversalVerifier final : public Verifier {
     return {.losslessness = Losslessness::kLossless,
             .needs_draft_distributions = true,
             .chain_only = false,
-            .needs_target_rows = true};
+            .needs_target_rows = true,
+            .needs_shared_sibling_rows = true};
   }
 
   absl::StatusOr<Verdict> Verify(const VerificationProblem& problem, RandomSource& random) const override {

@@ -1,0 +1,121 @@
+// part_chains: a branch per part of a merge of drafters of logits, each node
+// carrying the q row of the drafter that drew it; the target's law at T = 1
+// under specinfer and point_mass (one part reading the target's features,
+// so that merge hands each part its own); greedy's tokens at T = 0; and the
+// refusals when the method is loaded.
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "framework/core/options.h"
+#include "framework/sampling.h"
+#include "framework/speculative_decoder.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
+
+namespace speclab {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5};
+constexpr char kFirst[] = "{type: self_speculative, exit_layer: 1}";
+constexpr char kSecond[] = "{type: self_speculative, exit_layer: 2}";
+
+std::string Merged(const std::string& second = kSecond) {
+  return absl::StrCat("{type: merge, drafters: [", kFirst, ", ", second, "]}");
+}
+
+std::string Method(const std::string& drafter, const std::string& verifier, int gamma) {
+  return absl::StrCat("{name: m, drafter: ", drafter, ", tree_builder: {type: part_chains}, verifier: ", verifier,
+                      ", length_policy: {type: fixed, gamma: ", gamma, "}}");
+}
+
+TEST(PartChainsTest, EachBranchIsDrawnFromItsOwnDrafter) {
+  auto target = testing::TinyModel(2, /*vocab=*/8, /*layers=*/3);
+  auto method = testing::MethodFromYaml(Method(Merged(), "{type: specinfer}", 3), target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  const SamplingParams sampling{.temperature = 1};
+  at::Generator generator = MakeGenerator(target->device(), 7);
+  ASSERT_TRUE(method->drafter->Reset(kPrompt, {}).ok());
+  ASSERT_TRUE(method->drafter->BeginStep(kPrompt).ok());
+  auto draft = method->tree_builder->Build(
+      *method->drafter, {.root_token = kPrompt.back(), .sampling = sampling, .policy = method->policy.get(),
+                         .generator = &generator, .device = target->device()});
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  const TokenTree& tree = draft->tree;
+  ASSERT_EQ(tree.size(), 7);  // two branches of three
+  EXPECT_EQ(tree.children(0).size(), 2u);
+  EXPECT_EQ(tree.max_depth(), 3);
+  EXPECT_EQ(draft->sampling, DraftSampling::kIndependent);
+  ASSERT_EQ(draft->tokens.size(0), 7);
+  ASSERT_EQ(draft->draft_probs.size(0), 7);
+  // Each branch's first row is its drafter's own q after the root, computed alone.
+  for (int part = 0; part < 2; ++part) {
+    auto options = Options::FromString(part == 0 ? kFirst : kSecond, "test.yaml");
+    ASSERT_TRUE(options.ok());
+    auto alone = DrafterRegistry::Create(*options, "drafter", DrafterEnvironment{.target = target.get()});
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    ASSERT_TRUE((*alone)->Reset(kPrompt, {}).ok());
+    ASSERT_TRUE((*alone)->BeginStep(kPrompt).ok());
+    auto logits = (*alone)->NextTokenLogits(TokenTree(kPrompt.back()), {0});
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const int first = tree.children(0)[part];
+    EXPECT_TRUE(at::allclose(draft->draft_probs[first], Probabilities(*logits, sampling)[0])) << "part " << part;
+    const double q = draft->draft_probs[first][draft->tokens[first].item<int64_t>()].item<double>();
+    EXPECT_GT(q, 0) << "the token was drawn from its row";
+  }
+  EXPECT_FALSE(at::allclose(draft->draft_probs[1], draft->draft_probs[2])) << "the two drafters differ";
+}
+
+TEST(PartChainsTest, SpecInferAndPointMassKeepTheTargetsLawAtTemperatureOne) {
+  constexpr int kRuns = 2000;
+  auto target = testing::TinyModel(4, /*vocab=*/8, /*layers=*/3, /*logit_scale=*/8);
+  // Medusa's heads read the target's last hidden state: merge hands the second part its features.
+  for (const char* verifier : {"{type: specinfer}", "{type: point_mass}"}) {
+    auto method = testing::MethodFromYaml(Method(Merged("{type: medusa, heads: 2}"), verifier, 2), target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, kPrompt, kRuns, 1000);
+    const testing::ChiSquareResult result =
+        testing::ChiSquareTest(sample.counts, testing::ExactTwoTokenLaw(*target, kPrompt, 1.0), kRuns);
+    EXPECT_LT(result.statistic, result.critical) << verifier << ", dof " << result.degrees_of_freedom;
+    EXPECT_GE(sample.branching, kRuns) << "every step's tree has a branch per drafter";
+    EXPECT_GT(sample.accepted, kRuns / 10) << verifier << ": drafts were accepted";
+  }
+}
+
+TEST(PartChainsTest, EqualsGreedyAtTemperatureZero) {
+  auto target = testing::TinyModel(3, /*vocab=*/16, /*layers=*/3);
+  const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 24};
+  auto greedy = GenerateAutoregressive(*target, kPrompt, options);
+  ASSERT_TRUE(greedy.ok());
+  for (const char* verifier : {"{type: specinfer}", "{type: point_mass}", "{type: greedy}"}) {
+    auto method = testing::MethodFromYaml(Method(Merged(), verifier, 3), target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    auto out = GenerateSpeculative(*target, *method, kPrompt, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tokens, greedy->tokens) << verifier;
+    EXPECT_THAT(out->engine_form, HasSubstr("step by step"));
+  }
+}
+
+TEST(PartChainsTest, RefusalsNameTheBuilderAndTheRule) {
+  auto target = testing::TinyModel(3, /*vocab=*/8, /*layers=*/3);
+  auto message = [&](const std::string& yaml) {
+    return std::string(testing::MethodFromYaml(yaml, target.get()).status().message());
+  };
+  EXPECT_THAT(message(absl::StrCat("{name: m, drafter: ", Merged(), ", verifier: {type: rejection}}")),
+              HasSubstr("drafter 'merge' holds 2 drafters of logits, each with its own q, which tree builder 'chain' "
+                        "would not tell apart: draft a branch per drafter with the tree builder 'part_chains'"));
+  for (const char* rule : {"rrs", "spectr", "khisti", "traversal", "rrs_wor"})
+    EXPECT_THAT(message(Method(Merged(), absl::StrCat("{type: ", rule, "}"), 2)),
+                HasSubstr(absl::StrCat("verifier '", rule, "' tries siblings against one q row they share")));
+  EXPECT_THAT(message(Method("{type: prompt_lookup}", "{type: point_mass}", 2)), HasSubstr("gives tokens only"));
+}
+
+}  // namespace
+}  // namespace speclab
