@@ -85,13 +85,21 @@ class Drafter {
 
   // kDistributions drafters that hold several others, each with its own q
   // (a `merge` of drafters of logits): how many, and part `part`'s logits as
-  // NextTokenLogits gives them (a part sees only the nodes listed to it, each
-  // after its ancestors). Builders that draft a branch per part read them
-  // (TreeBuilderTraits::drafts_per_part); the others refuse such a drafter
-  // when the method is loaded. One part by default: the drafter itself.
+  // NextTokenLogits gives them. Builders that draft a branch per part read
+  // them (TreeBuilderTraits::drafts_per_part), putting part p's nodes under
+  // the root's p-th child; each part sees its own branch as its tree (the
+  // root, then the branch's nodes in the tree's order; at EndStep also the
+  // accepted path where it lies in another branch, after them). The other
+  // builders refuse such a drafter when the method is loaded. One part by
+  // default: the drafter itself.
   virtual int part_count() const { return 1; }
   virtual absl::StatusOr<at::Tensor> PartLogits(int part, const TokenTree& tree, absl::Span<const int> nodes,
                                                 const at::Tensor& node_tokens = at::Tensor());
+  // Part `part` itself, for its device form: DeviceFormOf(Part(p))->DraftChain
+  // right after BeginStep drafts the part's whole branch as a chain (node i at
+  // depth i, as its branch's tree numbers it). Host drafting goes through
+  // PartLogits.
+  virtual Drafter& Part(int part) { return *this; }
 
   // kTokensOnly only: up to `max_tokens` tokens continuing path(node).
   virtual absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens);

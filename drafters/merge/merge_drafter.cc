@@ -66,8 +66,16 @@ class MergeDrafter final : public Drafter {
   }
   absl::Status EndStep(const TokenTree& tree, absl::Span<const int> accepted_path,
                        const TargetFeatures& target) override {
-    for (size_t i = 0; i < drafters_.size(); ++i)
-      RETURN_IF_ERROR(drafters_[i]->EndStep(tree, accepted_path, Share(target, i)));
+    for (size_t i = 0; i < drafters_.size(); ++i) {
+      if (part_count() == 1) {
+        RETURN_IF_ERROR(drafters_[i]->EndStep(tree, accepted_path, Share(target, i)));
+        continue;
+      }
+      const Branch branch = BranchOf(tree, static_cast<int>(i), accepted_path);
+      std::vector<int> path;
+      for (int node : accepted_path) path.push_back(branch.local[node]);
+      RETURN_IF_ERROR(drafters_[i]->EndStep(branch.tree, path, Share(target, i)));
+    }
     return absl::OkStatus();
   }
 
@@ -79,8 +87,16 @@ class MergeDrafter final : public Drafter {
                                         const at::Tensor& node_tokens) override {
     if (kind_ != DrafterKind::kDistributions || part < 0 || part >= static_cast<int>(drafters_.size()))
       return absl::InvalidArgumentError(absl::StrCat("merge: no part ", part, " of ", part_count()));
-    return drafters_[part]->NextTokenLogits(tree, nodes, node_tokens);
+    const Branch branch = BranchOf(tree, part, {});
+    std::vector<int> local;
+    for (int node : nodes) {
+      if (node < 0 || node >= tree.size() || branch.local[node] < 0)
+        return absl::InvalidArgumentError(absl::StrCat("merge: node ", node, " is not in part ", part, "'s branch"));
+      local.push_back(branch.local[node]);
+    }
+    return drafters_[part]->NextTokenLogits(branch.tree, local, node_tokens);
   }
+  Drafter& Part(int part) override { return *drafters_.at(part); }
   // One drafter of logits is itself (CheckCompatible refuses several to builders that do not draft per part).
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override {
@@ -140,6 +156,29 @@ class MergeDrafter final : public Drafter {
   }
 
  private:
+  // Part `part`'s branch of `tree` as a tree of its own (Drafter::PartLogits):
+  // the root, the nodes under the root's part-th child in `tree`'s order, then
+  // those of `path` not among them. local[node]: its id there, -1 outside.
+  struct Branch {
+    TokenTree tree;
+    std::vector<int> local;
+  };
+  static Branch BranchOf(const TokenTree& tree, int part, absl::Span<const int> path) {
+    Branch branch{TokenTree(tree.token(0)), std::vector<int>(tree.size(), -1)};
+    branch.local[0] = 0;
+    const std::vector<int>& top = tree.children(0);
+    const int first = part < static_cast<int>(top.size()) ? top[part] : -1;
+    for (int node = 1; node < tree.size(); ++node) {
+      const int parent = tree.parent(node);
+      if (node == first || (parent > 0 && branch.local[parent] >= 0))
+        branch.local[node] = branch.tree.AddNode(branch.local[parent], tree.token(node));
+    }
+    for (int node : path)
+      if (branch.local[node] < 0)
+        branch.local[node] = branch.tree.AddNode(branch.local[tree.parent(node)], tree.token(node));
+    return branch;
+  }
+
   // The features part `i` asked for, out of every part's (target_features()).
   TargetFeatures Share(const TargetFeatures& all, size_t i) const {
     size_t from = 0;

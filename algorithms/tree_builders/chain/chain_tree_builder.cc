@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "algorithms/tree_builders/common/sampling_pick.h"
 #include "framework/core/status_macros.h"
 #include "framework/device_transfer.h"
 #include "framework/device/device_tree_builder.h"
@@ -117,23 +118,9 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
     if (request.device_stop != nullptr)
       return request.policy->wants_log_probs() ? PickWithFacts<true>(sampling, request.generator)
                                                  : PickWithFacts<false>(sampling, request.generator);
-    if (sampling.greedy()) {
-      // q is the one-hot of the argmax, exactly the law of an argmax draft;
-      // no rows are kept (DraftTree::draft_probs).
-      return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
-        return std::make_pair(GreedyTokens(logits), at::Tensor());
-      });
-    }
-    using Params = std::tuple<double, int64_t, double>;  // temperature, top_k, top_p
-    return ChainPick::Of(
-        [](const Params& p, const at::Tensor& logits, const at::Tensor& noise) {
-          const auto& [temperature, top_k, top_p] = p;
-          const at::Tensor q = at::empty(logits.sizes(), logits.options().dtype(at::kFloat));
-          const at::Tensor token =
-              WarpAndRace(logits, at::Tensor(), {.temperature = temperature, .top_k = top_k, .top_p = top_p}, noise, q);
-          return std::make_pair(token, q);
-        },
-        Params{sampling.temperature, sampling.top_k, sampling.top_p}, request.generator);
+    // At temperature 0 q is the one-hot of the argmax, exactly the law of an
+    // argmax draft; no rows are kept (DraftTree::draft_probs).
+    return tree_builders::SamplingPick(sampling, request.generator);
   }
 
   template <bool kLogProbs>

@@ -20,7 +20,9 @@
 // stay on the device while drafting (the parts read them from there); the
 // step's one read brings them back. At temperature 0 each part drafts its
 // greedy chain (q one-hot). The length policy's MaxDraftLength() is read once
-// a step. No device form: steps run one at a time.
+// a step. A part with a device chain (DeviceFormOf(Part(p))->DraftChain: a
+// model drafter's one CUDA graph) drafts its branch in one call; the others
+// token by token. No device form of the builder: steps run one at a time.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -28,7 +30,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
+#include "algorithms/tree_builders/common/sampling_pick.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
 
@@ -46,31 +50,59 @@ class PartChainsTreeBuilder final : public TreeBuilder {
 
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
     if (request.generator == nullptr) return absl::InvalidArgumentError("part_chains: no drafting generator");
-    const int parts = drafter.part_count();
     const int length = request.policy->MaxDraftLength();
     DraftTree out;
     out.tree = TokenTree(request.root_token);
     std::vector<at::Tensor> tokens{tree_builders::TokensToDevice({request.root_token}, request.device)};
     std::vector<at::Tensor> rows;
-    std::vector<int> last(parts, 0);               // each part's chain so far ends here
-    std::vector<at::Tensor> last_token(parts);    // its token on the device (undefined: the root)
-    for (int depth = 1; depth <= length; ++depth) {
-      for (int part = 0; part < parts; ++part) {
-        ASSIGN_OR_RETURN(at::Tensor logits, drafter.PartLogits(part, out.tree, {last[part]}, last_token[part]));
-        const at::Tensor q = Probabilities(logits, request.sampling);
-        last_token[part] = SampleRows(q, *request.generator).reshape({1});
-        last[part] = out.tree.AddNode(last[part], /*token=*/-1);  // read back with the step's verdict
-        tokens.push_back(last_token[part].to(request.device));
-        rows.push_back(q);
-      }
+    for (int part = 0; part < drafter.part_count(); ++part) {
+      ASSIGN_OR_RETURN(Chain chain, DraftPart(drafter, part, request, length, out.tree));
+      int node = 0;
+      for (int depth = 1; depth <= length; ++depth) node = out.tree.AddNode(node, /*token=*/-1);
+      tokens.push_back(chain.tokens);
+      rows.push_back(chain.rows);
     }
     out.tokens = at::cat(tokens);
-    if (!rows.empty()) {
-      rows.insert(rows.begin(), at::zeros_like(rows.front()));  // the root was not drawn
+    // At temperature 0 q is each token's one-hot: no rows (the engine knows them).
+    if (!request.sampling.greedy() && !rows.empty()) {
+      rows.insert(rows.begin(), at::zeros({1, rows.front().size(1)}, rows.front().options()));  // the root's
       out.draft_probs = at::cat(rows);
     }
     out.sampling = DraftSampling::kIndependent;
     return out;
+  }
+
+ private:
+  struct Chain {
+    at::Tensor tokens;  // [length] int64 on the device
+    at::Tensor rows;    // [length, vocab]: the q rows they were drawn from (undefined at temperature 0)
+  };
+
+  // Part `part`'s chain, to hang under the root of `tree` as its next child:
+  // by the part's device form in one call where it has one (a model
+  // drafter's chain graph on CUDA), else token by token through PartLogits,
+  // each token read by the next forward on the device.
+  static absl::StatusOr<Chain> DraftPart(Drafter& drafter, int part, const BuildRequest& request, int length,
+                                         const TokenTree& tree) {
+    if (DeviceDrafter* device = DeviceFormOf(drafter.Part(part))) {
+      absl::StatusOr<ChainResult> chain =
+          device->DraftChain(length, tree_builders::SamplingPick(request.sampling, request.generator));
+      if (chain.ok()) return Chain{.tokens = chain->tokens.narrow(0, 1, length), .rows = chain->rows};
+      if (chain.status().code() != absl::StatusCode::kUnimplemented) return chain.status();
+    }
+    TokenTree grown = tree;  // this part's chain so far, under the root
+    std::vector<at::Tensor> tokens, rows;
+    int last = 0;
+    at::Tensor last_token;  // on the device; undefined for the root
+    for (int depth = 1; depth <= length; ++depth) {
+      ASSIGN_OR_RETURN(at::Tensor logits, drafter.PartLogits(part, grown, {last}, last_token));
+      const at::Tensor q = Probabilities(logits, request.sampling);
+      last_token = SampleRows(q, *request.generator).reshape({1});
+      last = grown.AddNode(last, /*token=*/-1);  // read back with the step's verdict
+      tokens.push_back(last_token.to(request.device));
+      rows.push_back(q);
+    }
+    return Chain{.tokens = at::cat(tokens), .rows = at::cat(rows)};
   }
 };
 

@@ -69,7 +69,45 @@ TEST(PartChainsTest, EachBranchIsDrawnFromItsOwnDrafter) {
     const double q = draft->draft_probs[first][draft->tokens[first].item<int64_t>()].item<double>();
     EXPECT_GT(q, 0) << "the token was drawn from its row";
   }
-  EXPECT_FALSE(at::allclose(draft->draft_probs[1], draft->draft_probs[2])) << "the two drafters differ";
+  const std::vector<int>& top = tree.children(0);
+  EXPECT_FALSE(at::allclose(draft->draft_probs[top[0]], draft->draft_probs[top[1]])) << "the two drafters differ";
+
+  // A second step after the first branch's first two drafts and an extra
+  // token were accepted: each part's q at the new root is its own drafter's
+  // after the committed text (merge shows each part its branch, and the
+  // accepted path where it lies in another: the second part must not take
+  // the first branch's nodes 1 and 2 for its own). The rows differ from a
+  // fresh drafter's only by the order of float32 additions (a prefill of the
+  // whole text against a prefill, a chain and a commit): under 1e-8 here,
+  // where the second part fed the first branch's nodes as its own moves its
+  // row by 0.013.
+  TokenTree verified = tree;
+  const at::Tensor host_tokens = draft->tokens.to(at::kCPU);
+  for (int node = 1; node < verified.size(); ++node) verified.set_token(node, host_tokens[node].item<int64_t>());
+  const int second = top[0], third = verified.children(second)[0];
+  std::vector<int32_t> committed = kPrompt;
+  committed.push_back(verified.token(second));
+  committed.push_back(verified.token(third));
+  committed.push_back(3);  // the extra token
+  ASSERT_TRUE(method->drafter->EndStep(verified, {0, second, third}, {}).ok());
+  ASSERT_TRUE(method->drafter->BeginStep(committed).ok());
+  auto next = method->tree_builder->Build(
+      *method->drafter, {.root_token = committed.back(), .sampling = sampling, .policy = method->policy.get(),
+                         .generator = &generator, .device = target->device()});
+  ASSERT_TRUE(next.ok()) << next.status();
+  for (int part = 0; part < 2; ++part) {
+    auto options = Options::FromString(part == 0 ? kFirst : kSecond, "test.yaml");
+    ASSERT_TRUE(options.ok());
+    auto alone = DrafterRegistry::Create(*options, "drafter", DrafterEnvironment{.target = target.get()});
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    ASSERT_TRUE((*alone)->Reset(committed, {}).ok());
+    ASSERT_TRUE((*alone)->BeginStep(committed).ok());
+    auto logits = (*alone)->NextTokenLogits(TokenTree(committed.back()), {0});
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const at::Tensor want = Probabilities(*logits, sampling)[0];
+    const at::Tensor got = next->draft_probs[next->tree.children(0)[part]];
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-4) << "part " << part << " after step 2";
+  }
 }
 
 TEST(PartChainsTest, SpecInferAndPointMassKeepTheTargetsLawAtTemperatureOne) {

@@ -1,0 +1,20 @@
+// SamplingPick: a chain step's draw on the device, as drafters' device chains
+// take it (ChainPick): q = the drafter's logits under the experiment's
+// processor chain, the token its exponential race (one draw from q), q kept
+// as the step's row; at temperature 0 the argmax, whose q is its one-hot, no
+// row kept (DraftTree::draft_probs undefined).
+#ifndef SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_SAMPLING_PICK_H_
+#define SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_SAMPLING_PICK_H_
+
+#include <ATen/core/Generator.h>
+
+#include "framework/device/device_model.h"
+#include "framework/sampling.h"
+
+namespace speclab::tree_builders {
+
+ChainPick SamplingPick(const SamplingParams& sampling, at::Generator* generator);
+
+}  // namespace speclab::tree_builders
+
+#endif  // SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_SAMPLING_PICK_H_
