@@ -131,16 +131,12 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
         return std::make_pair(token, FactsRow(logits, at::Tensor(), token, kLogProbs));
       });
     }
-    using Params = std::tuple<double, int64_t, double>;  // temperature, top_k, top_p
     return ChainPick::Of(
-        [](const Params& p, const at::Tensor& logits, const at::Tensor& noise) {
-          const auto& [temperature, top_k, top_p] = p;
-          const at::Tensor q = at::empty(logits.sizes(), logits.options().dtype(at::kFloat));
-          const at::Tensor token =
-              WarpAndRace(logits, at::Tensor(), {.temperature = temperature, .top_k = top_k, .top_p = top_p}, noise, q);
+        [](const tree_builders::WarpParams& warp, const at::Tensor& logits, const at::Tensor& noise) {
+          const auto [token, q] = tree_builders::WarpedDraw(warp, logits, noise);
           return std::make_pair(token, at::cat({q, FactsRow(logits, q, token, kLogProbs)}, 1));
         },
-        Params{sampling.temperature, sampling.top_k, sampling.top_p}, generator);
+        tree_builders::WarpOf(sampling), generator);
   }
 
   // The chain from DeviceDrafter::DraftChain, or nullopt where the drafter has none.

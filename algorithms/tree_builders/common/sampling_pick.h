@@ -7,6 +7,11 @@
 #define SPECLAB_ALGORITHMS_TREE_BUILDERS_COMMON_SAMPLING_PICK_H_
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <tuple>
+#include <utility>
 
 #include "framework/device/device_model.h"
 #include "framework/sampling.h"
@@ -14,6 +19,15 @@
 namespace speclab::tree_builders {
 
 ChainPick SamplingPick(const SamplingParams& sampling, at::Generator* generator);
+
+// A pick's parameters (its key's part): the warp's temperature, top_k, top_p.
+using WarpParams = std::tuple<double, int64_t, double>;
+WarpParams WarpOf(const SamplingParams& sampling);
+// One draw inside a pick: the token (int64 [1]) of logits' exponential race
+// with `noise` under the warp, and the warped q it was drawn from ([1, vocab]
+// float32).
+std::pair<at::Tensor, at::Tensor> WarpedDraw(const WarpParams& warp, const at::Tensor& logits,
+                                             const at::Tensor& noise);
 
 }  // namespace speclab::tree_builders
 

@@ -35,6 +35,27 @@ std::string Method(const std::string& drafter, const std::string& verifier, int 
                       ", length_policy: {type: fixed, gamma: ", gamma, "}}");
 }
 
+// Drafter `spec`'s own q at T = 1 after `context` (the root its last token),
+// drafting alone; undefined after a failure.
+at::Tensor RowAlone(const char* spec, LanguageModel& target, const std::vector<int32_t>& context) {
+  auto options = Options::FromString(spec, "test.yaml");
+  if (!options.ok()) {
+    ADD_FAILURE() << options.status();
+    return at::Tensor();
+  }
+  auto alone = DrafterRegistry::Create(*options, "drafter", DrafterEnvironment{.target = &target});
+  if (!alone.ok() || !(*alone)->Reset(context, {}).ok() || !(*alone)->BeginStep(context).ok()) {
+    ADD_FAILURE() << spec << " could not start: " << alone.status();
+    return at::Tensor();
+  }
+  auto logits = (*alone)->NextTokenLogits(TokenTree(context.back()), {0});
+  if (!logits.ok()) {
+    ADD_FAILURE() << logits.status();
+    return at::Tensor();
+  }
+  return Probabilities(*logits, {.temperature = 1})[0];
+}
+
 TEST(PartChainsTest, EachBranchIsDrawnFromItsOwnDrafter) {
   auto target = testing::TinyModel(2, /*vocab=*/8, /*layers=*/3);
   auto method = testing::MethodFromYaml(Method(Merged(), "{type: specinfer}", 3), target.get());
@@ -56,16 +77,9 @@ TEST(PartChainsTest, EachBranchIsDrawnFromItsOwnDrafter) {
   ASSERT_EQ(draft->draft_probs.size(0), 7);
   // Each branch's first row is its drafter's own q after the root, computed alone.
   for (int part = 0; part < 2; ++part) {
-    auto options = Options::FromString(part == 0 ? kFirst : kSecond, "test.yaml");
-    ASSERT_TRUE(options.ok());
-    auto alone = DrafterRegistry::Create(*options, "drafter", DrafterEnvironment{.target = target.get()});
-    ASSERT_TRUE(alone.ok()) << alone.status();
-    ASSERT_TRUE((*alone)->Reset(kPrompt, {}).ok());
-    ASSERT_TRUE((*alone)->BeginStep(kPrompt).ok());
-    auto logits = (*alone)->NextTokenLogits(TokenTree(kPrompt.back()), {0});
-    ASSERT_TRUE(logits.ok()) << logits.status();
     const int first = tree.children(0)[part];
-    EXPECT_TRUE(at::allclose(draft->draft_probs[first], Probabilities(*logits, sampling)[0])) << "part " << part;
+    EXPECT_TRUE(at::allclose(draft->draft_probs[first], RowAlone(part == 0 ? kFirst : kSecond, *target, kPrompt)))
+        << "part " << part;
     const double q = draft->draft_probs[first][draft->tokens[first].item<int64_t>()].item<double>();
     EXPECT_GT(q, 0) << "the token was drawn from its row";
   }
@@ -96,15 +110,7 @@ TEST(PartChainsTest, EachBranchIsDrawnFromItsOwnDrafter) {
                          .generator = &generator, .device = target->device()});
   ASSERT_TRUE(next.ok()) << next.status();
   for (int part = 0; part < 2; ++part) {
-    auto options = Options::FromString(part == 0 ? kFirst : kSecond, "test.yaml");
-    ASSERT_TRUE(options.ok());
-    auto alone = DrafterRegistry::Create(*options, "drafter", DrafterEnvironment{.target = target.get()});
-    ASSERT_TRUE(alone.ok()) << alone.status();
-    ASSERT_TRUE((*alone)->Reset(committed, {}).ok());
-    ASSERT_TRUE((*alone)->BeginStep(committed).ok());
-    auto logits = (*alone)->NextTokenLogits(TokenTree(committed.back()), {0});
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    const at::Tensor want = Probabilities(*logits, sampling)[0];
+    const at::Tensor want = RowAlone(part == 0 ? kFirst : kSecond, *target, committed);
     const at::Tensor got = next->draft_probs[next->tree.children(0)[part]];
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-4) << "part " << part << " after step 2";
   }
