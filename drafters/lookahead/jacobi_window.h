@@ -47,6 +47,10 @@ class JacobiWindow {
   // (in column order) from the window before the move.
   absl::StatusOr<std::vector<Ngram>> Advance(absl::Span<const int32_t> guesses);
 
+  // Replaces level j's column c (the authors' code swaps EOS guesses out of
+  // the last level, which keeps the window off the end of text).
+  void Replace(int level, int column, int32_t token) { tokens_[level * width_ + column] = token; }
+
   // Iterations so far: every level was guessed by the target once this
   // reaches levels() - 1 (the first level stays the initial guess until then).
   int iterations() const { return iterations_; }

@@ -11,8 +11,9 @@
 
 namespace speclab::lookahead {
 
-LookaheadDrafter::LookaheadDrafter(LookaheadOptions options, uint64_t seed)
+LookaheadDrafter::LookaheadDrafter(LookaheadOptions options, uint64_t seed, int64_t eos)
     : o_(options),
+      eos_(eos),
       random_(seed),
       pool_({.leader_length = 1, .follower_length = options.level - 1, .rows = 1 << 24, .columns = options.guess_set}) {}
 
@@ -20,10 +21,10 @@ absl::Status LookaheadDrafter::Reset(absl::Span<const int32_t> prompt, const Tar
   if (prompt.empty()) return absl::InvalidArgumentError("lookahead: empty prompt");
   pool_ = LruNgramTable(pool_.shape());
   if (o_.pool_from_prompt) pool_.Learn(prompt);
+  prompt_.assign(prompt.begin(), prompt.end());
   // The first guesses: tokens of the prompt, as the authors' code draws them.
-  std::uniform_int_distribution<size_t> pick(0, prompt.size() - 1);
   std::vector<int32_t> initial((o_.level - 1) * o_.window);
-  for (int32_t& token : initial) token = prompt[pick(random_)];
+  for (int32_t& token : initial) token = PromptToken();
   window_.emplace(o_.level - 1, o_.window, std::move(initial));
   context_.assign(prompt.begin(), prompt.end());
   guesses_.reset();
@@ -84,7 +85,16 @@ absl::Status LookaheadDrafter::EndStep(const TokenTree&, absl::Span<const int>, 
   ASSIGN_OR_RETURN(std::vector<Ngram> ngrams, window_->Advance(guesses));
   if (trajectories)
     for (const Ngram& ngram : ngrams) pool_.Remember({ngram.key}, ngram.follower);
+  // The n-grams keep an EOS guess; the window does not iterate past it.
+  const int last = window_->levels() - 1;
+  for (int c = 0; c < window_->width(); ++c)
+    if (window_->at(last, c) == eos_) window_->Replace(last, c, PromptToken());
   return absl::OkStatus();
+}
+
+int32_t LookaheadDrafter::PromptToken() {
+  std::uniform_int_distribution<size_t> pick(0, prompt_.size() - 1);
+  return prompt_[pick(random_)];
 }
 
 namespace {
@@ -101,7 +111,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
   RETURN_IF_ERROR(read("level", 2, 16, &o.level));
   RETURN_IF_ERROR(read("guess_set", 1, 256, &o.guess_set));
   ASSIGN_OR_RETURN(o.pool_from_prompt, options.GetBool("pool_from_prompt", o.pool_from_prompt));
-  return std::unique_ptr<Drafter>(std::make_unique<LookaheadDrafter>(o, env.seed));
+  const int64_t eos = env.target != nullptr ? env.target->config().eos_token_id : -1;
+  return std::unique_ptr<Drafter>(std::make_unique<LookaheadDrafter>(o, env.seed, eos));
 }
 
 const bool kRegistered = DrafterRegistry::Add({

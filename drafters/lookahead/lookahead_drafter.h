@@ -15,7 +15,9 @@
 // prompt's and the output's own n-grams). The defaults are Spec-Bench's.
 // Gives tokens only: verify with greedy or point_mass (the paper's sampling
 // rule is point_mass's). The window's first guesses are tokens of the prompt
-// drawn with the generation's seed; what is drafted never changes the law.
+// drawn with the experiment's seed, and so are the stand-ins for the target's
+// end-of-text token where it is guessed (the authors' code does both); what
+// is drafted never changes the law.
 // No device form: on CUDA it runs step by step (its riders need the host).
 #ifndef SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DRAFTER_H_
 #define SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DRAFTER_H_
@@ -41,7 +43,9 @@ struct LookaheadOptions {
 
 class LookaheadDrafter final : public Drafter {
  public:
-  LookaheadDrafter(LookaheadOptions options, uint64_t seed);
+  // `eos`: the target's end-of-text token (-1: none), never left in the
+  // window's last level.
+  LookaheadDrafter(LookaheadOptions options, uint64_t seed, int64_t eos = -1);
 
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures& target) override;
@@ -59,8 +63,13 @@ class LookaheadDrafter final : public Drafter {
   const LruNgramTable& pool() const { return pool_; }
 
  private:
+  // A token of the prompt drawn with random_ (the window's first guesses, and EOS's stand-ins).
+  int32_t PromptToken();
+
   LookaheadOptions o_;
+  int64_t eos_;
   std::mt19937_64 random_;
+  std::vector<int32_t> prompt_;
   LruNgramTable pool_;
   std::optional<JacobiWindow> window_;
   std::vector<int32_t> context_;

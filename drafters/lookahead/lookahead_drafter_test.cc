@@ -96,6 +96,30 @@ TEST(LookaheadDrafterTest, TheVerificationForwardScoresTheRidersAsTheSequencesTh
   EXPECT_THAT(out->engine_form, HasSubstr("step by step"));
 }
 
+// A guess of the end-of-text token is pooled (its n-gram is the target's)
+// but leaves the window, replaced by a token of the prompt, as in the
+// authors' code.
+TEST(LookaheadDrafterTest, AnEndOfTextGuessIsPooledButLeavesTheWindow) {
+  constexpr int32_t kEos = 2;
+  LookaheadDrafter drafter({.window = 3, .level = 2, .guess_set = 4}, /*seed=*/1, kEos);
+  const Tokens prompt = {5, 6, 7, 5};
+  ASSERT_TRUE(drafter.Reset(prompt, {}).ok());
+  ASSERT_TRUE(drafter.BeginStep(prompt).ok());
+  ASSERT_TRUE(drafter.Riders().ok());
+  at::Tensor logits = at::zeros({3, 8});  // greedy guesses 4, EOS, 4
+  logits[0][4] = 1;
+  logits[1][kEos] = 1;
+  logits[2][4] = 1;
+  ASSERT_TRUE(drafter.RidersScored(logits).ok());
+  const JacobiWindow before = drafter.window();
+  ASSERT_TRUE(drafter.EndStep(TokenTree(prompt.back()), {0}, {}).ok());
+  const JacobiWindow& after = drafter.window();
+  EXPECT_EQ(after.at(0, 0), 4);
+  EXPECT_EQ(after.at(0, 2), 4);
+  EXPECT_THAT(after.at(0, 1), ::testing::AnyOf(5, 6, 7)) << "a prompt token stands in for EOS";
+  EXPECT_THAT(drafter.pool().Followers({before.at(0, 1)}), ::testing::Contains(Tokens{kEos}));
+}
+
 const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3, 1, 5, 3, 7};
 
 TEST(LookaheadDrafterTest, EqualsGreedyAtTemperatureZeroAndDraftsFromItsPool) {
