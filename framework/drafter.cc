@@ -14,12 +14,23 @@ std::vector<int32_t> SequenceThrough(absl::Span<const int32_t> context, const To
   return sequence;
 }
 
+namespace {
+
+// Fails, naming `who`, unless the riders' tokens, offsets and mask agree in size.
+absl::Status CheckSizes(const RiderTokens& riders, const std::string& who) {
+  const size_t r = riders.tokens.size();
+  if (riders.offsets.size() != r || riders.sees.size() != r * r)
+    return absl::InternalError(absl::StrCat(who, " gave ", r, " riders with ", riders.offsets.size(),
+                                            " offsets and a ", riders.sees.size(), "-entry mask (expected ", r,
+                                            " and ", r * r, ")"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RiderTokens::Check(const std::string& drafter, int64_t vocab) const {
+  RETURN_IF_ERROR(CheckSizes(*this, absl::StrCat("drafter '", drafter, "'")));
   const size_t r = tokens.size();
-  if (offsets.size() != r || sees.size() != r * r)
-    return absl::InternalError(absl::StrCat("drafter '", drafter, "' gave ", r, " riders with ", offsets.size(),
-                                            " offsets and a ", sees.size(), "-entry mask (expected ", r, " and ",
-                                            r * r, ")"));
   for (size_t i = 0; i < r; ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab)
       return absl::InternalError(absl::StrCat("drafter '", drafter, "' gave rider ", i, " the token ", tokens[i],
@@ -47,10 +58,8 @@ absl::StatusOr<RiderTokens> RiderParts::Gather(absl::Span<Drafter* const> parts)
   all.sees.assign(static_cast<size_t>(total) * total, 0);
   int at = 0;
   for (const RiderTokens& riders : each) {
+    RETURN_IF_ERROR(CheckSizes(riders, "a part"));
     const int r = riders.size();
-    if (riders.offsets.size() != static_cast<size_t>(r) || riders.sees.size() != static_cast<size_t>(r) * r)
-      return absl::InternalError(absl::StrCat("a drafter gave ", r, " riders with ", riders.offsets.size(),
-                                              " offsets and a ", riders.sees.size(), "-entry mask"));
     all.tokens.insert(all.tokens.end(), riders.tokens.begin(), riders.tokens.end());
     all.offsets.insert(all.offsets.end(), riders.offsets.begin(), riders.offsets.end());
     for (int i = 0; i < r; ++i)

@@ -57,8 +57,6 @@ class PartChainsTreeBuilder final : public TreeBuilder {
     std::vector<at::Tensor> rows;
     for (int part = 0; part < drafter.part_count(); ++part) {
       ASSIGN_OR_RETURN(Chain chain, DraftPart(drafter, part, request, length, out.tree));
-      int node = 0;
-      for (int depth = 1; depth <= length; ++depth) node = out.tree.AddNode(node, /*token=*/-1);
       tokens.push_back(chain.tokens);
       rows.push_back(chain.rows);
     }
@@ -78,27 +76,30 @@ class PartChainsTreeBuilder final : public TreeBuilder {
     at::Tensor rows;    // [length, vocab]: the q rows they were drawn from (undefined at temperature 0)
   };
 
-  // Part `part`'s chain, to hang under the root of `tree` as its next child:
-  // by the part's device form in one call where it has one (a model
-  // drafter's chain graph on CUDA), else token by token through PartLogits,
-  // each token read by the next forward on the device.
+  // Part `part`'s chain, hung under the root of `tree` as its next child
+  // (its nodes' tokens placeholders, read back with the step's verdict): by
+  // the part's device form in one call where it has one (a model drafter's
+  // chain graph on CUDA), else token by token through PartLogits, each token
+  // read by the next forward on the device.
   static absl::StatusOr<Chain> DraftPart(Drafter& drafter, int part, const BuildRequest& request, int length,
-                                         const TokenTree& tree) {
+                                         TokenTree& tree) {
     if (DeviceDrafter* device = DeviceFormOf(drafter.Part(part))) {
       absl::StatusOr<ChainResult> chain =
           device->DraftChain(length, tree_builders::SamplingPick(request.sampling, request.generator));
-      if (chain.ok()) return Chain{.tokens = chain->tokens.narrow(0, 1, length), .rows = chain->rows};
+      if (chain.ok()) {
+        for (int depth = 1, last = 0; depth <= length; ++depth) last = tree.AddNode(last, /*token=*/-1);
+        return Chain{.tokens = chain->tokens.narrow(0, 1, length), .rows = chain->rows};
+      }
       if (chain.status().code() != absl::StatusCode::kUnimplemented) return chain.status();
     }
-    TokenTree grown = tree;  // this part's chain so far, under the root
     std::vector<at::Tensor> tokens, rows;
     int last = 0;
     at::Tensor last_token;  // on the device; undefined for the root
     for (int depth = 1; depth <= length; ++depth) {
-      ASSIGN_OR_RETURN(at::Tensor logits, drafter.PartLogits(part, grown, {last}, last_token));
+      ASSIGN_OR_RETURN(at::Tensor logits, drafter.PartLogits(part, tree, {last}, last_token));
       const at::Tensor q = Probabilities(logits, request.sampling);
       last_token = SampleRows(q, *request.generator).reshape({1});
-      last = grown.AddNode(last, /*token=*/-1);  // read back with the step's verdict
+      last = tree.AddNode(last, /*token=*/-1);
       tokens.push_back(last_token.to(request.device));
       rows.push_back(q);
     }
