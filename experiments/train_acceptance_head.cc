@@ -1,6 +1,7 @@
 #include "experiments/train_acceptance_head.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
 
 #include <cmath>
@@ -9,6 +10,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +36,7 @@ using acceptance_head::Features;
 struct HeadSettings {
   Features features = Features::kLogProbs;
   int64_t hidden = 32;
+  int64_t rollout = 0;  // drafts per window (0: teacher forcing)
   std::string target, drafter, output;
   double temperature = 1.0;
   CorpusData data;
@@ -55,9 +59,17 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   s.drafter = head.ResolvePath(drafter);
   ASSIGN_OR_RETURN(s.temperature, head.GetDouble("temperature", s.temperature));
   if (!(s.temperature >= 0)) return head.Error("temperature", "expected a number >= 0");
+  ASSIGN_OR_RETURN(s.rollout, head.GetInt("rollout", s.rollout));
   RETURN_IF_ERROR(head.CheckAllUsed());
 
   ASSIGN_OR_RETURN(s.data, ParseCorpusData(root, 2));
+  if (s.rollout < 0 || s.rollout >= s.data.seq_len)
+    return head.Error("rollout", absl::StrCat("expected an integer in [0, ", s.data.seq_len - 1,
+                                              "] (drafts after a context of seq_len - rollout tokens)"));
+  if (acceptance_head::ReadsIndex(s.features) && s.rollout == 0)
+    return head.Error("rollout", absl::StrCat("the '", acceptance_head::FeaturesName(s.features),
+                                              "' features read the draft's index, which teacher-forced windows do "
+                                              "not have: set rollout >= 1"));
   ASSIGN_OR_RETURN(Options training, root.GetMap("training"));
   RETURN_IF_ERROR(ParseTrainingBasics(training, s.run));
   RETURN_IF_ERROR(training.CheckAllUsed());
@@ -106,6 +118,9 @@ class HeadTrainer {
                 device_.str().c_str(),
                 static_cast<long long>(s_.run.steps), static_cast<long long>(s_.run.batch_size),
                 static_cast<long long>(s_.data.seq_len));
+    if (s_.rollout > 0)
+      std::printf("examples: the drafter's own %lld drafts after each window's first %lld tokens\n",
+                  static_cast<long long>(s_.rollout), static_cast<long long>(s_.data.seq_len - s_.rollout));
     std::mt19937_64 rng(s_.run.seed);
     std::string log = "{\"steps\": [";
     for (int64_t step = 1; step <= s_.run.steps; ++step) {
@@ -154,14 +169,48 @@ class HeadTrainer {
   // Features and labels of `windows` random windows of `tokens`.
   Batch MakeBatch(const at::Tensor& tokens, int64_t windows, std::mt19937_64& rng) {
     c10::NoGradGuard no_grad;
-    const at::Tensor x = RandomWindows(tokens, windows, s_.data.seq_len, rng);
+    at::Tensor x = RandomWindows(tokens, windows, s_.data.seq_len, rng);
     const int64_t vocab = drafter_->config().vocab_size;
-    const at::Tensor q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
-    const at::Tensor p_logits = target_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
+    at::Tensor q_logits, p_logits, depths;
+    if (s_.rollout == 0) {
+      q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
+      p_logits = target_->ForwardTraining(x);
+      depths = at::zeros({q_logits.size(0)}, q_logits.options());  // not read: no feature set reads it here
+    } else {
+      std::tie(x, q_logits) = DraftContinuations(x, rng);
+      // The target's rows where the drafts were drawn: positions seq_len - rollout - 1 on.
+      p_logits = target_->ForwardTraining(x).narrow(1, x.size(1) - s_.rollout - 1, s_.rollout);
+      depths = at::arange(1, s_.rollout + 1, q_logits.options()).repeat({windows});
+    }
     Batch batch;
-    batch.features = acceptance_head::FeaturesOf(s_.features, q_logits.log_softmax(-1)).to(at::kFloat);
-    batch.labels = DraftAcceptance(p_logits, q_logits, s_.temperature);
+    batch.features = acceptance_head::FeaturesOf(s_.features, q_logits.log_softmax(-1), depths).to(at::kFloat);
+    batch.labels = DraftAcceptance(p_logits.reshape({-1, vocab}).to(at::kFloat), q_logits, s_.temperature);
     return batch;
+  }
+
+  // Windows [b, seq_len] whose last `rollout` tokens the drafter redrafts
+  // from the rest, one token at a time, and its logits [b * rollout, vocab]
+  // where it drew them (window by window, draft by draft).
+  std::pair<at::Tensor, at::Tensor> DraftContinuations(at::Tensor x, std::mt19937_64& rng) {
+    const int64_t context = x.size(1) - s_.rollout;
+    at::Generator noise = at::detail::createCPUGenerator(rng());
+    std::vector<at::Tensor> rows;
+    for (int64_t i = 0; i < s_.rollout; ++i) {
+      const at::Tensor q =
+          drafter_->ForwardTraining(x.narrow(1, 0, context + i)).select(1, context + i - 1).to(at::kFloat);
+      at::Tensor token;
+      if (s_.temperature == 0) {
+        token = q.argmax(-1);
+      } else {
+        // The exponential race: argmax_v q_T(v) / E_v with E_v ~ Exp(1) draws from q_T.
+        const at::Tensor e = -at::rand(q.sizes(), noise, q.options().device(at::kCPU)).log().to(q.device());
+        token = ((q / s_.temperature).softmax(-1) / e).argmax(-1);
+      }
+      x = x.clone();
+      x.select(1, context + i).copy_(token);
+      rows.push_back(q.unsqueeze(1));
+    }
+    return {x, at::cat(rows, 1).reshape({-1, rows.front().size(2)})};
   }
 
   // Held-out loss, mean label, mean prediction and Brier score, printed and as JSON.

@@ -3,9 +3,10 @@
 // policies stop on (algorithms/length_policies/common/acceptance_head.h).
 //
 // Config (unknown keys refused, errors name FILE and key):
-//   acceptance_head: features (log_probs | summary), hidden (32),
-//                    target, drafter (HF folders of one vocabulary),
-//                    temperature (1): the labels' sampling temperature.
+//   acceptance_head: features (log_probs | summary | summary_index),
+//                    hidden (32), target, drafter (HF folders of one
+//                    vocabulary), temperature (1): the labels' sampling
+//                    temperature; rollout (0; summary_index needs >= 1).
 //   data:            tokenizer, train, valid (corpus text files), seq_len (128).
 //   training:        device (auto | cpu | cuda), batch_size (8 windows),
 //                    steps (300), lr (1e-3), seed (1), log_every (20),
@@ -13,18 +14,25 @@
 //   output:          the head's .safetensors file; OUTPUT.log.json beside it
 //                    holds the training and held-out losses.
 //
-// Data: windows of the corpus, teacher-forced through both models (frozen,
-// fp32 on the training device). At each position t the drafter's own log-probability row
-// gives the features, and the label is the chance that the target accepts a
-// token drafted there, given the drafts before it were accepted: at
-// temperature T > 0, sum_v min(p_T(v), q_T(v)) (rejection sampling's
-// acceptance of a draft from q_T); at T = 0, 1 if the drafter's argmax is the
-// target's. Loss: binary cross-entropy with those soft labels; Adam. The
-// held-out set (valid) reports the loss, the mean label and the mean
-// prediction, and the Brier score.
+// Data: windows of the corpus through both models (frozen, fp32 on the
+// training device). With rollout 0 they are teacher-forced, and every
+// position t is a draft. With rollout K, each window's first seq_len - K
+// tokens are a context from which the drafter drafts K tokens itself (drawn
+// from its q_T at T > 0, its argmax at T = 0), as it does in a step; those K
+// drafts, at indices 1..K, are the examples, each in the context of the
+// drafts before it: the context a length policy sees, and the one in which
+// the index means something. For each example the drafter's own
+// log-probability row gives the features, and the label is the chance that
+// the target accepts a token drafted there, given the drafts before it were
+// accepted: at temperature T > 0, sum_v min(p_T(v), q_T(v)) (rejection
+// sampling's acceptance of a draft from q_T); at T = 0, 1 if the drafter's
+// argmax is the target's. Loss: binary cross-entropy with those soft
+// labels; Adam. The held-out set (valid) reports the loss, the mean label and
+// the mean prediction, and the Brier score.
 //
 // SpecDec++ trains on the target's own responses and DISCO on oracle draft
-// lengths; teacher forcing on the corpus stands in for both here (see
+// lengths: the corpus stands in for the responses here, and rollouts label
+// every draft where DISCO's oracle stops at the first rejection (see
 // docs/algorithms.md §3.4, §3.11).
 #ifndef SPECLAB_EXPERIMENTS_TRAIN_ACCEPTANCE_HEAD_H_
 #define SPECLAB_EXPERIMENTS_TRAIN_ACCEPTANCE_HEAD_H_

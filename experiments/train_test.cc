@@ -264,10 +264,13 @@ TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
   const std::string target = *dir_ + "/head_target", drafter = *dir_ + "/head_drafter";
   ASSERT_TRUE(RunTraining(WriteConfig("head_target.yaml", target), {"training.steps=10"}).ok());
   ASSERT_TRUE(RunTraining(WriteConfig("head_drafter.yaml", drafter), {"training.steps=3", "training.seed=9"}).ok());
-  for (const std::string features : {"log_probs", "summary"}) {
+  for (const std::string features : {"log_probs", "summary", "summary_index"}) {
     const std::string path = *dir_ + "/head_" + features + ".yaml";
     const std::string output = *dir_ + "/heads/" + features + ".safetensors";
-    std::ofstream(path) << "acceptance_head:\n  features: " << features << "\n  hidden: 8\n  target: " << target
+    // DISCO's index: the drafter's own 4 drafts after 28 tokens of each window.
+    const bool rollout = features == "summary_index";
+    std::ofstream(path) << "acceptance_head:\n  features: " << features << (rollout ? "\n  rollout: 4" : "")
+                        << "\n  hidden: 8\n  target: " << target
                         << "\n  drafter: " << drafter << "\n  temperature: 1.0\ndata:\n  tokenizer: "
                         << TokenizerPath() << "\n  train: " << *dir_ << "/train.txt\n  valid: " << *dir_
                         << "/valid.txt\n  seq_len: 32\ntraining:\n  batch_size: 4\n  steps: 40\n  lr: 1e-2\n"
@@ -283,8 +286,16 @@ TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
     EXPECT_EQ(acceptance_head::FeaturesName(head->features), features);
     auto log = ReadFileToString(output + ".log.json");
     ASSERT_TRUE(log.ok()) << log.status();
-    EXPECT_THAT(*log, ::testing::HasSubstr("\"held_out\": {\"positions\": 128"));
+    // 4 held-out windows: 32 positions each, or their 4 drafts.
+    EXPECT_THAT(*log, ::testing::HasSubstr(rollout ? "\"held_out\": {\"positions\": 16"
+                                                   : "\"held_out\": {\"positions\": 128"));
     EXPECT_THAT(RunTraining(path, {"acceptance_head.layers=2"}).message(), ::testing::HasSubstr("layers"));
+    if (rollout) {
+      EXPECT_THAT(RunTraining(path, {"acceptance_head.rollout=0"}).message(),
+                  ::testing::AllOf(::testing::HasSubstr("rollout"), ::testing::HasSubstr("index")));
+      EXPECT_THAT(RunTraining(path, {"acceptance_head.rollout=32"}).message(),
+                  ::testing::HasSubstr("expected an integer in [0, 31]"));
+    }
   }
 }
 

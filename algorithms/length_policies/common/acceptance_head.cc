@@ -5,27 +5,46 @@
 
 #include <cmath>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/model/fused_ops.h"
 #include "framework/model/safetensors.h"
 
+#ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "algorithms/length_policies/common/cuda/acceptance_head_kernel.h"
+#endif
+
 namespace speclab::acceptance_head {
 
 absl::StatusOr<Features> ParseFeatures(const std::string& name) {
   if (name == "log_probs") return Features::kLogProbs;
   if (name == "summary") return Features::kSummary;
-  return absl::InvalidArgumentError(absl::StrCat("unknown feature set '", name, "': expected log_probs or summary"));
+  if (name == "summary_index") return Features::kSummaryIndex;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown feature set '", name, "': expected log_probs, summary or summary_index"));
 }
 
 const char* FeaturesName(Features features) {
-  return features == Features::kLogProbs ? "log_probs" : "summary";
+  switch (features) {
+    case Features::kLogProbs:
+      return "log_probs";
+    case Features::kSummary:
+      return "summary";
+    case Features::kSummaryIndex:
+      return "summary_index";
+  }
+  return "?";
 }
 
 int64_t FeatureCount(Features features, int64_t vocab_size) {
-  return (features == Features::kLogProbs ? vocab_size : 0) + kSummaryTopK + 1;
+  return (features == Features::kLogProbs ? vocab_size : 0) + kSummaryTopK + 1 + (ReadsIndex(features) ? 1 : 0);
 }
 
 namespace {
@@ -54,10 +73,17 @@ at::Tensor Summary(const at::Tensor& log_probs, const at::Tensor& lp) {
 
 }  // namespace
 
-at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs) {
+at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs, const at::Tensor& depths) {
   const at::Tensor lp = log_probs.to(at::kDouble);
-  if (features == Features::kSummary) return Summary(log_probs, lp);
-  return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(log_probs, lp)}, 1);
+  switch (features) {
+    case Features::kLogProbs:
+      return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(log_probs, lp)}, 1);
+    case Features::kSummary:
+      return Summary(log_probs, lp);
+    case Features::kSummaryIndex:
+      return at::cat({Summary(log_probs, lp), depths.to(lp.options()).reshape({-1, 1})}, 1);
+  }
+  return at::Tensor();
 }
 
 AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t hidden, uint64_t seed, double prior_logit) {
@@ -78,22 +104,49 @@ at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const 
 }
 
 at::Tensor HeadOnDevice::Predict(const at::Tensor& log_probs) const {
-  if (!on_device_.w1.defined() || on_device_.w1.device() != log_probs.device()) {
-    const c10::Device device = log_probs.device();
-    on_device_ = head_;
-    on_device_.w1 = head_.w1.to(device);
-    on_device_.b1 = head_.b1.to(device);
-    on_device_.w2 = head_.w2.to(device);
-    on_device_.b2 = head_.b2.to(device);
+#ifdef SPECLAB_WITH_CUDA
+  // One launch for every row (cuda/acceptance_head_kernel.h), for the
+  // summary features; the log_probs ones' [vocab, hidden] layer goes to ATen.
+  if (log_probs.is_cuda() && log_probs.scalar_type() == at::kFloat && log_probs.dim() == 2 &&
+      head_.features != Features::kLogProbs && head_.w1.size(1) <= kFusedMaxHidden) {
+    const at::Tensor rows = log_probs.stride(1) == 1 ? log_probs : log_probs.contiguous();
+    const AcceptanceHead& w = WeightsOn(rows.device());
+    at::Tensor out = at::empty({rows.size(0)}, rows.options().dtype(at::kDouble));
+    const c10::cuda::CUDAGuard guard(rows.device());
+    const int error = LaunchPredictRows(
+        rows.data_ptr<float>(), rows.size(0), rows.stride(0), rows.size(1), static_cast<int>(head_.features),
+        /*first_depth=*/1.0,
+        {.w1 = w.w1.data_ptr<double>(), .b1 = w.b1.data_ptr<double>(), .w2 = w.w2.data_ptr<double>(),
+         .b2 = w.b2.data_ptr<double>(), .hidden = static_cast<int>(w.w1.size(1))},
+        out.data_ptr<double>(), c10::cuda::getCurrentCUDAStream(rows.device().index()).stream());
+    TORCH_CHECK(error == 0, "acceptance head: kernel launch failed (", error, ")");
+    return out;
   }
-  return PredictFromFeatures(FeaturesOf(head_.features, log_probs), on_device_.w1, on_device_.b1, on_device_.w2,
-                             on_device_.b2);
+#endif
+  return PredictAt(log_probs, at::arange(1, log_probs.size(0) + 1, log_probs.options().dtype(at::kDouble)));
 }
 
-double HeadOnDevice::Predict(absl::Span<const float> log_probs) const {
+const AcceptanceHead& HeadOnDevice::WeightsOn(c10::Device device) const {
+  if (!on_device_.w1.defined() || on_device_.w1.device() != device) {
+    on_device_ = head_;
+    on_device_.w1 = head_.w1.to(device).contiguous();
+    on_device_.b1 = head_.b1.to(device).contiguous();
+    on_device_.w2 = head_.w2.to(device).contiguous();
+    on_device_.b2 = head_.b2.to(device).contiguous();
+  }
+  return on_device_;
+}
+
+at::Tensor HeadOnDevice::PredictAt(const at::Tensor& log_probs, const at::Tensor& depths) const {
+  WeightsOn(log_probs.device());
+  return PredictFromFeatures(FeaturesOf(head_.features, log_probs, depths), on_device_.w1, on_device_.b1,
+                             on_device_.w2, on_device_.b2);
+}
+
+double HeadOnDevice::Predict(absl::Span<const float> log_probs, int depth) const {
   const at::Tensor row = at::from_blob(const_cast<float*>(log_probs.data()),
                                        {1, static_cast<int64_t>(log_probs.size())}, at::kFloat);
-  return Predict(row).item<double>();
+  return PredictAt(row, at::full({1}, static_cast<double>(depth), at::kDouble)).item<double>();
 }
 
 absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
@@ -114,9 +167,9 @@ absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
   };
   auto features = scalar("features");
   if (!features.ok()) return features.status();
-  if (*features != 0 && *features != 1)
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": tensor 'features' is ", *features, ", expected 0 (log_probs) or 1 (summary)"));
+  if (*features < 0 || *features > 2)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'features' is ", *features,
+                                                   ", expected 0 (log_probs), 1 (summary) or 2 (summary_index)"));
   auto vocab = scalar("vocab_size");
   if (!vocab.ok()) return vocab.status();
   if (*vocab < 1) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'vocab_size' must be positive"));
@@ -157,17 +210,19 @@ absl::Status SaveAcceptanceHead(const std::string& path, const AcceptanceHead& h
                                  {"b2", head.b2.to(at::kFloat)}});
 }
 
-absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, Features expected) {
+absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, std::initializer_list<Features> accepted) {
   auto path = options.GetString("head");
   if (!path.ok()) return path.status();
   auto head = LoadAcceptanceHead(options.ResolvePath(*path));
   if (!head.ok()) return options.Error("head", std::string(head.status().message()));
-  if (head->features != expected)
-    return options.Error("head", absl::StrCat(*path, " reads the '", FeaturesName(head->features),
-                                              "' features; this policy's head reads '", FeaturesName(expected),
-                                              "' (train it with acceptance_head.features: ", FeaturesName(expected),
-                                              ")"));
-  return head;
+  for (Features features : accepted)
+    if (head->features == features) return head;
+  std::vector<std::string> names;
+  for (Features features : accepted) names.push_back(absl::StrCat("'", FeaturesName(features), "'"));
+  return options.Error("head", absl::StrCat(*path, " reads the '", FeaturesName(head->features),
+                                            "' features; this policy's head reads ", absl::StrJoin(names, " or "),
+                                            " (train it with acceptance_head.features: ",
+                                            FeaturesName(*accepted.begin()), ")"));
 }
 
 }  // namespace speclab::acceptance_head

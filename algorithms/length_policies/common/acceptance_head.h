@@ -5,10 +5,14 @@
 // policies stop drafting on its predictions; `speclab train` fits it
 // (experiments/train_acceptance_head.h).
 //
-// Its input is one of two feature sets of the drafter's log-probability row
+// Its input is one of three feature sets of the drafter's log-probability row
 // (DraftProgress::log_probs, DeviceDraftFacts::log_probs):
 //   - kSummary: the kSummaryTopK largest probabilities (zeros past the
-//     vocabulary) and the entropy in nats: DISCO's features of the draft.
+//     vocabulary) and the entropy in nats.
+//   - kSummaryIndex: the summary, then the draft's index in its chain (its
+//     depth: 1 for the first draft of a step): DISCO's features of the
+//     draft. A head reading it is trained on drafted continuations
+//     (`acceptance_head.rollout`), where the index carries signal.
 //   - kLogProbs: the row itself, clamped below at kLogProbFloor and divided
 //     by -kLogProbFloor (entries in [-1, 0], for the training's sake), then
 //     the summary. The row is the LM head's image of the drafter's final
@@ -24,6 +28,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,7 +37,7 @@
 
 namespace speclab::acceptance_head {
 
-enum class Features { kLogProbs = 0, kSummary = 1 };
+enum class Features { kLogProbs = 0, kSummary = 1, kSummaryIndex = 2 };
 
 constexpr int64_t kSummaryTopK = 10;
 constexpr double kLogProbFloor = -30.0;
@@ -44,15 +49,21 @@ struct AcceptanceHead {
   at::Tensor w1, b1, w2, b2;
 };
 
-// "log_probs" or "summary", as configs name them; errors list both.
+// "log_probs", "summary" or "summary_index", as configs name them; errors
+// list them.
 absl::StatusOr<Features> ParseFeatures(const std::string& name);
 const char* FeaturesName(Features features);
 
 // F: the input width for a drafter vocabulary of `vocab_size`.
 int64_t FeatureCount(Features features, int64_t vocab_size);
 
-// log_probs [n, vocab] float32 (any device) -> [n, F] float64 there.
-at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs);
+// True for the feature sets that read each row's draft index.
+inline bool ReadsIndex(Features features) { return features == Features::kSummaryIndex; }
+
+// log_probs [n, vocab] float32 (any device) and the rows' draft indices
+// (depths [n], any number type there; read only where ReadsIndex) -> [n, F]
+// float64 there.
+at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs, const at::Tensor& depths);
 
 // A head of hidden width `hidden`, initialised as a linear layer is
 // (uniform in +-1/sqrt(fan_in)) from `seed`, b2 = `prior_logit`.
@@ -69,25 +80,34 @@ class HeadOnDevice {
  public:
   explicit HeadOnDevice(AcceptanceHead head) : head_(std::move(head)) {}
   const AcceptanceHead& head() const { return head_; }
-  // log_probs [n, vocab] float32 -> [n] float64 on its device.
+  // log_probs [n, vocab] float32, the rows of drafts 1..n of one chain in
+  // order -> [n] float64 on its device. On CUDA one launch for the rows
+  // (cuda/acceptance_head_kernel.h, hidden widths up to 64), else ATen.
   at::Tensor Predict(const at::Tensor& log_probs) const;
-  // One host row (DraftProgress::log_probs), the same arithmetic on the CPU.
-  double Predict(absl::Span<const float> log_probs) const;
+  // One host row (DraftProgress::log_probs) of the draft at `depth`, the
+  // same arithmetic on the CPU.
+  double Predict(absl::Span<const float> log_probs, int depth) const;
 
  private:
+  // Rows at the given depths ([n] float64 on their device), through ATen.
+  at::Tensor PredictAt(const at::Tensor& log_probs, const at::Tensor& depths) const;
+  // The weights on `device` (copied there once).
+  const AcceptanceHead& WeightsOn(c10::Device device) const;
+
   AcceptanceHead head_;
   mutable AcceptanceHead on_device_;  // the last device's copy
 };
 
 // The safetensors file speclab writes: w1, b1, w2, b2 (F32) and the I64
-// scalars `features` and `vocab_size`. Errors name the file and the tensor
+// scalars `features` (0 log_probs, 1 summary, 2 summary_index) and
+// `vocab_size`. Errors name the file and the tensor
 // (missing, wrong shape or dtype, an unknown feature set).
 absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path);
 absl::Status SaveAcceptanceHead(const std::string& path, const AcceptanceHead& head);
 
 // A policy's `head` option: the file (relative to the config), loaded, with
-// the feature set the policy reads; errors name the key and the file.
-absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, Features expected);
+// one of the feature sets the policy reads; errors name the key and the file.
+absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, std::initializer_list<Features> accepted);
 
 }  // namespace speclab::acceptance_head
 

@@ -5,12 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "algorithms/length_policies/common/acceptance_head_testing.h"
+#include "algorithms/length_policies/common/cuda/acceptance_head_kernel.h"
+#include "tests/support/cuda_tests.h"
 
 namespace speclab::acceptance_head {
 namespace {
@@ -19,17 +23,74 @@ using ::testing::HasSubstr;
 
 TEST(AcceptanceHeadTest, SummaryFeaturesAreTheTopProbabilitiesAndTheEntropy) {
   const at::Tensor p = at::tensor({0.5, 0.25, 0.25, 0.0}, at::kDouble).reshape({1, 4});
-  const at::Tensor x = FeaturesOf(Features::kSummary, p.log().to(at::kFloat));
+  const at::Tensor x = FeaturesOf(Features::kSummary, p.log().to(at::kFloat), at::Tensor());
   ASSERT_EQ(x.size(1), kSummaryTopK + 1);
   EXPECT_NEAR(x[0][0].item<double>(), 0.5, 1e-7);
   EXPECT_NEAR(x[0][2].item<double>(), 0.25, 1e-7);
   EXPECT_EQ(x[0][4].item<double>(), 0.0);  // past the vocabulary: zero
   EXPECT_NEAR(x[0][kSummaryTopK].item<double>(), 1.5 * std::log(2.0), 1e-6);  // the -inf entry adds nothing
-  const at::Tensor rows = FeaturesOf(Features::kLogProbs, p.log().to(at::kFloat));
+  const at::Tensor rows = FeaturesOf(Features::kLogProbs, p.log().to(at::kFloat), at::Tensor());
   ASSERT_EQ(rows.size(1), 4 + kSummaryTopK + 1);  // the row, then the summary
   EXPECT_EQ(rows[0][3].item<double>(), -1.0);     // floored, then scaled to [-1, 0]
   EXPECT_TRUE(at::allclose(rows.narrow(1, 4, kSummaryTopK + 1), x));
   EXPECT_NEAR(rows[0][0].item<double>(), std::log(0.5) / -kLogProbFloor, 1e-7);
+}
+
+TEST(AcceptanceHeadTest, SummaryIndexFeaturesAddTheDraftsIndex) {
+  const at::Tensor p = at::tensor({0.5, 0.25, 0.25, 0.0, 0.7, 0.1, 0.1, 0.1}, at::kDouble).reshape({2, 4});
+  const at::Tensor lp = p.log().to(at::kFloat);
+  const at::Tensor x = FeaturesOf(Features::kSummaryIndex, lp, at::tensor({1, 5}, at::kLong));
+  ASSERT_EQ(x.size(1), FeatureCount(Features::kSummaryIndex, 4));
+  EXPECT_TRUE(at::equal(x.narrow(1, 0, kSummaryTopK + 1), FeaturesOf(Features::kSummary, lp, at::Tensor())));
+  EXPECT_EQ(x[0][kSummaryTopK + 1].item<double>(), 1.0);
+  EXPECT_EQ(x[1][kSummaryTopK + 1].item<double>(), 5.0);
+  // A chain's rows are drafts 1..n; one host row names its own depth.
+  const HeadOnDevice head(NewHead(Features::kSummaryIndex, 4, /*hidden=*/3, /*seed=*/4, /*prior_logit=*/0.0));
+  const at::Tensor chain = head.Predict(lp);
+  EXPECT_EQ(chain[1].item<double>(), head.Predict(absl::MakeConstSpan(lp[1].data_ptr<float>(), 4), 2));
+  EXPECT_NE(chain[1].item<double>(), head.Predict(absl::MakeConstSpan(lp[1].data_ptr<float>(), 4), 1));
+  EXPECT_EQ(ParseFeatures("summary_index").value(), Features::kSummaryIndex);
+  EXPECT_THAT(ParseFeatures("index").status().message(), HasSubstr("summary_index"));
+}
+
+// The prediction on CUDA (one launch for the summary features) against
+// FeaturesOf() and the network in ATen: each feature set, vocabularies below
+// and above the summary's ten and
+// a real one, narrow and the widest hidden layers, rows that are a view of
+// wider ones (facts before them, as chains keep them), entries of -inf.
+TEST(AcceptanceHeadTest, CudaKernelPredictsAsTheFeaturesAndTheNetwork) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  for (Features features : {Features::kLogProbs, Features::kSummary, Features::kSummaryIndex}) {
+    for (int64_t vocab : {4, 37, 8000}) {
+      for (int64_t hidden : {1, 16, kFusedMaxHidden}) {
+        const AcceptanceHead head = NewHead(features, vocab, hidden, /*seed=*/7, /*prior_logit=*/0.3);
+        const at::Tensor scale = at::rand({6, 1}, gen, at::kFloat) * 8;
+        at::Tensor lp = (at::randn({6, vocab}, gen, at::kFloat) * scale).log_softmax(1);
+        lp[2][vocab - 1] = -std::numeric_limits<float>::infinity();
+        const at::Tensor wide = at::cat({at::rand({6, 3}, gen, at::kFloat), lp}, 1).to(at::kCUDA);
+        const at::Tensor rows = wide.narrow(1, 3, vocab);
+        const HeadOnDevice on_device(head);
+        const at::Tensor fused = on_device.Predict(rows).cpu();
+        const at::Tensor depths = at::arange(1, 7, at::TensorOptions().dtype(at::kDouble).device(at::kCUDA));
+        const at::Tensor aten = PredictFromFeatures(FeaturesOf(features, rows, depths), head.w1.cuda(), head.b1.cuda(),
+                                                    head.w2.cuda(), head.b2.cuda())
+                                    .cpu();
+        // float64 both ways, the sums in another order. The first layer sums
+        // n = vocab + 12 terms |x w| <= 10 max|w1| (features <= 10: probabilities,
+        // the row's scaled entries, the entropy <= log 8000, the index <= 6),
+        // so each of its sums moves by <= n * 2^-52 * 10 n max|w1|; silu's
+        // slope is <= 1.1, the output sums `hidden` of them times w2, and the
+        // sigmoid's slope is <= 1/4: a bound far above rounding, far below a
+        // wrong feature (~1e-2).
+        const double n = static_cast<double>(vocab + 12), w1 = head.w1.abs().max().item<double>();
+        const double w2 = head.w2.abs().max().item<double>();
+        const double bound = (n + hidden) * std::ldexp(1.0, -52) * 10 * n * w1 * (1 + 1.1 * hidden * w2);
+        EXPECT_LE((fused - aten).abs().max().item<double>(), bound)
+            << FeaturesName(features) << ", vocab " << vocab << ", hidden " << hidden;
+      }
+    }
+  }
 }
 
 TEST(AcceptanceHeadTest, PredictsTheNetworksSigmoid) {
@@ -50,6 +111,11 @@ TEST(AcceptanceHeadTest, RoundTripsThroughItsFile) {
   EXPECT_EQ(loaded->vocab_size, 50);
   EXPECT_TRUE(at::allclose(loaded->w1, head.w1.to(at::kFloat).to(at::kDouble)));
   EXPECT_TRUE(at::equal(loaded->b2, head.b2));
+  auto indexed = LoadAcceptanceHead(
+      testing::WriteHead(NewHead(Features::kSummaryIndex, 50, 6, 2, 1.0), "round_trip_index"));
+  ASSERT_TRUE(indexed.ok()) << indexed.status();
+  EXPECT_EQ(indexed->features, Features::kSummaryIndex);
+  EXPECT_EQ(indexed->w1.size(0), kSummaryTopK + 2);
 }
 
 TEST(AcceptanceHeadTest, BadFilesNameTheFileAndTheTensor) {

@@ -53,6 +53,19 @@ inline AcceptanceHead TopProbabilityHead(int64_t vocab, double top) {
   return head;
 }
 
+// A summary_index head whose score is above 1/2 exactly where the drafter's
+// top probability is above `top` + `per_draft` * (depth - 1): DISCO's
+// classifier reading the index, stricter with each draft.
+inline AcceptanceHead IndexedTopProbabilityHead(int64_t vocab, double top, double per_draft) {
+  AcceptanceHead head = NewHead(Features::kSummaryIndex, vocab, /*hidden=*/1, /*seed=*/1, /*prior_logit=*/0.0);
+  head.w1.zero_();
+  head.w1[0][0] = 8.0;
+  head.w1[kSummaryTopK + 1][0] = -8.0 * per_draft;  // the index, after the summary
+  head.b1.fill_(-8.0 * (top - per_draft));
+  head.w2.fill_(4.0);
+  return head;
+}
+
 }  // namespace speclab::acceptance_head::testing
 
 #endif  // SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_TESTING_H_

@@ -1,7 +1,8 @@
 // `disco`: DISCO's classifier stop (Mamou et al. 2024; docs/algorithms.md
 // §3.11). After each drafted token a trained classifier (common/acceptance_head.h,
-// `summary` features: the drafter's ten largest probabilities there and its
-// entropy; fitted by `speclab train` with an `acceptance_head:` section)
+// `summary_index` features: the drafter's ten largest probabilities there, its
+// entropy and the draft's index; fitted by `speclab train` with an
+// `acceptance_head:` section on drafted continuations)
 // scores whether the token will be accepted; drafting stops once the score is
 // below `threshold`, that token kept; never more than `max` tokens.
 //
@@ -32,7 +33,7 @@ class DiscoLengthPolicy final : public DraftLengthPolicy {
   int64_t log_probs_vocab() const override { return head_.head().vocab_size; }
 
   bool ContinueDrafting(const DraftProgress& progress) override {
-    return !(head_.Predict(progress.log_probs) < threshold_);
+    return !(head_.Predict(progress.log_probs, progress.depth) < threshold_);
   }
 
  private:
@@ -43,8 +44,8 @@ class DiscoLengthPolicy final : public DraftLengthPolicy {
 
 const bool kRegistered = LengthPolicyRegistry::Add({
     .name = "disco",
-    .description = "DISCO: stop once a trained classifier on the drafter's top probabilities and entropy scores the "
-                   "draft below a threshold",
+    .description = "DISCO: stop once a trained classifier on the drafter's top probabilities, entropy and the "
+                   "draft's index scores the draft below a threshold",
     .lossless = "lossless",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> {
       ASSIGN_OR_RETURN(DiscoOptions o, ReadDiscoOptions(options));

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ using ::speclab::acceptance_head::AcceptanceHead;
 using ::speclab::acceptance_head::testing::ConstantHead;
 using ::speclab::acceptance_head::Features;
 using ::speclab::acceptance_head::NewHead;
+using ::speclab::acceptance_head::testing::IndexedTopProbabilityHead;
 using ::speclab::acceptance_head::testing::TopProbabilityHead;
 using ::speclab::acceptance_head::testing::WriteHead;
 using ::speclab::testing::LengthPolicyError;
@@ -58,8 +60,24 @@ TEST(DiscoTest, ScoresTheDrafterTopProbabilitiesAndEntropy) {
   EXPECT_FALSE(p.ContinueDrafting({.depth = 2, .log_probs = flat}));
 }
 
+// DISCO's features: the summary and the draft's index, stricter by 0.1 a draft.
+std::string IndexedHead(int64_t vocab, double top) {
+  return WriteHead(IndexedTopProbabilityHead(vocab, top, /*per_draft=*/0.1),
+                   "disco_indexed_" + std::to_string(vocab) + "_" + std::to_string(top));
+}
+
+TEST(DiscoTest, ReadsTheDraftsIndex) {
+  auto policy = MakeLengthPolicy(Yaml(IndexedHead(4, 0.3), 0.5, 8));
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  // Top probability 0.55: above 0.3 + 0.1 (d - 1) up to the third draft.
+  const std::vector<float> row = {std::log(0.55f), std::log(0.15f), std::log(0.15f), std::log(0.15f)};
+  for (int depth = 1; depth <= 6; ++depth)
+    EXPECT_EQ((*policy)->ContinueDrafting({.depth = depth, .log_probs = row}), depth <= 3) << "depth " << depth;
+}
+
 TEST(DiscoTest, DeviceFormKeepsTheHostRulesDrafts) {
   testing::ExpectDeviceStopKeepsTheHostRulesDrafts(Yaml(TopHead(16, 0.4), 0.5, 6));
+  testing::ExpectDeviceStopKeepsTheHostRulesDrafts(Yaml(IndexedHead(16, 0.3), 0.5, 6));
 }
 
 TEST(DiscoTest, EqualsGreedyWithLengthsFollowingTheClassifier) {
@@ -71,7 +89,7 @@ TEST(DiscoTest, EqualsGreedyWithLengthsFollowingTheClassifier) {
 
 TEST(DiscoTest, KeepsTheTargetLaw) {
   testing::ExpectChainLawWithPolicy(Yaml(TopHead(8, 0.5), 0.5, 3), "disco");
-  testing::ExpectChainLawWithPolicy(Yaml(TopHead(8, 0.55), 0.5, 3), "disco", PolicyForm::kDevice);
+  testing::ExpectChainLawWithPolicy(Yaml(IndexedHead(8, 0.45), 0.5, 3), "disco", PolicyForm::kDevice);
 }
 
 TEST(DiscoTest, ErrorsNameTheKeyAndTheFile) {

@@ -11,7 +11,9 @@ absl::StatusOr<DiscoOptions> ReadDiscoOptions(Options& options) {
   if (!(o.threshold >= 0 && o.threshold <= 1)) return options.Error("threshold", "expected a probability in [0, 1]");
   if (max < 1 || max > 64) return options.Error("max", "expected an integer in [1, 64]");
   o.max = static_cast<int>(max);
-  ASSIGN_OR_RETURN(o.head, acceptance_head::ReadHeadOption(options, acceptance_head::Features::kSummary));
+  // DISCO's features, or the summary alone (an ablation of the index).
+  ASSIGN_OR_RETURN(o.head, acceptance_head::ReadHeadOption(options, {acceptance_head::Features::kSummaryIndex,
+                                                                     acceptance_head::Features::kSummary}));
   return o;
 }
 

@@ -9,12 +9,12 @@
 namespace speclab::disco {
 
 struct DiscoOptions {
-  acceptance_head::AcceptanceHead head;  // `head`: a summary head file
+  acceptance_head::AcceptanceHead head;  // `head`: a summary_index (or summary) head file
   double threshold = 0.5;                // stop once the classifier's score is below it
   int max = 8;                           // never more drafts a step
 };
 
-// `head` a summary acceptance head, `threshold` in [0, 1], `max` in [1, 64];
+// `head` a summary_index or summary acceptance head, `threshold` in [0, 1], `max` in [1, 64];
 // errors name the key.
 absl::StatusOr<DiscoOptions> ReadDiscoOptions(Options& options);
 

@@ -34,7 +34,7 @@ class PredictedAcceptanceLengthPolicy final : public DraftLengthPolicy {
 
   bool ContinueDrafting(const DraftProgress& progress) override {
     if (progress.depth <= 1) survival_ = 1.0;
-    survival_ *= head_.Predict(progress.log_probs);
+    survival_ *= head_.Predict(progress.log_probs, progress.depth);
     return !StopsAt(options_, survival_);
   }
 
