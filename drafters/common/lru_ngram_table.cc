@@ -1,8 +1,24 @@
 #include "drafters/common/lru_ngram_table.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 namespace speclab {
+
+LruNgramTable LruNgramTable::FromRows(NgramTableShape shape, std::vector<Row> rows) {
+  LruNgramTable table(shape);
+  for (Row& row : rows) {
+    table.rows_.push_back(std::move(row));
+    table.index_.emplace(table.rows_.back().first, std::prev(table.rows_.end()));
+  }
+  return table;
+}
+
+void LruNgramTable::ContinueText(absl::Span<const int32_t> text) {
+  const size_t keep = std::min(text.size(), static_cast<size_t>(shape_.leader_length + shape_.follower_length - 1));
+  tail_.assign(text.end() - keep, text.end());
+}
 
 void LruNgramTable::Learn(absl::Span<const int32_t> tokens) {
   std::vector<int32_t> text = tail_;

@@ -29,7 +29,13 @@ struct NgramTableShape {
 
 class LruNgramTable {
  public:
+  // A key and its followers, most recent first.
+  using Row = std::pair<std::vector<int32_t>, std::vector<std::vector<int32_t>>>;
+
   explicit LruNgramTable(NgramTableShape shape) : shape_(shape) {}
+  // A table holding `rows` (most recent first; as Rows() gives them), with
+  // no text before the next Learn().
+  static LruNgramTable FromRows(NgramTableShape shape, std::vector<Row> rows);
 
   const NgramTableShape& shape() const { return shape_; }
 
@@ -40,6 +46,9 @@ class LruNgramTable {
   // Forgets the text's tail, so that the next Learn() starts a new text (a
   // new prompt); the table itself is kept.
   void EndText() { tail_.clear(); }
+  // Takes `text` as the text learned so far (where the table learned it
+  // elsewhere): the next Learn() continues it without learning it again.
+  void ContinueText(absl::Span<const int32_t> text);
 
   // The followers of `leader` (leader_length tokens), most recent first;
   // empty where the key is not cached. Does not refresh the row.
@@ -47,9 +56,10 @@ class LruNgramTable {
 
   // Keys cached, most recent first (for tests).
   std::vector<std::vector<int32_t>> Keys() const;
+  // Every row, most recent first.
+  std::vector<Row> Rows() const { return {rows_.begin(), rows_.end()}; }
 
  private:
-  using Row = std::pair<std::vector<int32_t>, std::vector<std::vector<int32_t>>>;  // key, followers
 
   NgramTableShape shape_;
   std::list<Row> rows_;  // most recent first

@@ -1,0 +1,189 @@
+// The LRU table's step in one block; see ngram_cache_kernel.h. The threads
+// scan the rows together (a key's row, or the least recent row to evict);
+// thread 0 updates the row and its few followers, as the host's lists would.
+#include "drafters/ngram_cache/cuda/ngram_cache_kernel.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace speclab {
+namespace ngram_cache {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxLeader = 16;  // the drafter's bound on `leader`
+constexpr int kRowBits = 25;    // rows <= 2^24: (stamp, row) packs into 64 bits
+// Static shared memory (the key, the scans' results) plus the staged table
+// stay under the 48 KiB a launch gets without opting in.
+constexpr int64_t kStagedBytes = 46 * 1024;
+
+struct Sequence {
+  const int64_t* context;
+  const int64_t* last_two;
+  int64_t start;
+  const int64_t* drafts;  // out + 1: the drafts follow the root
+  __device__ int64_t operator[](int64_t p) const {
+    const int64_t n = start + 2;
+    return p < start ? context[p] : p < n ? last_two[p - start] : drafts[p - n];
+  }
+};
+
+// The row whose key is `key` (-1 where none), and the least recent row (an
+// empty one first), over the block. Every thread gets both.
+__device__ void ScanRows(const TablePointers& t, const int64_t* key, int* found, unsigned long long* oldest) {
+  __shared__ int found_row;
+  __shared__ unsigned long long oldest_row;
+  if (threadIdx.x == 0) {
+    found_row = -1;
+    oldest_row = ~0ull;
+  }
+  __syncthreads();
+  unsigned long long mine = ~0ull;
+  for (int r = threadIdx.x; r < t.rows; r += kThreads) {
+    const int64_t stamp = t.row_stamps[r];
+    const unsigned long long packed = (static_cast<unsigned long long>(stamp) << kRowBits) | r;
+    if (packed < mine) mine = packed;
+    if (stamp == 0) continue;
+    bool same = true;
+    for (int i = 0; i < t.leader && same; ++i) same = t.keys[static_cast<int64_t>(r) * t.leader + i] == key[i];
+    if (same) found_row = r;  // keys are unique: at most one writer
+  }
+  // The warp's least first, then one shared atomic a warp (256 on one address serialise).
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_down_sync(0xffffffffu, mine, offset);
+    if (other < mine) mine = other;
+  }
+  if (threadIdx.x % 32 == 0) atomicMin(&oldest_row, mine);
+  __syncthreads();
+  *found = found_row;
+  *oldest = oldest_row;
+  __syncthreads();  // before the next scan resets them
+}
+
+__device__ bool SameFollower(const TablePointers& t, int64_t slot, const Sequence& seq, int64_t from) {
+  for (int i = 0; i < t.follower; ++i)
+    if (t.followers[slot * t.follower + i] != seq[from + i]) return false;
+  return true;
+}
+
+// Thread 0: remembers the follower at seq[from..] in row `row` (found, or
+// evicted and taken for `key`), as LruNgramTable::Remember does.
+__device__ void Remember(const TablePointers& t, int row, bool found, const int64_t* key, const Sequence& seq,
+                         int64_t from) {
+  const int64_t stamp = ++*t.clock;
+  if (!found) {
+    for (int i = 0; i < t.leader; ++i) t.keys[static_cast<int64_t>(row) * t.leader + i] = key[i];
+    for (int c = 0; c < t.columns; ++c) t.follower_stamps[static_cast<int64_t>(row) * t.columns + c] = 0;
+  }
+  t.row_stamps[row] = stamp;
+  int same = -1, oldest = 0;
+  for (int c = 0; c < t.columns; ++c) {
+    const int64_t slot = static_cast<int64_t>(row) * t.columns + c;
+    const int64_t s = t.follower_stamps[slot];
+    if (s > 0 && same < 0 && SameFollower(t, slot, seq, from)) same = c;
+    if (s < t.follower_stamps[static_cast<int64_t>(row) * t.columns + oldest]) oldest = c;
+  }
+  const int c = same >= 0 ? same : oldest;
+  const int64_t slot = static_cast<int64_t>(row) * t.columns + c;
+  if (same < 0)
+    for (int i = 0; i < t.follower; ++i) t.followers[slot * t.follower + i] = seq[from + i];
+  t.follower_stamps[slot] = stamp;
+}
+
+// The table's four arrays, one after the other: where they fit in shared
+// memory the block works on a copy there (a step's scans then wait on shared
+// memory, not on global loads) and writes it back at the end.
+__device__ void CopyTable(const TablePointers& from, const TablePointers& to) {
+  const int64_t sizes[4] = {static_cast<int64_t>(from.rows) * from.leader, from.rows,
+                            static_cast<int64_t>(from.rows) * from.columns * from.follower,
+                            static_cast<int64_t>(from.rows) * from.columns};
+  const int64_t* sources[4] = {from.keys, from.row_stamps, from.followers, from.follower_stamps};
+  int64_t* targets[4] = {to.keys, to.row_stamps, to.followers, to.follower_stamps};
+  for (int a = 0; a < 4; ++a)
+    for (int64_t i = threadIdx.x; i < sizes[a]; i += kThreads) targets[a][i] = sources[a][i];
+}
+
+__global__ void __launch_bounds__(kThreads)
+    LearnAndDraft(TablePointers table, bool staged, const int64_t* __restrict__ context,
+                  const int64_t* __restrict__ last_two, const int64_t* __restrict__ start, int length, bool recursive,
+                  int64_t* __restrict__ out) {
+  extern __shared__ int64_t shared_table[];
+  TablePointers t = table;
+  if (staged) {
+    t.keys = shared_table;
+    t.row_stamps = t.keys + static_cast<int64_t>(t.rows) * t.leader;
+    t.followers = t.row_stamps + t.rows;
+    t.follower_stamps = t.followers + static_cast<int64_t>(t.rows) * t.columns * t.follower;
+    CopyTable(table, t);
+    __syncthreads();
+  }
+  __shared__ int64_t key[kMaxLeader];
+  __shared__ int drafted;
+  const Sequence seq{context, last_two, *start, out + 1};
+  const int64_t n = seq.start + 2;
+  const int window = t.leader + t.follower;
+  int found;
+  unsigned long long oldest;
+  const int64_t first_end = *t.learned > window - 1 ? *t.learned : window - 1;
+  __syncthreads();  // every thread has read `learned` before thread 0 moves it
+  for (int64_t end = first_end; end < n; ++end) {
+    const int64_t from = end - window + 1;
+    if (threadIdx.x < t.leader) key[threadIdx.x] = seq[from + threadIdx.x];
+    __syncthreads();
+    ScanRows(t, key, &found, &oldest);
+    if (threadIdx.x == 0)
+      Remember(t, found >= 0 ? found : static_cast<int>(oldest & ((1ull << kRowBits) - 1)), found >= 0, key, seq,
+               from + t.leader);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    *t.learned = n;
+    out[0] = seq[n - 1];
+    drafted = 0;
+  }
+  __syncthreads();
+  while (drafted < length && n + drafted >= t.leader) {
+    const int64_t end = n + drafted;  // the sequence's length so far
+    if (threadIdx.x < t.leader) key[threadIdx.x] = seq[end - t.leader + threadIdx.x];
+    __syncthreads();
+    ScanRows(t, key, &found, &oldest);
+    if (found < 0) break;
+    if (threadIdx.x == 0) {
+      int newest = 0;  // a cached row has a follower
+      for (int c = 1; c < t.columns; ++c) {
+        const int64_t row = static_cast<int64_t>(found) * t.columns;
+        if (t.follower_stamps[row + c] > t.follower_stamps[row + newest]) newest = c;
+      }
+      const int64_t slot = static_cast<int64_t>(found) * t.columns + newest;
+      for (int i = 0; i < t.follower && drafted < length; ++i) out[1 + drafted++] = t.followers[slot * t.follower + i];
+    }
+    __syncthreads();
+    if (!recursive) break;
+  }
+  if (threadIdx.x == 0)
+    for (int j = drafted; j < length; ++j) out[1 + j] = out[j];  // the last token (the root where none) repeated
+  if (staged) {
+    __syncthreads();
+    CopyTable(t, table);
+  }
+}
+
+}  // namespace
+
+int LaunchLearnAndDraft(TablePointers table, const int64_t* context, const int64_t* last_two, const int64_t* start,
+                        int length, bool recursive, int64_t* out, void* stream) {
+  if (table.leader < 1 || table.leader > kMaxLeader || table.follower < 1 || table.rows < 1 ||
+      table.rows > (1 << 24) || table.columns < 1 || length < 0)
+    return cudaErrorInvalidValue;
+  // Staged in shared memory where the table fits the 48 KiB a launch may ask for without opting in.
+  const int64_t bytes = static_cast<int64_t>(sizeof(int64_t)) * table.rows *
+                        (table.leader + 1 + static_cast<int64_t>(table.columns) * (table.follower + 1));
+  const bool staged = bytes <= kStagedBytes;
+  LearnAndDraft<<<1, kThreads, staged ? bytes : 0, static_cast<cudaStream_t>(stream)>>>(
+      table, staged, context, last_two, start, length, recursive, out);
+  return cudaGetLastError();
+}
+
+}  // namespace ngram_cache
+}  // namespace speclab
