@@ -60,7 +60,6 @@ class NgramCacheDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override;
 
  private:
-  std::vector<std::vector<int32_t>> FollowersOf(const std::vector<int32_t>& sequence) const;
   // The device table's rows into the host's, where the device learned last.
   void TakeDeviceTable();
 
