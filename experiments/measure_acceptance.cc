@@ -56,8 +56,7 @@ absl::StatusOr<MeasureSettings> ReadSettings(Experiment& e) {
     s.budgets.push_back(static_cast<int>(budgets[i]));
   }
   if (s.budgets.empty()) return o.Error("budgets", "expected at least one tree size");
-  ASSIGN_OR_RETURN(int64_t repeats, o.GetInt("repeats", s.repeats));
-  if (repeats < 1 || repeats > 10000) return o.Error("repeats", "expected an integer in [1, 10000]");
+  ASSIGN_OR_RETURN(int64_t repeats, o.GetIntIn("repeats", s.repeats, 1, 10000));
   s.repeats = static_cast<int>(repeats);
   RETURN_IF_ERROR(o.CheckAllUsed());
   return s;

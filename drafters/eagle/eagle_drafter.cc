@@ -172,8 +172,7 @@ const bool kRegistered = DrafterRegistry::Add({
       const auto* target = dynamic_cast<const LlamaModel*>(env.target);
       if (target == nullptr) return options.Error("type", "eagle reads a LlamaModel target's hidden states");
       ASSIGN_OR_RETURN(std::string path, options.GetString("path", ""));
-      ASSIGN_OR_RETURN(int64_t layers, options.GetInt("layers", 1));
-      if (layers < 1 || layers > 64) return options.Error("layers", "expected an integer in [1, 64]");
+      ASSIGN_OR_RETURN(int64_t layers, options.GetIntIn("layers", 1, 1, 64));
       if (!path.empty() && options.Has("layers"))
         return options.Error("layers", "sets an untrained head's depth; a checkpoint (path) has its own");
       absl::StatusOr<EagleHead> head =

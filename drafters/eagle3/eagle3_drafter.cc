@@ -29,8 +29,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> CreateEagle3(Options& options, const Dr
     if (!head->fuses()) return options.Error("path", "holds an EAGLE-1 head (it reads one layer): type eagle");
     return std::unique_ptr<Drafter>(std::make_unique<EagleDrafter>(*target, *std::move(head)));
   }
-  ASSIGN_OR_RETURN(int64_t layers, options.GetInt("layers", 1));
-  if (layers < 1 || layers > 64) return options.Error("layers", "expected an integer in [1, 64]");
+  ASSIGN_OR_RETURN(int64_t layers, options.GetIntIn("layers", 1, 1, 64));
   std::vector<int> feature_layers;
   if (options.Has("feature_layers")) {
     ASSIGN_OR_RETURN(std::vector<int64_t> listed, options.GetIntList("feature_layers"));

@@ -148,8 +148,7 @@ class HierarchyDrafter final : public Drafter {
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
   HierarchyOptions o;
-  ASSIGN_OR_RETURN(int64_t depth, options.GetInt("max_depth", o.max_depth));
-  if (depth < 1 || depth > 1024) return options.Error("max_depth", "expected an integer in [1, 1024]");
+  ASSIGN_OR_RETURN(int64_t depth, options.GetIntIn("max_depth", o.max_depth, 1, 1024));
   o.max_depth = static_cast<int>(depth);
   ASSIGN_OR_RETURN(o.min_token_prob, options.GetDouble("min_token_prob", o.min_token_prob));
   if (!(o.min_token_prob >= 0 && o.min_token_prob <= 1))

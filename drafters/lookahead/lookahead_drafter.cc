@@ -101,15 +101,9 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
   LookaheadOptions o;
-  auto read = [&](const char* key, int lo, int hi, int* out) -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t v, options.GetInt(key, *out));
-    if (v < lo || v > hi) return options.Error(key, absl::StrCat("expected an integer in [", lo, ", ", hi, "]"));
-    *out = static_cast<int>(v);
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(read("window", 1, 64, &o.window));
-  RETURN_IF_ERROR(read("level", 2, 16, &o.level));
-  RETURN_IF_ERROR(read("guess_set", 1, 256, &o.guess_set));
+  ASSIGN_OR_RETURN(o.window, options.GetIntIn("window", o.window, 1, 64));
+  ASSIGN_OR_RETURN(o.level, options.GetIntIn("level", o.level, 2, 16));
+  ASSIGN_OR_RETURN(o.guess_set, options.GetIntIn("guess_set", o.guess_set, 1, 256));
   ASSIGN_OR_RETURN(o.pool_from_prompt, options.GetBool("pool_from_prompt", o.pool_from_prompt));
   const int64_t eos = env.target != nullptr ? env.target->config().eos_token_id : -1;
   return std::unique_ptr<Drafter>(std::make_unique<LookaheadDrafter>(o, env.seed, eos));

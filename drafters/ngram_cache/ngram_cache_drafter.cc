@@ -138,16 +138,10 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
   CacheOptions o;
-  auto read = [&](const char* key, int fallback, int lo, int hi, int* out) -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t v, options.GetInt(key, fallback));
-    if (v < lo || v > hi) return options.Error(key, absl::StrCat("expected an integer in [", lo, ", ", hi, "]"));
-    *out = static_cast<int>(v);
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(read("leader", o.shape.leader_length, 1, 16, &o.shape.leader_length));
-  RETURN_IF_ERROR(read("follower", o.shape.follower_length, 1, 64, &o.shape.follower_length));
-  RETURN_IF_ERROR(read("rows", o.shape.rows, 1, 1 << 24, &o.shape.rows));
-  RETURN_IF_ERROR(read("columns", o.shape.columns, 1, 256, &o.shape.columns));
+  ASSIGN_OR_RETURN(o.shape.leader_length, options.GetIntIn("leader", o.shape.leader_length, 1, 16));
+  ASSIGN_OR_RETURN(o.shape.follower_length, options.GetIntIn("follower", o.shape.follower_length, 1, 64));
+  ASSIGN_OR_RETURN(o.shape.rows, options.GetIntIn("rows", o.shape.rows, 1, 1 << 24));
+  ASSIGN_OR_RETURN(o.shape.columns, options.GetIntIn("columns", o.shape.columns, 1, 256));
   ASSIGN_OR_RETURN(o.recursive, options.GetBool("recursive", o.recursive));
   ASSIGN_OR_RETURN(o.transient, options.GetBool("transient", o.transient));
   return std::unique_ptr<Drafter>(std::make_unique<NgramCacheDrafter>(o, env.device));

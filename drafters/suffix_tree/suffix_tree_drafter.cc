@@ -97,8 +97,7 @@ class SuffixTreeDrafter final : public Drafter {
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment&) {
   SuffixOptions o;
-  ASSIGN_OR_RETURN(int64_t depth, options.GetInt("max_depth", o.max_depth));
-  if (depth < 1 || depth > 1024) return options.Error("max_depth", "expected an integer in [1, 1024]");
+  ASSIGN_OR_RETURN(int64_t depth, options.GetIntIn("max_depth", o.max_depth, 1, 1024));
   o.max_depth = static_cast<int>(depth);
   ASSIGN_OR_RETURN(int64_t spec_tokens, options.GetInt("max_spec_tokens", 0));
   if (spec_tokens < 0 || spec_tokens > 4096)

@@ -284,6 +284,14 @@ SPECLAB_LIST_GETTER(GetStringList, std::string,
                     "strings")
 #undef SPECLAB_LIST_GETTER
 
+absl::StatusOr<int64_t> Options::GetIntIn(const std::string& key, std::optional<int64_t> fallback, int64_t lo,
+                                           int64_t hi) {
+  auto value = GetInt(key, fallback);
+  if (!value.ok()) return value.status();
+  if (*value < lo || *value > hi) return Error(key, absl::StrCat("expected an integer in [", lo, ", ", hi, "]"));
+  return *value;
+}
+
 absl::StatusOr<std::vector<std::vector<int64_t>>> Options::GetIntListList(const std::string& key) {
   auto value = Lookup(key, /*required=*/true);
   if (!value.ok()) return value.status();

@@ -31,6 +31,8 @@ class Options {
 
   bool Has(const std::string& key) const;
   absl::StatusOr<int64_t> GetInt(const std::string& key, std::optional<int64_t> fallback = std::nullopt);
+  // GetInt, then "expected an integer in [lo, hi]" (naming the key) outside it.
+  absl::StatusOr<int64_t> GetIntIn(const std::string& key, std::optional<int64_t> fallback, int64_t lo, int64_t hi);
   absl::StatusOr<double> GetDouble(const std::string& key, std::optional<double> fallback = std::nullopt);
   absl::StatusOr<bool> GetBool(const std::string& key, std::optional<bool> fallback = std::nullopt);
   absl::StatusOr<std::string> GetString(const std::string& key, std::optional<std::string> fallback = std::nullopt);

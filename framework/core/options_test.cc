@@ -45,6 +45,18 @@ TEST(OptionsTest, MissingKeyAndDefaults) {
   EXPECT_THAT(missing.status().message(), HasSubstr("key 'required': missing required key"));
 }
 
+TEST(OptionsTest, IntegersInARangeNameTheKeyAndTheRange) {
+  auto root = Options::FromString("a: 3\nb: 9\n", "range.yaml");
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(*root->GetIntIn("a", std::nullopt, 1, 3), 3);
+  EXPECT_EQ(*root->GetIntIn("absent", 5, 1, 8), 5);
+  const absl::Status outside = root->GetIntIn("b", std::nullopt, 1, 8).status();
+  EXPECT_THAT(std::string(outside.message()), HasSubstr("range.yaml"));
+  EXPECT_THAT(std::string(outside.message()), HasSubstr("'b'"));
+  EXPECT_THAT(std::string(outside.message()), HasSubstr("expected an integer in [1, 8]"));
+  EXPECT_FALSE(root->GetIntIn("absent", 0, 1, 8).ok());  // a fallback outside is refused too
+}
+
 TEST(OptionsTest, InvalidYamlNamesLine) {
   auto root = Options::FromString("a: 1\nb: [1, 2\n", "bad.yaml");
   ASSERT_FALSE(root.ok());

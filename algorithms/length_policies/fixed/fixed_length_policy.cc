@@ -20,8 +20,7 @@ const bool kRegistered = LengthPolicyRegistry::Add({
     .description = "constant draft length gamma (Leviathan et al.)",
     .lossless = "lossless",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> {
-      ASSIGN_OR_RETURN(int64_t gamma, options.GetInt("gamma", 4));
-      if (gamma < 1 || gamma > 64) return options.Error("gamma", "expected an integer in [1, 64]");
+      ASSIGN_OR_RETURN(int64_t gamma, options.GetIntIn("gamma", 4, 1, 64));
       return std::unique_ptr<DraftLengthPolicy>(std::make_unique<FixedLengthPolicy>(static_cast<int>(gamma)));
     },
 });

@@ -215,15 +215,12 @@ absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
   if (budget < 1 || budget > 4096) return options.Error("budget", "expected a number of drafted nodes in [1, 4096]");
   o.budget = static_cast<int>(budget);
   if (options.Has("max_beam_len")) {
-    ASSIGN_OR_RETURN(int64_t length, options.GetInt("max_beam_len"));
-    if (length < 1 || length > 256) return options.Error("max_beam_len", "expected an integer in [1, 256]");
+    ASSIGN_OR_RETURN(int64_t length, options.GetIntIn("max_beam_len", std::nullopt, 1, 256));
     o.max_beam_len = static_cast<int>(length);
   }
-  ASSIGN_OR_RETURN(int64_t beams, options.GetInt("max_n_beams", o.max_n_beams));
-  if (beams < 1 || beams > 4096) return options.Error("max_n_beams", "expected an integer in [1, 4096]");
+  ASSIGN_OR_RETURN(int64_t beams, options.GetIntIn("max_n_beams", o.max_n_beams, 1, 4096));
   o.max_n_beams = static_cast<int>(beams);
-  ASSIGN_OR_RETURN(int64_t width, options.GetInt("max_branch_width", o.max_branch_width));
-  if (width < 1 || width > 1024) return options.Error("max_branch_width", "expected an integer in [1, 1024]");
+  ASSIGN_OR_RETURN(int64_t width, options.GetIntIn("max_branch_width", o.max_branch_width, 1, 1024));
   o.max_branch_width = static_cast<int>(width);
   ASSIGN_OR_RETURN(o.decay_factor, options.GetDouble("decay_factor", o.decay_factor));
   if (!(o.decay_factor > 0 && o.decay_factor <= 1)) return options.Error("decay_factor", "expected a number in (0, 1]");

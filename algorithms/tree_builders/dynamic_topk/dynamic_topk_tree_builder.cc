@@ -192,8 +192,7 @@ const bool kRegistered = TreeBuilderRegistry::Add({
       if (top_k < 1 || top_k > 256) return options.Error("top_k", "expected an integer in [1, 256]");
       std::optional<int> depth;
       if (options.Has("depth")) {
-        ASSIGN_OR_RETURN(int64_t levels, options.GetInt("depth"));
-        if (levels < 1 || levels > 64) return options.Error("depth", "expected an integer in [1, 64]");
+        ASSIGN_OR_RETURN(int64_t levels, options.GetIntIn("depth", std::nullopt, 1, 64));
         depth = static_cast<int>(levels);
       }
       // Without depth the pool grows with the policy's length: bound the tree by 64 levels' pool.

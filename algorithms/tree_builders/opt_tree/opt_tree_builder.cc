@@ -229,8 +229,7 @@ absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
   if (nodes < 1 || nodes > 1024) return options.Error("nodes", "expected a number of drafted nodes in [1, 1024]");
   o.nodes = static_cast<int>(nodes);
   if (options.Has("max_depth")) {
-    ASSIGN_OR_RETURN(int64_t depth, options.GetInt("max_depth"));
-    if (depth < 1 || depth > 64) return options.Error("max_depth", "expected an integer in [1, 64]");
+    ASSIGN_OR_RETURN(int64_t depth, options.GetIntIn("max_depth", std::nullopt, 1, 64));
     o.max_depth = static_cast<int>(depth);
   }
   const bool has_profile = options.Has("latency_profile") || options.Has("latency_profile_file");

@@ -55,8 +55,7 @@ absl::StatusOr<std::vector<double>> ReadAcceptance(Options& options) {
 
 absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
   ASSIGN_OR_RETURN(bool sampling, options.GetBool("sampling", true));
-  ASSIGN_OR_RETURN(int64_t max_depth, options.GetInt("max_depth", kDefaultMaxDepth));
-  if (max_depth < 1 || max_depth > 64) return options.Error("max_depth", "expected an integer in [1, 64]");
+  ASSIGN_OR_RETURN(int64_t max_depth, options.GetIntIn("max_depth", kDefaultMaxDepth, 1, 64));
   ASSIGN_OR_RETURN(std::vector<double> acceptance, ReadAcceptance(options));
   const int levels = static_cast<int>(max_depth) + 1;
 

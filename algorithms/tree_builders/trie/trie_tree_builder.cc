@@ -86,12 +86,10 @@ absl::StatusOr<std::unique_ptr<TreeBuilder>> Create(Options& options) {
   ASSIGN_OR_RETURN(int64_t budget, options.GetInt("budget", o.budget));
   if (budget < 1 || budget > 4096) return options.Error("budget", "expected a number of drafted nodes in [1, 4096]");
   o.budget = static_cast<int>(budget);
-  ASSIGN_OR_RETURN(int64_t candidates, options.GetInt("max_candidates", o.max_candidates));
-  if (candidates < 1 || candidates > 1024) return options.Error("max_candidates", "expected an integer in [1, 1024]");
+  ASSIGN_OR_RETURN(int64_t candidates, options.GetIntIn("max_candidates", o.max_candidates, 1, 1024));
   o.max_candidates = static_cast<int>(candidates);
   if (options.Has("max_depth")) {
-    ASSIGN_OR_RETURN(int64_t depth, options.GetInt("max_depth"));
-    if (depth < 1 || depth > 256) return options.Error("max_depth", "expected an integer in [1, 256]");
+    ASSIGN_OR_RETURN(int64_t depth, options.GetIntIn("max_depth", std::nullopt, 1, 256));
     o.max_depth = static_cast<int>(depth);
   }
   return std::unique_ptr<TreeBuilder>(std::make_unique<TrieTreeBuilder>(o));

@@ -104,8 +104,7 @@ const bool kRegistered = VerifierRegistry::Add(
      .description = "SpecTr K-SEQ per depth over i.i.d. drafts consistent with the accepted prefix (§1.7)",
      .lossless = "lossless",
      .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-       ASSIGN_OR_RETURN(int64_t steps, options.GetInt("bisection_steps", kDefaultBisectionSteps));
-       if (steps < 1 || steps > 200) return options.Error("bisection_steps", "expected an integer in [1, 200]");
+       ASSIGN_OR_RETURN(int64_t steps, options.GetIntIn("bisection_steps", kDefaultBisectionSteps, 1, 200));
        return std::make_unique<SpecTrVerifier>(static_cast<int>(steps));
      }});
 
