@@ -174,8 +174,7 @@ class HeadTrainer {
     at::Tensor q_logits, p_logits, depths;
     if (s_.rollout == 0) {
       q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
-      p_logits = target_->ForwardTraining(x);
-      depths = at::zeros({q_logits.size(0)}, q_logits.options());  // not read: no feature set reads it here
+      p_logits = target_->ForwardTraining(x);  // no depths: no feature set without rollouts reads them
     } else {
       std::tie(x, q_logits) = DraftContinuations(x, rng);
       // The target's rows where the drafts were drawn: positions seq_len - rollout - 1 on.

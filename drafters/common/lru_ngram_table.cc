@@ -28,8 +28,7 @@ void LruNgramTable::Learn(absl::Span<const int32_t> tokens) {
     const absl::Span<const int32_t> span = absl::MakeConstSpan(text).subspan(start, window);
     Remember(span.subspan(0, shape_.leader_length), span.subspan(shape_.leader_length));
   }
-  const size_t keep = std::min(text.size(), window - 1);
-  tail_.assign(text.end() - keep, text.end());
+  ContinueText(text);
 }
 
 void LruNgramTable::Remember(absl::Span<const int32_t> leader, absl::Span<const int32_t> follower) {

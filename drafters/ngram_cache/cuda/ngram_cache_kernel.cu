@@ -14,9 +14,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxLeader = 16;  // the drafter's bound on `leader`
 constexpr int kRowBits = 25;    // rows <= 2^24: (stamp, row) packs into 64 bits
-// Static shared memory (the key, the scans' results) plus the staged table
-// stay under the 48 KiB a launch gets without opting in.
-constexpr int64_t kStagedBytes = 46 * 1024;
 
 struct Sequence {
   const int64_t* context;
@@ -91,33 +88,9 @@ __device__ void Remember(const TablePointers& t, int row, bool found, const int6
   t.follower_stamps[slot] = stamp;
 }
 
-// The table's four arrays, one after the other: where they fit in shared
-// memory the block works on a copy there (a step's scans then wait on shared
-// memory, not on global loads) and writes it back at the end.
-__device__ void CopyTable(const TablePointers& from, const TablePointers& to) {
-  const int64_t sizes[4] = {static_cast<int64_t>(from.rows) * from.leader, from.rows,
-                            static_cast<int64_t>(from.rows) * from.columns * from.follower,
-                            static_cast<int64_t>(from.rows) * from.columns};
-  const int64_t* sources[4] = {from.keys, from.row_stamps, from.followers, from.follower_stamps};
-  int64_t* targets[4] = {to.keys, to.row_stamps, to.followers, to.follower_stamps};
-  for (int a = 0; a < 4; ++a)
-    for (int64_t i = threadIdx.x; i < sizes[a]; i += kThreads) targets[a][i] = sources[a][i];
-}
-
 __global__ void __launch_bounds__(kThreads)
-    LearnAndDraft(TablePointers table, bool staged, const int64_t* __restrict__ context,
-                  const int64_t* __restrict__ last_two, const int64_t* __restrict__ start, int length, bool recursive,
-                  int64_t* __restrict__ out) {
-  extern __shared__ int64_t shared_table[];
-  TablePointers t = table;
-  if (staged) {
-    t.keys = shared_table;
-    t.row_stamps = t.keys + static_cast<int64_t>(t.rows) * t.leader;
-    t.followers = t.row_stamps + t.rows;
-    t.follower_stamps = t.followers + static_cast<int64_t>(t.rows) * t.columns * t.follower;
-    CopyTable(table, t);
-    __syncthreads();
-  }
+    LearnAndDraft(TablePointers t, const int64_t* __restrict__ context, const int64_t* __restrict__ last_two,
+                  const int64_t* __restrict__ start, int length, bool recursive, int64_t* __restrict__ out) {
   __shared__ int64_t key[kMaxLeader];
   __shared__ int drafted;
   const Sequence seq{context, last_two, *start, out + 1};
@@ -163,10 +136,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (threadIdx.x == 0)
     for (int j = drafted; j < length; ++j) out[1 + j] = out[j];  // the last token (the root where none) repeated
-  if (staged) {
-    __syncthreads();
-    CopyTable(t, table);
-  }
 }
 
 }  // namespace
@@ -176,12 +145,8 @@ int LaunchLearnAndDraft(TablePointers table, const int64_t* context, const int64
   if (table.leader < 1 || table.leader > kMaxLeader || table.follower < 1 || table.rows < 1 ||
       table.rows > (1 << 24) || table.columns < 1 || length < 0)
     return cudaErrorInvalidValue;
-  // Staged in shared memory where the table fits the 48 KiB a launch may ask for without opting in.
-  const int64_t bytes = static_cast<int64_t>(sizeof(int64_t)) * table.rows *
-                        (table.leader + 1 + static_cast<int64_t>(table.columns) * (table.follower + 1));
-  const bool staged = bytes <= kStagedBytes;
-  LearnAndDraft<<<1, kThreads, staged ? bytes : 0, static_cast<cudaStream_t>(stream)>>>(
-      table, staged, context, last_two, start, length, recursive, out);
+  LearnAndDraft<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(table, context, last_two, start, length,
+                                                                       recursive, out);
   return cudaGetLastError();
 }
 
