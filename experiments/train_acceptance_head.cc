@@ -103,7 +103,8 @@ class HeadTrainer {
       return absl::InvalidArgumentError(absl::StrCat("acceptance_head: the target ", s_.target, " has ",
                                                      target_->config().vocab_size, " tokens, the drafter ",
                                                      s_.drafter, " ", vocab));
-    AcceptanceHead head = acceptance_head::NewHead(s_.features, vocab, s_.hidden, s_.run.seed, /*prior_logit=*/0.0);
+    AcceptanceHead head = acceptance_head::NewHead(s_.features, vocab, s_.hidden, s_.run.seed, /*prior_logit=*/0.0,
+                                                   drafter_->config().hidden_size);
     std::vector<at::Tensor> params = {head.w1.to(device_, at::kFloat), head.b1.to(device_, at::kFloat),
                                       head.w2.to(device_, at::kFloat), head.b2.to(device_, at::kFloat)};
     for (at::Tensor& p : params) p.requires_grad_(true);
@@ -171,32 +172,44 @@ class HeadTrainer {
     c10::NoGradGuard no_grad;
     at::Tensor x = RandomWindows(tokens, windows, s_.data.seq_len, rng);
     const int64_t vocab = drafter_->config().vocab_size;
-    at::Tensor q_logits, p_logits, depths;
+    at::Tensor q_logits, q_hidden, p_logits, depths;
     if (s_.rollout == 0) {
-      q_logits = drafter_->ForwardTraining(x).reshape({-1, vocab}).to(at::kFloat);
+      std::tie(q_logits, q_hidden) = DrafterForward(x);
+      q_logits = q_logits.reshape({-1, vocab});
+      q_hidden = q_hidden.reshape({-1, q_hidden.size(-1)});
       p_logits = target_->ForwardTraining(x);  // no depths: no feature set without rollouts reads them
     } else {
-      std::tie(x, q_logits) = DraftContinuations(x, rng);
+      std::tie(x, q_logits, q_hidden) = DraftContinuations(x, rng);
       // The target's rows where the drafts were drawn: positions seq_len - rollout - 1 on.
       p_logits = target_->ForwardTraining(x).narrow(1, x.size(1) - s_.rollout - 1, s_.rollout);
       depths = at::arange(1, s_.rollout + 1, q_logits.options()).repeat({windows});
     }
     Batch batch;
-    batch.features = acceptance_head::FeaturesOf(s_.features, q_logits.log_softmax(-1), depths).to(at::kFloat);
+    const at::Tensor rows = s_.features == Features::kHidden ? q_hidden : q_logits.log_softmax(-1);
+    batch.features = acceptance_head::FeaturesOf(s_.features, rows, depths).to(at::kFloat);
     batch.labels = DraftAcceptance(p_logits.reshape({-1, vocab}).to(at::kFloat), q_logits, s_.temperature);
     return batch;
   }
 
+  // The drafter's logits [b, T, vocab] float32 after each token of windows
+  // [b, T], and the final hidden states [b, T, hidden] float32 they come from.
+  std::pair<at::Tensor, at::Tensor> DrafterForward(const at::Tensor& x) {
+    const at::Tensor hidden = drafter_->ForwardTrainingEmbedded(drafter_->Embed(x), 0);
+    return {drafter_->LmHead(hidden), hidden.to(at::kFloat)};
+  }
+
   // Windows [b, seq_len] whose last `rollout` tokens the drafter redrafts
-  // from the rest, one token at a time, and its logits [b * rollout, vocab]
-  // where it drew them (window by window, draft by draft).
-  std::pair<at::Tensor, at::Tensor> DraftContinuations(at::Tensor x, std::mt19937_64& rng) {
+  // from the rest, one token at a time, its logits [b * rollout, vocab] where
+  // it drew them (window by window, draft by draft), and its hidden states
+  // there [b * rollout, hidden].
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> DraftContinuations(at::Tensor x, std::mt19937_64& rng) {
     const int64_t context = x.size(1) - s_.rollout;
     at::Generator noise = at::detail::createCPUGenerator(rng());
-    std::vector<at::Tensor> rows;
+    std::vector<at::Tensor> rows, states;
     for (int64_t i = 0; i < s_.rollout; ++i) {
-      const at::Tensor q =
-          drafter_->ForwardTraining(x.narrow(1, 0, context + i)).select(1, context + i - 1).to(at::kFloat);
+      const auto [logits, hidden] = DrafterForward(x.narrow(1, 0, context + i));
+      const at::Tensor q = logits.select(1, context + i - 1);
+      states.push_back(hidden.select(1, context + i - 1).unsqueeze(1));
       at::Tensor token;
       if (s_.temperature == 0) {
         token = q.argmax(-1);
@@ -209,7 +222,8 @@ class HeadTrainer {
       x.select(1, context + i).copy_(token);
       rows.push_back(q.unsqueeze(1));
     }
-    return {x, at::cat(rows, 1).reshape({-1, rows.front().size(2)})};
+    return {x, at::cat(rows, 1).reshape({-1, rows.front().size(2)}),
+            at::cat(states, 1).reshape({-1, states.front().size(2)})};
   }
 
   // Held-out loss, mean label, mean prediction and Brier score, printed and as JSON.

@@ -3,7 +3,7 @@
 // policies stop on (algorithms/length_policies/common/acceptance_head.h).
 //
 // Config (unknown keys refused, errors name FILE and key):
-//   acceptance_head: features (log_probs | summary | summary_index),
+//   acceptance_head: features (hidden | log_probs | summary | summary_index),
 //                    hidden (32), target, drafter (HF folders of one
 //                    vocabulary), temperature (1): the labels' sampling
 //                    temperature; rollout (0; summary_index needs >= 1).
@@ -21,8 +21,8 @@
 // from its q_T at T > 0, its argmax at T = 0), as it does in a step; those K
 // drafts, at indices 1..K, are the examples, each in the context of the
 // drafts before it: the context a length policy sees, and the one in which
-// the index means something. For each example the drafter's own
-// log-probability row gives the features, and the label is the chance that
+// the index means something. For each example the drafter's own final hidden
+// state (hidden) or log-probability row (the others) gives the features, and the label is the chance that
 // the target accepts a token drafted there, given the drafts before it were
 // accepted: at temperature T > 0, sum_v min(p_T(v), q_T(v)) (rejection
 // sampling's acceptance of a draft from q_T); at T = 0, 1 if the drafter's

@@ -258,17 +258,19 @@ TEST_F(TrainTest, DistillsInBfloat16FromATeacher) {
 // The acceptance head of the predicted_acceptance and disco policies: a
 // tiny pair (two short runs), then a head of each feature set, its held-out
 // numbers recorded and the file loadable as a head of the pair's
-// vocabulary; an unknown key is refused, named.
+// vocabulary (the hidden head also of its hidden width); an unknown key is
+// refused, named.
 TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
   if (TokenizerPath().empty()) GTEST_SKIP() << "no data/tokenizer/speclab.model";
   const std::string target = *dir_ + "/head_target", drafter = *dir_ + "/head_drafter";
   ASSERT_TRUE(RunTraining(WriteConfig("head_target.yaml", target), {"training.steps=10"}).ok());
   ASSERT_TRUE(RunTraining(WriteConfig("head_drafter.yaml", drafter), {"training.steps=3", "training.seed=9"}).ok());
-  for (const std::string features : {"log_probs", "summary", "summary_index"}) {
+  for (const std::string features : {"log_probs", "summary", "summary_index", "hidden"}) {
     const std::string path = *dir_ + "/head_" + features + ".yaml";
     const std::string output = *dir_ + "/heads/" + features + ".safetensors";
-    // DISCO's index: the drafter's own 4 drafts after 28 tokens of each window.
-    const bool rollout = features == "summary_index";
+    // DISCO's index, and SpecDec++'s hidden states as the policy sees them:
+    // the drafter's own 4 drafts after 28 tokens of each window.
+    const bool rollout = features == "summary_index" || features == "hidden";
     std::ofstream(path) << "acceptance_head:\n  features: " << features << (rollout ? "\n  rollout: 4" : "")
                         << "\n  hidden: 8\n  target: " << target
                         << "\n  drafter: " << drafter << "\n  temperature: 1.0\ndata:\n  tokenizer: "
@@ -284,13 +286,14 @@ TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
     ASSERT_TRUE(model.ok()) << model.status();
     EXPECT_EQ(head->vocab_size, (*model)->config().vocab_size);
     EXPECT_EQ(acceptance_head::FeaturesName(head->features), features);
+    if (features == "hidden") EXPECT_EQ(head->hidden_size, (*model)->config().hidden_size);
     auto log = ReadFileToString(output + ".log.json");
     ASSERT_TRUE(log.ok()) << log.status();
     // 4 held-out windows: 32 positions each, or their 4 drafts.
     EXPECT_THAT(*log, ::testing::HasSubstr(rollout ? "\"held_out\": {\"positions\": 16"
                                                    : "\"held_out\": {\"positions\": 128"));
     EXPECT_THAT(RunTraining(path, {"acceptance_head.layers=2"}).message(), ::testing::HasSubstr("layers"));
-    if (rollout) {
+    if (features == "summary_index") {
       EXPECT_THAT(RunTraining(path, {"acceptance_head.rollout=0"}).message(),
                   ::testing::AllOf(::testing::HasSubstr("rollout"), ::testing::HasSubstr("index")));
       EXPECT_THAT(RunTraining(path, {"acceptance_head.rollout=32"}).message(),

@@ -32,8 +32,9 @@ struct DraftTree {
   // length policy's device-side stop (BuildRequest::device_stop): each
   // drafted token's DraftProgress, in DeviceDraftFacts' column order (q of the
   // token, the drafter's own entropy and top probability), then, for a policy
-  // that wants_log_probs(), the drafter's own log-probability row ([n - 1,
-  // 3 + vocab]). Else undefined.
+  // that reads a row (DraftLengthPolicy::draft_row()), that row: the
+  // drafter's own log-probabilities ([n - 1, 3 + vocab]) or its final hidden
+  // state ([n - 1, 3 + hidden]). Else undefined.
   at::Tensor draft_facts;
   // [1] int64 on the drafter's device, for such chains where the drafter
   // applied the stop itself (ChainPick::StoppedBy): the drafts it keeps, 1 to

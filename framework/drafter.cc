@@ -93,6 +93,10 @@ absl::StatusOr<at::Tensor> Drafter::PartLogits(int part, const TokenTree& tree, 
   return NextTokenLogits(tree, nodes, node_tokens);
 }
 
+absl::StatusOr<at::Tensor> Drafter::NodeHiddenStates(absl::Span<const int>) {
+  return absl::UnimplementedError("this drafter gives no hidden states");
+}
+
 absl::StatusOr<std::vector<int32_t>> Drafter::Continuation(const TokenTree&, int, int) {
   return absl::FailedPreconditionError("this drafter gives next-token logits, not token continuations");
 }

@@ -83,6 +83,16 @@ class Drafter {
   virtual absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                                      const at::Tensor& node_tokens = at::Tensor());
 
+  // kDistributions drafters that run a model: the width of the final hidden
+  // state behind their logits (the final norm's output, which the LM head
+  // reads), for length policies that read it (DraftRow::kHidden); 0 where
+  // the drafter gives none.
+  virtual int64_t hidden_size() const { return 0; }
+  // Those hidden states for `nodes`, each listed in this step's
+  // NextTokenLogits() calls already: [nodes.size(), hidden_size()] float32
+  // on the drafter's device. Unimplemented by default.
+  virtual absl::StatusOr<at::Tensor> NodeHiddenStates(absl::Span<const int> nodes);
+
   // kDistributions drafters that hold several others, each with its own q
   // (a `merge` of drafters of logits): how many, and part `part`'s logits as
   // NextTokenLogits gives them. Builders that draft a branch per part read

@@ -32,18 +32,26 @@ absl::Status Method::CheckCompatible() const {
                                "length policy '", policy_name, "' would be ignored: remove length_policy, or use a "
                                "builder that follows one (chain, multi_sample, dynamic_topk without depth, best_first without "
                                "max_beam_len, opt_tree or trie without max_depth)"));
-  if (policy->wants_log_probs() && token_only)
-    return refuse(absl::StrCat("length policy '", policy_name, "' reads the drafter's log-probabilities, but drafter '",
+  const DraftRow row = policy->draft_row();
+  if (row != DraftRow::kNone && token_only)
+    return refuse(absl::StrCat("length policy '", policy_name, "' reads the drafter's ",
+                               row == DraftRow::kHidden ? "hidden states" : "log-probabilities", ", but drafter '",
                                drafter_name, "' gives tokens only"));
-  if (policy->wants_log_probs() && policy->log_probs_vocab() > 0) {
+  if (row == DraftRow::kLogProbs) {
     for (LanguageModel* model : drafter->models()) {
-      if (model->config().vocab_size != policy->log_probs_vocab())
+      if (model->config().vocab_size != policy->draft_row_width())
         return refuse(absl::StrCat("length policy '", policy_name, "' reads log-probability rows of ",
-                                   policy->log_probs_vocab(), " tokens (its head's input), but drafter '",
+                                   policy->draft_row_width(), " tokens (its head's input), but drafter '",
                                    drafter_name, "' has a vocabulary of ", model->config().vocab_size));
     }
   }
-  if ((policy->wants_progress() || policy->wants_log_probs()) &&
+  if (row == DraftRow::kHidden && drafter->hidden_size() != policy->draft_row_width())
+    return refuse(absl::StrCat("length policy '", policy_name, "' reads hidden states of width ",
+                               policy->draft_row_width(), " (its head's input), but drafter '", drafter_name, "' ",
+                               drafter->hidden_size() == 0
+                                   ? std::string("gives none (drafters of one model do, e.g. 'model')")
+                                   : absl::StrCat("has hidden states of width ", drafter->hidden_size())));
+  if ((policy->wants_progress() || row != DraftRow::kNone) &&
       builder_traits.length_control != LengthControl::kPerToken)
     return refuse(absl::StrCat("length policy '", policy_name, "' stops drafting token by token, which tree builder '",
                                tree_builder_name, "' never asks it (only chain does)"));

@@ -313,8 +313,9 @@ TEST(TreeDecodingTest, LengthPoliciesTheBuilderIgnoresAreRefused) {
 // The comparison configs list only combinations that run: every method is
 // created with a tiny drafter, passes the load-time checks, and decodes at
 // every temperature of its config (verifiers also refuse laws at Verify time).
-// A policy whose trained head reads a vocabulary of its own (the shipped
-// pair's) gets a tiny target and drafter of that vocabulary.
+// A policy whose trained head reads rows of the shipped pair's (its
+// vocabulary's log-probabilities, its drafter's hidden states) gets a tiny
+// target and drafter of that vocabulary, or a tiny drafter of that width.
 TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
   auto tiny_target = TinyModel(1);
   for (const char* name :
@@ -343,10 +344,14 @@ TEST(TreeDecodingTest, ComparisonConfigsRunAtTheirTemperatures) {
       method.tree_builder = *std::move(created_builder);
       method.verifier = *std::move(created_verifier);
       method.policy = *std::move(created_policy);
-      const int64_t vocab = method.policy->log_probs_vocab();
+      const DraftRow row = method.policy->draft_row();
+      const int64_t vocab = row == DraftRow::kLogProbs ? method.policy->draft_row_width() : 0;
       std::unique_ptr<LlamaModel> own_target = vocab > 0 ? TinyModel(1, vocab) : nullptr;
       LlamaModel* target = vocab > 0 ? own_target.get() : tiny_target.get();
-      method.drafter = std::make_unique<ModelDrafter>(vocab > 0 ? TinyModel(2, vocab) : TinyModel(2));
+      method.drafter = std::make_unique<ModelDrafter>(
+          vocab > 0                    ? TinyModel(2, vocab)
+          : row == DraftRow::kHidden ? TinyModel(2, 16, 2, 30, 256, method.policy->draft_row_width())
+                                       : TinyModel(2));
       ASSERT_TRUE(method.CheckCompatible().ok()) << name << " " << method_name << ": " << method.CheckCompatible();
       for (double temperature : temperatures) {
         DecodeOptions options = Decoding(temperature, 4, 0);

@@ -103,6 +103,7 @@ absl::Status ModelDrafter::BeginStep(absl::Span<const int32_t> context) {
   pending_slots_ = 0;
   node_slot_.clear();
   node_logits_.clear();
+  node_hidden_.clear();
   return absl::OkStatus();
 }
 
@@ -111,6 +112,7 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   const c10::Device device = model_->device();
   node_slot_.resize(tree.size(), -1);
   node_logits_.resize(tree.size());
+  node_hidden_.resize(tree.size());
   // New inputs: the pending context (first call of the step only), then every
   // listed node not fed yet, in index order so parents precede children.
   std::vector<int> fresh;
@@ -197,11 +199,13 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
     const bool chain = n == 1 && std::all_of(mask.begin(), mask.end(), [](uint8_t m) { return m != 0; });
     const at::Tensor mask_tensor = chain ? at::Tensor() : MaskToDevice(mask, n, tentative + n, device);
     ASSIGN_OR_RETURN(at::Tensor logits, model_->Forward(tokens, position_tensor, mask_tensor));
+    absl::StatusOr<at::Tensor> hidden = model_->HiddenStates(-1);  // a handle, read only if asked for
     pending_slots_ += pending;
     for (size_t k = 0; k < order.size(); ++k) {
       const int node = fresh[order[k]];
       node_slot_[node] = tentative + pending + static_cast<int64_t>(k);
       node_logits_[node] = logits[pending + static_cast<int64_t>(k)];
+      node_hidden_[node] = {hidden.ok() ? *hidden : at::Tensor(), pending + static_cast<int64_t>(k)};
     }
   }
   if (nodes.size() == 1) return ToTargetLogits(node_logits_[nodes[0]].unsqueeze(0));
@@ -209,6 +213,20 @@ absl::StatusOr<at::Tensor> ModelDrafter::NextTokenLogits(const TokenTree& tree, 
   rows.reserve(nodes.size());
   for (int node : nodes) rows.push_back(node_logits_[node]);
   return ToTargetLogits(at::stack(rows));
+}
+
+int64_t ModelDrafter::hidden_size() const { return model_->config().hidden_size; }
+
+absl::StatusOr<at::Tensor> ModelDrafter::NodeHiddenStates(absl::Span<const int> nodes) {
+  std::vector<at::Tensor> rows;
+  for (int node : nodes) {
+    if (node < 0 || node >= static_cast<int>(node_hidden_.size()) || !node_hidden_[node].forward.defined())
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", node, "'s hidden state: the node was not fed by this step's NextTokenLogits"));
+    rows.push_back(node_hidden_[node].forward.narrow(0, node_hidden_[node].row, 1));
+  }
+  if (rows.empty()) return absl::InvalidArgumentError("NodeHiddenStates: no nodes");
+  return (rows.size() == 1 ? rows[0] : at::cat(rows)).to(at::kFloat);
 }
 
 absl::StatusOr<LevelPick> ModelDrafter::InDraftVocabulary(const LevelPick& pick) const {
@@ -261,6 +279,7 @@ absl::StatusOr<LevelsKept> ModelDrafter::DraftLevels(int levels, const LevelPick
   pending_slots_ = pending;
   node_slot_.assign(1, first_slot + pending);  // the root; the levels' nodes have no index in the step's tree
   node_logits_.assign(1, at::Tensor());
+  node_hidden_.assign(1, {});
   return kept;
 }
 
@@ -286,6 +305,7 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
                                         root_position, length, pick));
   node_slot_.assign(length + 1, -1);
   node_logits_.assign(length + 1, at::Tensor());
+  node_hidden_.assign(length + 1, {});
   for (int i = 0; i < length; ++i) node_slot_[i] = first_slot + i;
   return chain;
 }

@@ -36,6 +36,8 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   absl::StatusOr<at::Tensor> NextTokenLogits(const TokenTree& tree, absl::Span<const int> nodes,
                                              const at::Tensor& node_tokens) override;
+  int64_t hidden_size() const override;
+  absl::StatusOr<at::Tensor> NodeHiddenStates(absl::Span<const int> nodes) override;
   // The model's ForwardChain (one CUDA graph for a LlamaModel on CUDA), after
   // one plain forward of any pending context; Unimplemented with a
   // vocabulary map (picks read target-vocabulary logits).
@@ -80,6 +82,11 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   int64_t pending_slots_ = 0;          // pending tokens already fed as tentative slots
   std::vector<int64_t> node_slot_;     // tentative slot of each tree node, -1 if not fed
   std::vector<at::Tensor> node_logits_;  // logits row of each fed node
+  struct HiddenRow {
+    at::Tensor forward;  // the final hidden states of the forward that fed the node
+    int64_t row = 0;     // the node's row there
+  };
+  std::vector<HiddenRow> node_hidden_;
   bool cache_on_device_only_ = false;     // after DraftChainAt: cached_ is unknown to the host
   at::Tensor prefix_offsets_;             // DraftLevelsAt: -levels .. 1, the prefix's positions from the root's less one
 };

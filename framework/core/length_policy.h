@@ -13,6 +13,18 @@
 
 namespace speclab {
 
+// The row a length policy reads of each drafted token besides its summary
+// statistics (DraftLengthPolicy::draft_row()), if any.
+enum class DraftRow {
+  kNone,
+  // The drafter's own log-probabilities there (log-softmax of its logits,
+  // before the sampling warp).
+  kLogProbs,
+  // The drafter's final hidden state there: the final norm's output, which
+  // its LM head reads (Drafter::hidden_size() wide).
+  kHidden,
+};
+
 // Drafter-side facts about the token just drafted on the current path.
 struct DraftProgress {
   int depth = 0;                  // drafted tokens on the path so far (>= 1)
@@ -23,10 +35,11 @@ struct DraftProgress {
   // token-only drafts.
   double draft_entropy = 0;
   double top_probability = 1;
-  // The drafter's own log-probabilities there (log-softmax of its logits,
-  // before the warp), for policies that read them (wants_log_probs()): a
-  // trained head's input. Empty otherwise, and for token-only drafts.
+  // The row the policy reads (draft_row()), a trained head's input: the
+  // drafter's log-probabilities there (kLogProbs) or its final hidden state
+  // (kHidden). Empty where the policy reads the other or none.
   absl::Span<const float> log_probs;
+  absl::Span<const float> hidden;
 };
 
 // What verification made of one step.
@@ -45,14 +58,14 @@ class DraftLengthPolicy {
   // True if ContinueDrafting() reads the progress: builders then read each
   // drafted token's probability back to the host (one sync per draft token).
   virtual bool wants_progress() const { return false; }
-  // True if ContinueDrafting() reads DraftProgress::log_probs (which implies
-  // wants_progress()): builders then read each drafted token's whole row back
-  // (step by step), or keep the rows on the device for the policy's device
-  // form (DeviceDraftFacts::log_probs).
-  virtual bool wants_log_probs() const { return false; }
-  // The drafter vocabulary those rows must have (a trained head's input
-  // width), checked when the method is loaded; 0: any.
-  virtual int64_t log_probs_vocab() const { return 0; }
+  // The row ContinueDrafting() reads of each drafted token (DraftProgress::
+  // log_probs or hidden; any but kNone implies wants_progress()): builders
+  // then read each drafted token's row back (step by step), or keep the rows
+  // on the device for the policy's device form (DeviceDraftFacts).
+  virtual DraftRow draft_row() const { return DraftRow::kNone; }
+  // The width those rows must have (a trained head's input: the drafter's
+  // vocabulary or hidden size), checked when the method is loaded.
+  virtual int64_t draft_row_width() const { return 0; }
   // True if MaxDraftLength() never changes and ContinueDrafting() always
   // continues: the engine may then queue a step before it has observed the
   // one before (pipelined chains); Observe() still sees every step, in order.

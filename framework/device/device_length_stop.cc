@@ -8,10 +8,13 @@
 
 namespace speclab {
 
-DeviceDraftFacts FactsOfColumns(const at::Tensor& facts) {
-  return {.draft_probability = facts.select(1, 0), .draft_entropy = facts.select(1, 1),
-          .top_probability = facts.select(1, 2),
-          .log_probs = facts.size(1) > 3 ? facts.narrow(1, 3, facts.size(1) - 3) : at::Tensor()};
+DeviceDraftFacts FactsOfColumns(const at::Tensor& facts, DraftRow row) {
+  DeviceDraftFacts out{.draft_probability = facts.select(1, 0), .draft_entropy = facts.select(1, 1),
+                       .top_probability = facts.select(1, 2)};
+  const at::Tensor rows = facts.size(1) > 3 ? facts.narrow(1, 3, facts.size(1) - 3) : at::Tensor();
+  if (row == DraftRow::kLogProbs) out.log_probs = rows;
+  if (row == DraftRow::kHidden) out.hidden = rows;
+  return out;
 }
 
 namespace {

@@ -24,6 +24,7 @@
 
 #include <string>
 
+#include "framework/core/length_policy.h"
 #include "framework/core/registry.h"
 
 namespace speclab {
@@ -33,15 +34,17 @@ struct DeviceDraftFacts {
   at::Tensor draft_probability;  // [gamma] float32: q(token) of the drafted token
   at::Tensor draft_entropy;      // [gamma] float32: the drafter's own entropy there, in nats
   at::Tensor top_probability;    // [gamma] float32: the drafter's own largest probability there
-  // [gamma, vocab] float32: the drafter's own log-probabilities there, where
-  // the policy wants_log_probs(); else undefined.
+  // The row the policy reads (DraftLengthPolicy::draft_row()), else
+  // undefined: [gamma, vocab] float32, the drafter's own log-probabilities
+  // there, or [gamma, hidden] float32, its final hidden state there.
   at::Tensor log_probs;
+  at::Tensor hidden;
 };
 
 // facts [gamma, 3] float32, the columns in DeviceDraftFacts' order (how
 // chain builders keep them: DraftTree::draft_facts), as DeviceDraftFacts;
-// [gamma, 3 + vocab] with the log-probability rows after them.
-DeviceDraftFacts FactsOfColumns(const at::Tensor& facts);
+// [gamma, 3 + width] with the rows of `row` after them.
+DeviceDraftFacts FactsOfColumns(const at::Tensor& facts, DraftRow row);
 
 class DeviceLengthStop {
  public:

@@ -16,11 +16,11 @@ namespace speclab {
 
 DeviceModel* DeviceFormOf(LanguageModel& model) { return dynamic_cast<DeviceModel*>(&model); }
 
-ChainPick ChainPick::StoppedBy(const DeviceLengthStop& stop, FactsColumns facts_columns) const {
+ChainPick ChainPick::StoppedBy(const DeviceLengthStop& stop, FactsLayout layout) const {
   ChainPick stopped = *this;
-  stopped.key_ = absl::StrCat(key_, "|", stop.key(), "@", PickFunctionKey(facts_columns));
+  stopped.key_ = absl::StrCat(key_, "|", stop.key(), "@", layout.columns, "r", static_cast<int>(layout.row));
   stopped.stop_ = &stop;
-  stopped.facts_columns_ = facts_columns;
+  stopped.facts_ = layout;
   return stopped;
 }
 
@@ -30,9 +30,9 @@ ChainPick::StopState ChainPick::StartStop(c10::Device device) const {
 }
 
 void ChainPick::ObserveStop(const at::Tensor& rows, StopState& state) const {
-  const int64_t columns = facts_columns_(rows.size(1));
-  const at::Tensor facts = rows.narrow(1, rows.size(1) - columns, columns);
-  fused::AdvanceStop(state.go, state.kept, stop_->Stops(FactsOfColumns(facts)).narrow(0, rows.size(0) - 1, 1));
+  const at::Tensor facts = rows.narrow(1, rows.size(1) - facts_.columns, facts_.columns);
+  fused::AdvanceStop(state.go, state.kept,
+                     stop_->Stops(FactsOfColumns(facts, facts_.row)).narrow(0, rows.size(0) - 1, 1));
 }
 
 namespace {
@@ -41,9 +41,12 @@ absl::StatusOr<ChainResult> ForwardEach(LanguageModel& model, const at::Tensor& 
                                         const ChainPick& pick) {
   if (!first.defined() || first.dim() != 1 || first.size(0) != 1)
     return absl::InvalidArgumentError("ForwardChain: the first token must be a [1] tensor");
-  return PickEach(first, steps, model.config().vocab_size, pick, [&](int64_t i, const at::Tensor& token) {
-    return model.Forward(token, at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor());
-  });
+  return PickEach(
+      first, steps, model.config().vocab_size, pick,
+      [&](int64_t i, const at::Tensor& token) {
+        return model.Forward(token, at::full({1}, position + i, first.options().dtype(at::kLong)), at::Tensor());
+      },
+      /*noise=*/nullptr, [&] { return model.HiddenStates(-1); });
 }
 
 // Commits every tentative slot.
@@ -131,15 +134,23 @@ at::Tensor ChainNoise(const ChainPick& pick, int64_t steps, int64_t vocab, c10::
 }
 
 absl::StatusOr<ChainResult> PickEach(const at::Tensor& first, int64_t steps, int64_t vocab, const ChainPick& pick,
-                                     const LogitsAfter& logits_after, const at::Tensor* given_noise) {
+                                     const LogitsAfter& logits_after, const at::Tensor* given_noise,
+                                     const HiddenNow& hidden_now) {
   if (steps < 1) return absl::InvalidArgumentError(absl::StrCat("ForwardChain: steps must be >= 1, got ", steps));
+  if (pick.reads_hidden() && !hidden_now)
+    return absl::InvalidArgumentError("ForwardChain: the pick reads hidden states, which this chain does not give");
   const at::Tensor noise = given_noise != nullptr ? *given_noise : ChainNoise(pick, steps, vocab, first.device());
   std::vector<at::Tensor> tokens{first.to(at::kLong).view({1})}, rows;
   ChainPick::StopState stop;
   if (pick.stops()) stop = pick.StartStop(first.device());
   for (int64_t i = 0; i < steps; ++i) {
     ASSIGN_OR_RETURN(at::Tensor logits, logits_after(i, tokens.back()));
-    auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor());
+    at::Tensor hidden;
+    if (pick.reads_hidden()) {
+      ASSIGN_OR_RETURN(hidden, hidden_now());
+      hidden = hidden.narrow(0, hidden.size(0) - 1, 1).to(at::kFloat);
+    }
+    auto [token, row] = pick(logits, noise.defined() ? noise.narrow(0, i, 1) : at::Tensor(), hidden);
     tokens.push_back(token.view({1}));
     if (row.defined()) rows.push_back(row);
     if (pick.stops()) pick.ObserveStop(at::cat(rows), stop);

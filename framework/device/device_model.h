@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "framework/core/length_policy.h"
 #include "framework/model/language_model.h"
 #include "framework/device/pick_key.h"
 
@@ -54,27 +55,57 @@ class ChainPick {
     const Pointer pointer = function;
     ChainPick pick;
     pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), noise_generator ? "+noise" : "");
-    pick.function_ = [pointer, params](const at::Tensor& logits, const at::Tensor& noise) {
+    pick.function_ = [pointer, params](const at::Tensor& logits, const at::Tensor&, const at::Tensor& noise) {
       return pointer(params, logits, noise);
     };
     pick.noise_generator_ = noise_generator;
     return pick;
   }
 
+  // Of() for picks that also read the model's final hidden state behind the
+  // logits (the final norm's output, which its LM head reads): `function(
+  // params, logits, hidden [1, hidden_size] float32, noise)`. Models whose
+  // chains do not give it refuse such a pick (InvalidArgument).
+  template <typename Function, typename... Params>
+  static ChainPick OnHidden(Function function, std::tuple<Params...> params = {},
+                            at::Generator* noise_generator = nullptr) {
+    using Pointer = Result (*)(const std::tuple<Params...>&, const at::Tensor&, const at::Tensor&, const at::Tensor&);
+    static_assert(std::is_convertible_v<Function, Pointer>,
+                  "a pick is a function of its declared parameters and arguments: it may capture nothing");
+    const Pointer pointer = function;
+    ChainPick pick;
+    pick.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), noise_generator ? "+noise" : "",
+                             "+hidden");
+    pick.function_ = [pointer, params](const at::Tensor& logits, const at::Tensor& hidden, const at::Tensor& noise) {
+      return pointer(params, logits, hidden, noise);
+    };
+    pick.noise_generator_ = noise_generator;
+    pick.reads_hidden_ = true;
+    return pick;
+  }
+
   // This pick (one that gives rows), ending the chain at a length policy's
   // stop (framework/device/device_length_stop.h): after each pick, `stop`
-  // reads the facts (DeviceDraftFacts' columns) in the last
-  // facts_columns(width) columns of the rows so far ([picks, width]), and
-  // the chain keeps the picks up to the first stop (ChainResult::kept).
+  // reads the facts (DeviceDraftFacts' columns, with the row `layout.row`)
+  // in the last layout.columns columns of the rows so far ([picks, width]),
+  // and the chain keeps the picks up to the first stop (ChainResult::kept).
   // Where a model can, it skips the forwards past the stop (LlamaModel's
   // graph: conditional nodes); the tokens and rows there are then stale,
   // rows a copy of the first. `stop` must outlive the pick and the model's
   // graphs (the method owns both).
-  using FactsColumns = int64_t (*)(int64_t row_width);
-  ChainPick StoppedBy(const DeviceLengthStop& stop, FactsColumns facts_columns) const;
+  struct FactsLayout {
+    int64_t columns = 3;
+    DraftRow row = DraftRow::kNone;
+  };
+  ChainPick StoppedBy(const DeviceLengthStop& stop, FactsLayout layout) const;
   bool stops() const { return stop_ != nullptr; }
 
-  Result operator()(const at::Tensor& logits, const at::Tensor& noise) const { return function_(logits, noise); }
+  // `hidden`: the hidden state behind `logits` ([1, hidden_size] float32),
+  // for a pick that reads_hidden(); else ignored.
+  Result operator()(const at::Tensor& logits, const at::Tensor& noise, const at::Tensor& hidden = at::Tensor()) const {
+    return function_(logits, hidden, noise);
+  }
+  bool reads_hidden() const { return reads_hidden_; }
   const std::string& key() const { return key_; }
   at::Generator* noise_generator() const { return noise_generator_; }
   bool defined() const { return static_cast<bool>(function_); }
@@ -92,10 +123,11 @@ class ChainPick {
 
  private:
   std::string key_;
-  std::function<Result(const at::Tensor& logits, const at::Tensor& noise)> function_;
+  std::function<Result(const at::Tensor& logits, const at::Tensor& hidden, const at::Tensor& noise)> function_;
   at::Generator* noise_generator_ = nullptr;
+  bool reads_hidden_ = false;
   const DeviceLengthStop* stop_ = nullptr;
-  FactsColumns facts_columns_ = nullptr;
+  FactsLayout facts_;
 };
 
 struct ChainResult {
@@ -210,9 +242,14 @@ at::Tensor LevelNoise(const LevelPick& pick, int64_t levels, int64_t vocab, c10:
 // `noise`, where given, is the noise the pick reads (ChainNoise(), drawn
 // beforehand: work captured into a graph draws no random numbers);
 // otherwise PickEach draws it.
+// `hidden_now()`, where given, is the hidden state behind the logits
+// logits_after just gave ([1, hidden_size], any float type), for picks that
+// read it (ChainPick::OnHidden); PickEach refuses those without it.
 using LogitsAfter = std::function<absl::StatusOr<at::Tensor>(int64_t i, const at::Tensor& token)>;
+using HiddenNow = std::function<absl::StatusOr<at::Tensor>()>;
 absl::StatusOr<ChainResult> PickEach(const at::Tensor& first, int64_t steps, int64_t vocab, const ChainPick& pick,
-                                     const LogitsAfter& logits_after, const at::Tensor* noise = nullptr);
+                                     const LogitsAfter& logits_after, const at::Tensor* noise = nullptr,
+                                     const HiddenNow& hidden_now = nullptr);
 
 // The noise a ChainPick with a noise generator reads over `steps` picks:
 // [steps, vocab] float32 Exp(1) draws on `device`, freshly drawn; undefined

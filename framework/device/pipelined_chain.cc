@@ -68,7 +68,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
     if (draft->kept_length.defined()) {
       kept = draft->kept_length.to(device);  // the drafter stopped there
     } else if (draft->draft_facts.defined()) {
-      kept = method().device_stop->KeptLength(FactsOfColumns(draft->draft_facts.to(device)));
+      kept = method().device_stop->KeptLength(FactsOfColumns(draft->draft_facts.to(device), method().policy->draft_row()));
     } else {
       return absl::InternalError("pipelined chain: the builder kept no facts for the length policy's stop");
     }

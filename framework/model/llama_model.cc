@@ -575,6 +575,8 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainOnFeatures(const FeatureRoot
   Impl& m = *impl_;
   if (steps < 1)
     return absl::InvalidArgumentError(absl::StrCat("LlamaModel::ForwardChainOnFeatures: steps must be >= 1, got ", steps));
+  if (pick.reads_hidden())
+    return absl::InvalidArgumentError("LlamaModel::ForwardChainOnFeatures: feature chains give picks no hidden states");
   RETURN_IF_ERROR(m.ValidateFeatureGrowth("ForwardChainOnFeatures", root, inputs, steps - 1));
   if (m.static_shapes && m.config.sliding_window == 0 && steps <= kMaxChainSteps) {
     absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainOnFeatures", [&] {

@@ -323,10 +323,14 @@ struct LlamaModel::Impl {
   // The work of a chain's or levels' graph, for a KV length.
   using ChainWork = std::function<void(int64_t kv_length, CapturedChain& chain)>;
   using LevelsWork = std::function<void(int64_t kv_length, CapturedLevels& captured)>;
-  // Picks `steps` tokens, pick i from logits_after(i) ([1, vocab]), writing
-  // pick i to picked[i]: the loop of every chain body.
+  // Picks `steps` tokens, pick i from after(i): logits [1, vocab] and the
+  // final hidden state [1, hidden] behind them (undefined where the body
+  // gives none), writing pick i to picked[i]: the loop of every chain body.
+  struct LogitsAndHidden {
+    at::Tensor logits, hidden;
+  };
   void PickChain(int64_t steps, const ChainPick& pick, CapturedChain& chain, const at::Tensor& picked,
-                 const std::function<at::Tensor(int64_t i)>& logits_after);
+                 const std::function<LogitsAndHidden(int64_t i)>& after);
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
   void FeatureChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, const NodeInputs& inputs,
                         CapturedChain& chain);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -471,6 +472,46 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
   }
 }
 
+// A pick that reads the hidden state (ChainPick::OnHidden) gets the final
+// norm's output behind each step's logits: the same rows from the chain body
+// and from LanguageModel's default (Forward(), then HiddenStates(-1)), each
+// row the one whose LM head image picked the chain's next token.
+TEST(LlamaModelTest, HiddenPicksReadTheHiddenStateBehindTheLogits) {
+  const ChainPick pick =
+      ChainPick::OnHidden([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor& hidden, const at::Tensor&) {
+        return std::make_pair(GreedyTokens(logits), hidden);
+      });
+  for (const Variant& variant : Variants()) {
+    SCOPED_TRACE(variant.name);
+    auto plain = MakeModel(variant.config, 320);
+    auto chained = MakeModel(variant.config, 320);
+    plain->EnableCudaGraphs(false);
+    chained->EnableCudaGraphs(true);
+    ChainResult results[2];
+    LlamaModel* models[2] = {plain.get(), chained.get()};
+    for (int m = 0; m < 2; ++m) {
+      auto chain = models[m]->ForwardChain(Longs({4}), 0, 6, pick);
+      ASSERT_TRUE(chain.ok()) << chain.status();
+      results[m] = *chain;
+      ASSERT_EQ(results[m].rows.sizes(), (std::vector<int64_t>{6, variant.config.hidden_size}));
+      EXPECT_EQ(results[m].rows.scalar_type(), at::kFloat);
+      const at::Tensor next = models[m]->LmHead(results[m].rows).argmax(-1);
+      EXPECT_TRUE(at::equal(next.cpu(), results[m].tokens.narrow(0, 1, 6).cpu()));
+    }
+    EXPECT_TRUE(at::equal(results[0].tokens.cpu(), results[1].tokens.cpu()));
+    EXPECT_LT(RelError(results[1].rows, results[0].rows), kTol);
+  }
+  // Feature chains give no hidden states: such a pick is refused, not fed garbage.
+  auto model = MakeModel(Variants().front().config, 64);
+  const at::Tensor token = Longs({4});
+  auto logits = model->Forward(token, Longs({0}), at::Tensor());
+  ASSERT_TRUE(logits.ok());
+  const at::Tensor feature = model->HiddenStates(-1).value();
+  const FeatureRoot root{.token = token, .logits = *logits, .feature = feature, .position = 1};
+  EXPECT_THAT(std::string(model->ForwardChainOnFeatures(root, 2, pick, NodeInputs()).status().message()),
+              ::testing::HasSubstr("no hidden states"));
+}
+
 // Batch-invariant numerics (SetBatchInvariant), CUDA and bf16: a chain fed
 // in one forward gives bit for bit the logits of feeding its tokens one at a
 // time, at lengths across the GEMV's 16-row slices, with graphs on and off.
@@ -631,7 +672,7 @@ ChainPick StoppedPick(const DeviceLengthStop& stop) {
            return std::make_pair(token, at::cat({token.to(at::kFloat).reshape({1, 1}),
                                                  at::zeros({1, 2}, logits.options().dtype(at::kFloat))}, 1));
          })
-      .StoppedBy(stop, [](int64_t) -> int64_t { return 3; });
+      .StoppedBy(stop, {.columns = 3});
 }
 
 TEST(LlamaModelTest, StoppedChainsKeepThePicksUpToTheStop) {

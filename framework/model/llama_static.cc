@@ -155,21 +155,23 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::CausalBody(const at::Tensor&
                            kv_length, inputs);
 }
 
-// The picks of a chain: pick i chooses from logits_after(i) and is written
+// The picks of a chain: pick i chooses from the logits (and, for a pick
+// that reads it, the final hidden state) that after(i) gives, and is written
 // to picked[i]. With a stop (ChainPick::StoppedBy), each step after the
 // first is conditional on drafting going on (CudaGraph::BeginIf;
 // chain.conditional says whether the capture made it so); its row lands in a
 // buffer holding copies of the first step's row until then.
 void LlamaModel::Impl::PickChain(int64_t steps, const ChainPick& pick, CapturedChain& chain, const at::Tensor& picked,
-                                 const std::function<at::Tensor(int64_t i)>& logits_after) {
+                                 const std::function<LogitsAndHidden(int64_t i)>& after) {
   std::vector<at::Tensor> rows;
   ChainPick::StopState stop;
   if (pick.stops()) stop = pick.StartStop(device);
   for (int64_t i = 0; i < steps; ++i) {
     const bool conditional = i > 0 && pick.stops() && CudaGraph::BeginIf(stop.go);
     chain.conditional = chain.conditional || conditional;
-    auto [token, row] = pick(logits_after(i).to(at::kFloat),
-                             chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor());
+    const auto [logits, hidden] = after(i);
+    auto [token, row] = pick(logits.to(at::kFloat), chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor(),
+                             pick.reads_hidden() ? hidden.to(at::kFloat) : at::Tensor());
     picked.narrow(0, i, 1).copy_(token.view({1}));
     if (pick.stops()) {
       if (i == 0) rows.push_back(row.expand({steps, row.size(1)}).contiguous());
@@ -193,9 +195,9 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_lengt
   PickChain(steps, pick, chain, chain_in.tokens.narrow(0, prefix, steps), [&](int64_t i) {
     const int64_t offset = i == 0 ? 0 : prefix + i - 1;  // of the fed tokens, from the chain's start
     const int64_t fed = i == 0 ? prefix : 1;
-    const at::Tensor logits =
-        CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length).first;
-    return logits.narrow(0, fed - 1, 1);
+    const auto [logits, hidden] =
+        CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length);
+    return LogitsAndHidden{logits.narrow(0, fed - 1, 1), hidden[-1].narrow(0, fed - 1, 1)};
   });
 }
 
@@ -207,11 +209,12 @@ void LlamaModel::Impl::FeatureChainBody(int64_t steps, int64_t kv_length, const 
                                         const NodeInputs& inputs, CapturedChain& chain) {
   at::Tensor feature = features_in.features.narrow(0, 0, 1);
   PickChain(steps, pick, chain, chain_in.tokens.narrow(0, 1, steps), [&](int64_t i) {
-    if (i == 0) return features_in.logits;
+    // Feature chains give no hidden states (ForwardChainOnFeatures refuses picks that read them).
+    if (i == 0) return LogitsAndHidden{features_in.logits, at::Tensor()};
     const at::Tensor x = inputs(at::embedding(embed, chain_in.tokens.narrow(0, i, 1)), feature);
     auto [logits, hidden] = CausalBody(at::Tensor(), chain_in.start, chain_in.position, i - 1, kv_length, x);
     feature = hidden[-1];
-    return logits;
+    return LogitsAndHidden{logits, at::Tensor()};
   });
 }
 

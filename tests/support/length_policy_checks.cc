@@ -70,6 +70,7 @@ void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::st
       ModelDrafterMethod(TinyModel(drafter_seed, 16, 2, drafter_logit_scale), "{type: chain}", "{type: greedy}", 1);
   // Pipelined where the engine can (a moving length observed one step late,
   // or a device stop), and step by step; a fresh policy each time.
+  std::vector<int> lengths_by_form[2];
   for (bool pipeline : {true, false}) {
     Install(method, policy_yaml, policy_name, form);
     DecodeOptions run = options;
@@ -78,7 +79,10 @@ void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::st
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->tokens, greedy->tokens) << policy_yaml << (pipeline ? ", pipelined" : ", step by step");
     std::set<int> lengths;
-    for (const StepStats& s : out->steps) lengths.insert(s.longest_path);
+    for (const StepStats& s : out->steps) {
+      lengths.insert(s.longest_path);
+      lengths_by_form[pipeline].push_back(s.longest_path);
+    }
     EXPECT_GT(lengths.size(), 1u) << policy_yaml << ": the draft length never moved";
     if (pipeline) {
       ExpectForm(out->engine_form, policy_name, form);
@@ -86,6 +90,10 @@ void ExpectGreedyWithAMovingLength(const std::string& policy_yaml, const std::st
       EXPECT_EQ(out->engine_form, "step by step: decoding.pipeline is off (its default off CUDA)");
     }
   }
+  // A device stop decides as the host rule does, on the same drafts and the
+  // same rows of them: step for step the same lengths.
+  if (form == PolicyForm::kDevice)
+    EXPECT_EQ(lengths_by_form[true], lengths_by_form[false]) << policy_yaml << ": the forms chose other lengths";
 }
 
 void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string& policy_name, PolicyForm form) {
@@ -132,33 +140,37 @@ void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
   std::set<int64_t> kept_lengths;
   for (int chain = 0; chain < 200; ++chain) {
     at::Tensor facts = at::rand({gamma, 3}, generator, at::kFloat) * at::tensor({1.0f, 5.0f, 1.0f});
-    if ((*host)->wants_log_probs()) {
+    const DraftRow row = (*host)->draft_row();
+    const int64_t width = (*host)->draft_row_width();
+    if (row == DraftRow::kLogProbs) {
       // Rows from peaked to flat, as drafters give them.
-      const int64_t vocab = (*host)->log_probs_vocab() > 0 ? (*host)->log_probs_vocab() : 16;
       const at::Tensor scale = at::rand({gamma, 1}, generator, at::kFloat) * 6;
-      facts = at::cat({facts, (at::randn({gamma, vocab}, generator, at::kFloat) * scale).log_softmax(1)}, 1);
+      facts = at::cat({facts, (at::randn({gamma, width}, generator, at::kFloat) * scale).log_softmax(1)}, 1);
+    } else if (row == DraftRow::kHidden) {
+      facts = at::cat({facts, at::randn({gamma, width}, generator, at::kFloat)}, 1);
     }
     const at::Tensor host_facts = facts.to(at::kDouble);
     int expected = gamma;
     for (int d = 1; d <= gamma; ++d) {
+      const absl::Span<const float> rest = absl::MakeConstSpan(facts[d - 1].data_ptr<float>() + 3, facts.size(1) - 3);
       const DraftProgress progress{.depth = d,
                                    .draft_probability = host_facts[d - 1][0].item<double>(),
                                    .draft_entropy = host_facts[d - 1][1].item<double>(),
                                    .top_probability = host_facts[d - 1][2].item<double>(),
-                                   .log_probs = absl::MakeConstSpan(facts[d - 1].data_ptr<float>() + 3,
-                                                                    facts.size(1) - 3)};
+                                   .log_probs = row == DraftRow::kLogProbs ? rest : absl::Span<const float>(),
+                                   .hidden = row == DraftRow::kHidden ? rest : absl::Span<const float>()};
       if (!(*host)->ContinueDrafting(progress)) {
         expected = d;
         break;
       }
     }
-    const int64_t kept = (*device)->KeptLength(FactsOfColumns(facts)).item<int64_t>();
+    const int64_t kept = (*device)->KeptLength(FactsOfColumns(facts, row)).item<int64_t>();
     EXPECT_EQ(kept, expected) << policy_yaml << ", chain " << chain << ":\n" << facts;
     // Each stop reads the drafts up to its own only: the engine asks after
     // each draft with the facts so far.
-    const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts));
+    const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts, row));
     for (int64_t n = 1; n < gamma; ++n)
-      EXPECT_TRUE(at::equal((*device)->Stops(FactsOfColumns(facts.narrow(0, 0, n))), stops.narrow(0, 0, n)))
+      EXPECT_TRUE(at::equal((*device)->Stops(FactsOfColumns(facts.narrow(0, 0, n), row)), stops.narrow(0, 0, n)))
           << policy_yaml << ", chain " << chain << ": the stops of the first " << n << " drafts moved with later ones";
     kept_lengths.insert(kept);
   }

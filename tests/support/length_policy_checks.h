@@ -40,8 +40,9 @@ void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string&
 
 // The policy's device form keeps, on 200 random chains of facts (top and
 // drawn probabilities in [0, 1], entropies in [0, 5] nats, float32 as
-// drafting keeps them; for a policy that wants_log_probs(), random
-// log-probability rows of its vocabulary, peaked to flat), exactly the drafts
+// drafting keeps them; for a policy that reads log-probabilities, random rows
+// of its vocabulary, peaked to flat; for one that reads hidden states, random
+// normal rows of its width), exactly the drafts
 // its host rule keeps: the first depth where ContinueDrafting is false, else
 // MaxDraftLength().
 void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml);

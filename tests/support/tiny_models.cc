@@ -12,15 +12,15 @@
 namespace speclab::testing {
 
 std::unique_ptr<LlamaModel> TinyModel(uint64_t seed, int64_t vocab, int64_t layers, double logit_scale,
-                                      int64_t capacity) {
-  return TinyModelOn(c10::Device(c10::kCPU), seed, vocab, layers, logit_scale, capacity);
+                                      int64_t capacity, int64_t hidden) {
+  return TinyModelOn(c10::Device(c10::kCPU), seed, vocab, layers, logit_scale, capacity, hidden);
 }
 
 std::unique_ptr<LlamaModel> TinyModelOn(c10::Device device, uint64_t seed, int64_t vocab, int64_t layers,
-                                        double logit_scale, int64_t capacity) {
+                                        double logit_scale, int64_t capacity, int64_t hidden) {
   ModelConfig config;
   config.vocab_size = vocab;
-  config.hidden_size = 32;
+  config.hidden_size = hidden;
   config.intermediate_size = 64;
   config.num_hidden_layers = layers;
   config.num_attention_heads = 4;

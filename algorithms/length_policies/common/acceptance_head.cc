@@ -27,8 +27,9 @@ absl::StatusOr<Features> ParseFeatures(const std::string& name) {
   if (name == "log_probs") return Features::kLogProbs;
   if (name == "summary") return Features::kSummary;
   if (name == "summary_index") return Features::kSummaryIndex;
+  if (name == "hidden") return Features::kHidden;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown feature set '", name, "': expected log_probs, summary or summary_index"));
+      absl::StrCat("unknown feature set '", name, "': expected hidden, log_probs, summary or summary_index"));
 }
 
 const char* FeaturesName(Features features) {
@@ -39,12 +40,23 @@ const char* FeaturesName(Features features) {
       return "summary";
     case Features::kSummaryIndex:
       return "summary_index";
+    case Features::kHidden:
+      return "hidden";
   }
   return "?";
 }
 
-int64_t FeatureCount(Features features, int64_t vocab_size) {
+int64_t FeatureCount(Features features, int64_t vocab_size, int64_t hidden_size) {
+  if (features == Features::kHidden) return hidden_size;
   return (features == Features::kLogProbs ? vocab_size : 0) + kSummaryTopK + 1 + (ReadsIndex(features) ? 1 : 0);
+}
+
+DraftRow RowOf(const AcceptanceHead& head) {
+  return head.features == Features::kHidden ? DraftRow::kHidden : DraftRow::kLogProbs;
+}
+
+int64_t RowWidth(const AcceptanceHead& head) {
+  return head.features == Features::kHidden ? head.hidden_size : head.vocab_size;
 }
 
 namespace {
@@ -73,9 +85,12 @@ at::Tensor Summary(const at::Tensor& log_probs, const at::Tensor& lp) {
 
 }  // namespace
 
-at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs, const at::Tensor& depths) {
+at::Tensor FeaturesOf(Features features, const at::Tensor& rows, const at::Tensor& depths) {
+  const at::Tensor& log_probs = rows;  // every feature set but kHidden's
   const at::Tensor lp = log_probs.to(at::kDouble);
   switch (features) {
+    case Features::kHidden:
+      return lp;
     case Features::kLogProbs:
       return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(log_probs, lp)}, 1);
     case Features::kSummary:
@@ -86,16 +101,18 @@ at::Tensor FeaturesOf(Features features, const at::Tensor& log_probs, const at::
   return at::Tensor();
 }
 
-AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t hidden, uint64_t seed, double prior_logit) {
+AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t width, uint64_t seed, double prior_logit,
+                       int64_t hidden_size) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
-  const int64_t f = FeatureCount(features, vocab_size);
+  const int64_t f = FeatureCount(features, vocab_size, hidden_size);
   const auto options = at::TensorOptions().dtype(at::kDouble);
   auto uniform = [&](std::vector<int64_t> shape, int64_t fan_in) {
     const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
     return at::rand(shape, generator, options).mul_(2 * bound).sub_(bound);
   };
-  return {.features = features, .vocab_size = vocab_size, .w1 = uniform({f, hidden}, f), .b1 = uniform({hidden}, f),
-          .w2 = uniform({hidden}, hidden), .b2 = at::full({1}, prior_logit, options)};
+  return {.features = features, .vocab_size = vocab_size,
+          .hidden_size = features == Features::kHidden ? hidden_size : 0, .w1 = uniform({f, width}, f),
+          .b1 = uniform({width}, f), .w2 = uniform({width}, width), .b2 = at::full({1}, prior_logit, options)};
 }
 
 at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
@@ -103,27 +120,34 @@ at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const 
   return at::sigmoid(at::silu(at::addmm(b1, x, w1)).matmul(w2) + b2);
 }
 
-at::Tensor HeadOnDevice::Predict(const at::Tensor& log_probs) const {
+at::Tensor HeadOnDevice::Predict(const DeviceDraftFacts& facts) const {
+  const at::Tensor& rows_in = RowOf(head_) == DraftRow::kHidden ? facts.hidden : facts.log_probs;
 #ifdef SPECLAB_WITH_CUDA
   // One launch for every row (cuda/acceptance_head_kernel.h), for the
-  // summary features; the log_probs ones' [vocab, hidden] layer goes to ATen.
-  if (log_probs.is_cuda() && log_probs.scalar_type() == at::kFloat && log_probs.dim() == 2 &&
+  // summary and hidden features; the log_probs ones' input layer is one
+  // product in ATen.
+  if (rows_in.is_cuda() && rows_in.scalar_type() == at::kFloat && rows_in.dim() == 2 &&
       head_.features != Features::kLogProbs && head_.w1.size(1) <= kFusedMaxHidden) {
-    const at::Tensor rows = log_probs.stride(1) == 1 ? log_probs : log_probs.contiguous();
+    const at::Tensor rows = rows_in.stride(1) == 1 ? rows_in : rows_in.contiguous();
     const AcceptanceHead& w = WeightsOn(rows.device());
     at::Tensor out = at::empty({rows.size(0)}, rows.options().dtype(at::kDouble));
     const c10::cuda::CUDAGuard guard(rows.device());
-    const int error = LaunchPredictRows(
-        rows.data_ptr<float>(), rows.size(0), rows.stride(0), rows.size(1), static_cast<int>(head_.features),
-        /*first_depth=*/1.0,
-        {.w1 = w.w1.data_ptr<double>(), .b1 = w.b1.data_ptr<double>(), .w2 = w.w2.data_ptr<double>(),
-         .b2 = w.b2.data_ptr<double>(), .hidden = static_cast<int>(w.w1.size(1))},
-        out.data_ptr<double>(), c10::cuda::getCurrentCUDAStream(rows.device().index()).stream());
+    const HeadWeights weights{.w1 = w.w1.data_ptr<double>(), .b1 = w.b1.data_ptr<double>(),
+                              .w2 = w.w2.data_ptr<double>(), .b2 = w.b2.data_ptr<double>(),
+                              .hidden = static_cast<int>(w.w1.size(1))};
+    void* stream = c10::cuda::getCurrentCUDAStream(rows.device().index()).stream();
+    const int error =
+        head_.features == Features::kHidden
+            ? LaunchPredictHiddenRows(rows.data_ptr<float>(), rows.size(0), rows.stride(0), rows.size(1), weights,
+                                      out.data_ptr<double>(), stream)
+            : LaunchPredictRows(rows.data_ptr<float>(), rows.size(0), rows.stride(0), rows.size(1),
+                                static_cast<int>(head_.features), /*first_depth=*/1.0, weights,
+                                out.data_ptr<double>(), stream);
     TORCH_CHECK(error == 0, "acceptance head: kernel launch failed (", error, ")");
     return out;
   }
 #endif
-  return PredictAt(log_probs, at::arange(1, log_probs.size(0) + 1, log_probs.options().dtype(at::kDouble)));
+  return PredictAt(rows_in, at::arange(1, rows_in.size(0) + 1, rows_in.options().dtype(at::kDouble)));
 }
 
 const AcceptanceHead& HeadOnDevice::WeightsOn(c10::Device device) const {
@@ -137,16 +161,17 @@ const AcceptanceHead& HeadOnDevice::WeightsOn(c10::Device device) const {
   return on_device_;
 }
 
-at::Tensor HeadOnDevice::PredictAt(const at::Tensor& log_probs, const at::Tensor& depths) const {
-  WeightsOn(log_probs.device());
-  return PredictFromFeatures(FeaturesOf(head_.features, log_probs, depths), on_device_.w1, on_device_.b1,
-                             on_device_.w2, on_device_.b2);
+at::Tensor HeadOnDevice::PredictAt(const at::Tensor& rows, const at::Tensor& depths) const {
+  WeightsOn(rows.device());
+  return PredictFromFeatures(FeaturesOf(head_.features, rows, depths), on_device_.w1, on_device_.b1, on_device_.w2,
+                             on_device_.b2);
 }
 
-double HeadOnDevice::Predict(absl::Span<const float> log_probs, int depth) const {
-  const at::Tensor row = at::from_blob(const_cast<float*>(log_probs.data()),
-                                       {1, static_cast<int64_t>(log_probs.size())}, at::kFloat);
-  return PredictAt(row, at::full({1}, static_cast<double>(depth), at::kDouble)).item<double>();
+double HeadOnDevice::Predict(const DraftProgress& progress) const {
+  const absl::Span<const float> span = RowOf(head_) == DraftRow::kHidden ? progress.hidden : progress.log_probs;
+  const at::Tensor row =
+      at::from_blob(const_cast<float*>(span.data()), {1, static_cast<int64_t>(span.size())}, at::kFloat);
+  return PredictAt(row, at::full({1}, static_cast<double>(progress.depth), at::kDouble)).item<double>();
 }
 
 absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
@@ -167,14 +192,22 @@ absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
   };
   auto features = scalar("features");
   if (!features.ok()) return features.status();
-  if (*features < 0 || *features > 2)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'features' is ", *features,
-                                                   ", expected 0 (log_probs), 1 (summary) or 2 (summary_index)"));
+  if (*features < 0 || *features > 3)
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": tensor 'features' is ", *features,
+        ", expected 0 (log_probs), 1 (summary), 2 (summary_index) or 3 (hidden)"));
   auto vocab = scalar("vocab_size");
   if (!vocab.ok()) return vocab.status();
   if (*vocab < 1) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'vocab_size' must be positive"));
   AcceptanceHead head{.features = static_cast<Features>(*features), .vocab_size = *vocab};
-  const int64_t f = FeatureCount(head.features, head.vocab_size);
+  if (head.features == Features::kHidden) {
+    auto hidden_size = scalar("hidden_size");
+    if (!hidden_size.ok()) return hidden_size.status();
+    if (*hidden_size < 1)
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor 'hidden_size' must be positive"));
+    head.hidden_size = *hidden_size;
+  }
+  const int64_t f = FeatureCount(head.features, head.vocab_size, head.hidden_size);
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> absl::StatusOr<at::Tensor> {
     auto t = get(name);
     if (!t.ok()) return t.status();
@@ -202,12 +235,15 @@ absl::StatusOr<AcceptanceHead> LoadAcceptanceHead(const std::string& path) {
 
 absl::Status SaveAcceptanceHead(const std::string& path, const AcceptanceHead& head) {
   const auto longs = at::TensorOptions().dtype(at::kLong);
-  return WriteSafetensors(path, {{"features", at::full({1}, static_cast<int64_t>(head.features), longs)},
-                                 {"vocab_size", at::full({1}, head.vocab_size, longs)},
-                                 {"w1", head.w1.to(at::kFloat)},
-                                 {"b1", head.b1.to(at::kFloat)},
-                                 {"w2", head.w2.to(at::kFloat)},
-                                 {"b2", head.b2.to(at::kFloat)}});
+  std::map<std::string, at::Tensor> tensors = {
+      {"features", at::full({1}, static_cast<int64_t>(head.features), longs)},
+      {"vocab_size", at::full({1}, head.vocab_size, longs)},
+      {"w1", head.w1.to(at::kFloat)},
+      {"b1", head.b1.to(at::kFloat)},
+      {"w2", head.w2.to(at::kFloat)},
+      {"b2", head.b2.to(at::kFloat)}};
+  if (head.features == Features::kHidden) tensors["hidden_size"] = at::full({1}, head.hidden_size, longs);
+  return WriteSafetensors(path, tensors);
 }
 
 absl::StatusOr<AcceptanceHead> ReadHeadOption(Options& options, std::initializer_list<Features> accepted) {

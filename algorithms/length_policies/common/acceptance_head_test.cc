@@ -13,6 +13,8 @@
 #include <string>
 
 #include "algorithms/length_policies/common/acceptance_head_testing.h"
+#include "framework/core/length_policy.h"
+#include "framework/device/device_length_stop.h"
 #include "algorithms/length_policies/common/cuda/acceptance_head_kernel.h"
 #include "tests/support/cuda_tests.h"
 
@@ -36,19 +38,44 @@ TEST(AcceptanceHeadTest, SummaryFeaturesAreTheTopProbabilitiesAndTheEntropy) {
   EXPECT_NEAR(rows[0][0].item<double>(), std::log(0.5) / -kLogProbFloor, 1e-7);
 }
 
+// SpecDec++'s input: the drafter's hidden state as it is, read from the
+// facts' hidden rows (not their log-probabilities) on both forms.
+TEST(AcceptanceHeadTest, HiddenFeaturesAreTheDraftersHiddenState) {
+  EXPECT_EQ(ParseFeatures("hidden").value(), Features::kHidden);
+  const AcceptanceHead head = NewHead(Features::kHidden, 50, /*width=*/4, /*seed=*/3, /*prior_logit=*/0.0,
+                                      /*hidden_size=*/6);
+  EXPECT_EQ(FeatureCount(Features::kHidden, 50, 6), 6);
+  EXPECT_EQ(head.w1.size(0), 6);
+  EXPECT_EQ(RowOf(head), DraftRow::kHidden);
+  EXPECT_EQ(RowWidth(head), 6);
+  EXPECT_EQ(RowOf(NewHead(Features::kLogProbs, 50, 4, 3, 0.0)), DraftRow::kLogProbs);
+  EXPECT_EQ(RowWidth(NewHead(Features::kSummary, 50, 4, 3, 0.0)), 50);
+  const at::Tensor states = at::randn({3, 6}, at::kFloat);
+  EXPECT_TRUE(at::equal(FeaturesOf(Features::kHidden, states, at::Tensor()), states.to(at::kDouble)));
+  const HeadOnDevice on_device(head);
+  const at::Tensor chain = on_device.Predict(DeviceDraftFacts{.log_probs = at::zeros({3, 50}), .hidden = states});
+  const at::Tensor expected =
+      PredictFromFeatures(states.to(at::kDouble), head.w1, head.b1, head.w2, head.b2);
+  EXPECT_TRUE(at::equal(chain, expected));
+  const at::Tensor last = states[2].contiguous();
+  EXPECT_EQ(on_device.Predict(DraftProgress{.depth = 3, .hidden = absl::MakeConstSpan(last.data_ptr<float>(), 6)}),
+            expected[2].item<double>());
+}
+
 TEST(AcceptanceHeadTest, SummaryIndexFeaturesAddTheDraftsIndex) {
   const at::Tensor p = at::tensor({0.5, 0.25, 0.25, 0.0, 0.7, 0.1, 0.1, 0.1}, at::kDouble).reshape({2, 4});
   const at::Tensor lp = p.log().to(at::kFloat);
   const at::Tensor x = FeaturesOf(Features::kSummaryIndex, lp, at::tensor({1, 5}, at::kLong));
-  ASSERT_EQ(x.size(1), FeatureCount(Features::kSummaryIndex, 4));
+  ASSERT_EQ(x.size(1), FeatureCount(Features::kSummaryIndex, 4, 0));
   EXPECT_TRUE(at::equal(x.narrow(1, 0, kSummaryTopK + 1), FeaturesOf(Features::kSummary, lp, at::Tensor())));
   EXPECT_EQ(x[0][kSummaryTopK + 1].item<double>(), 1.0);
   EXPECT_EQ(x[1][kSummaryTopK + 1].item<double>(), 5.0);
   // A chain's rows are drafts 1..n; one host row names its own depth.
   const HeadOnDevice head(NewHead(Features::kSummaryIndex, 4, /*hidden=*/3, /*seed=*/4, /*prior_logit=*/0.0));
-  const at::Tensor chain = head.Predict(lp);
-  EXPECT_EQ(chain[1].item<double>(), head.Predict(absl::MakeConstSpan(lp[1].data_ptr<float>(), 4), 2));
-  EXPECT_NE(chain[1].item<double>(), head.Predict(absl::MakeConstSpan(lp[1].data_ptr<float>(), 4), 1));
+  const at::Tensor chain = head.Predict(DeviceDraftFacts{.log_probs = lp});
+  const absl::Span<const float> second = absl::MakeConstSpan(lp[1].data_ptr<float>(), 4);
+  EXPECT_EQ(chain[1].item<double>(), head.Predict(DraftProgress{.depth = 2, .log_probs = second}));
+  EXPECT_NE(chain[1].item<double>(), head.Predict(DraftProgress{.depth = 1, .log_probs = second}));
   EXPECT_EQ(ParseFeatures("summary_index").value(), Features::kSummaryIndex);
   EXPECT_THAT(ParseFeatures("index").status().message(), HasSubstr("summary_index"));
 }
@@ -71,7 +98,7 @@ TEST(AcceptanceHeadTest, CudaKernelPredictsAsTheFeaturesAndTheNetwork) {
         const at::Tensor wide = at::cat({at::rand({6, 3}, gen, at::kFloat), lp}, 1).to(at::kCUDA);
         const at::Tensor rows = wide.narrow(1, 3, vocab);
         const HeadOnDevice on_device(head);
-        const at::Tensor fused = on_device.Predict(rows).cpu();
+        const at::Tensor fused = on_device.Predict(DeviceDraftFacts{.log_probs = rows}).cpu();
         const at::Tensor depths = at::arange(1, 7, at::TensorOptions().dtype(at::kDouble).device(at::kCUDA));
         const at::Tensor aten = PredictFromFeatures(FeaturesOf(features, rows, depths), head.w1.cuda(), head.b1.cuda(),
                                                     head.w2.cuda(), head.b2.cuda())
@@ -93,6 +120,33 @@ TEST(AcceptanceHeadTest, CudaKernelPredictsAsTheFeaturesAndTheNetwork) {
   }
 }
 
+// The hidden features' launch against ATen: widths below and above a warp
+// and the shipped drafter's, narrow and the widest layers, rows that are a
+// view of wider ones (the facts before them).
+TEST(AcceptanceHeadTest, CudaKernelPredictsAsTheNetworkOnHiddenStates) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  for (int64_t width : {4, 37, 160}) {
+    for (int64_t hidden : {1, 16, kFusedMaxHidden}) {
+      const AcceptanceHead head = NewHead(Features::kHidden, 50, hidden, /*seed=*/9, /*prior_logit=*/0.3, width);
+      const at::Tensor wide = at::cat({at::rand({6, 3}, gen, at::kFloat), at::randn({6, width}, gen, at::kFloat) * 3},
+                                      1).to(at::kCUDA);
+      const at::Tensor rows = wide.narrow(1, 3, width);
+      const at::Tensor fused = HeadOnDevice(head).Predict(DeviceDraftFacts{.hidden = rows}).cpu();
+      const at::Tensor aten =
+          PredictFromFeatures(rows.cpu().to(at::kDouble), head.w1, head.b1, head.w2, head.b2);
+      // float64 both ways, the sums in another order: the first layer's n =
+      // width + 1 terms |x w| <= max|x| max|w1| each move its sum by <= n *
+      // 2^-52 * n max|x| max|w1|; silu's slope <= 1.1, `hidden` of them times
+      // w2, the sigmoid's slope <= 1/4.
+      const double n = static_cast<double>(width + 1), x = rows.abs().max().item<double>();
+      const double w1 = head.w1.abs().max().item<double>(), w2 = head.w2.abs().max().item<double>();
+      const double bound = (n + hidden) * std::ldexp(1.0, -52) * n * x * w1 * (1 + 1.1 * hidden * w2);
+      EXPECT_LE((fused - aten).abs().max().item<double>(), bound) << "width " << width << ", hidden " << hidden;
+    }
+  }
+}
+
 TEST(AcceptanceHeadTest, PredictsTheNetworksSigmoid) {
   AcceptanceHead head = NewHead(Features::kSummary, 3, /*hidden=*/2, /*seed=*/1, /*prior_logit=*/0.5);
   const at::Tensor p = at::tensor({0.6, 0.3, 0.1}, at::kDouble);
@@ -100,7 +154,9 @@ TEST(AcceptanceHeadTest, PredictsTheNetworksSigmoid) {
                            .reshape({1, -1});
   const at::Tensor h = x.matmul(head.w1) + head.b1;
   const double expected = 1 / (1 + std::exp(-((h * h.sigmoid()).matmul(head.w2).item<double>() + 0.5)));
-  EXPECT_NEAR(HeadOnDevice(head).Predict(p.log().reshape({1, 3}).to(at::kFloat)).item<double>(), expected, 1e-6);
+  EXPECT_NEAR(HeadOnDevice(head).Predict(DeviceDraftFacts{.log_probs = p.log().reshape({1, 3}).to(at::kFloat)})
+                  .item<double>(),
+              expected, 1e-6);
 }
 
 TEST(AcceptanceHeadTest, RoundTripsThroughItsFile) {
@@ -116,6 +172,12 @@ TEST(AcceptanceHeadTest, RoundTripsThroughItsFile) {
   ASSERT_TRUE(indexed.ok()) << indexed.status();
   EXPECT_EQ(indexed->features, Features::kSummaryIndex);
   EXPECT_EQ(indexed->w1.size(0), kSummaryTopK + 2);
+  auto hidden = LoadAcceptanceHead(
+      testing::WriteHead(NewHead(Features::kHidden, 50, 6, 2, 1.0, /*hidden_size=*/20), "round_trip_hidden"));
+  ASSERT_TRUE(hidden.ok()) << hidden.status();
+  EXPECT_EQ(hidden->features, Features::kHidden);
+  EXPECT_EQ(hidden->hidden_size, 20);
+  EXPECT_EQ(hidden->w1.size(0), 20);
 }
 
 TEST(AcceptanceHeadTest, BadFilesNameTheFileAndTheTensor) {
@@ -125,6 +187,10 @@ TEST(AcceptanceHeadTest, BadFilesNameTheFileAndTheTensor) {
   head.b1 = at::zeros({4}, at::kDouble);
   const std::string wrong = testing::WriteHead(head, "wrong_shape");
   EXPECT_THAT(LoadAcceptanceHead(wrong).status().message(), HasSubstr("'b1' has shape [4], expected [3]"));
+  AcceptanceHead hidden = NewHead(Features::kHidden, 8, /*width=*/3, /*seed=*/2, /*prior_logit=*/0.0, 5);
+  hidden.w1 = at::zeros({6, 3}, at::kDouble);  // a row 6 wide, where the head says 5
+  EXPECT_THAT(LoadAcceptanceHead(testing::WriteHead(hidden, "wrong_width")).status().message(),
+              HasSubstr("'w1' has shape [6, 3], expected [5, 3]"));
   const std::string path = testing::WriteHead(NewHead(Features::kLogProbs, 8, 3, 2, 0.0), "truncated");
   std::string bytes;
   {

@@ -66,6 +66,17 @@ inline AcceptanceHead IndexedTopProbabilityHead(int64_t vocab, double top, doubl
   return head;
 }
 
+// A hidden head whose score is sigmoid(4 silu(u . h + offset)) for a random
+// direction u (seeded) of the drafter's hidden states h, `hidden_size` wide:
+// SpecDec++'s input, its predictions moving with the drafter's state.
+inline AcceptanceHead ProjectionHead(int64_t hidden_size, double offset, uint64_t seed) {
+  AcceptanceHead head = NewHead(Features::kHidden, /*vocab_size=*/16, /*width=*/1, seed, /*prior_logit=*/0.0,
+                                hidden_size);
+  head.b1.fill_(offset);
+  head.w2.fill_(4.0);
+  return head;
+}
+
 }  // namespace speclab::acceptance_head::testing
 
 #endif  // SPECLAB_ALGORITHMS_LENGTH_POLICIES_COMMON_ACCEPTANCE_HEAD_TESTING_H_

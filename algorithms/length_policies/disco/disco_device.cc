@@ -19,7 +19,7 @@ class DiscoStop final : public DeviceLengthStop {
  public:
   explicit DiscoStop(DiscoOptions options) : threshold_(options.threshold), head_(std::move(options.head)) {}
   at::Tensor Stops(const DeviceDraftFacts& facts) const override {
-    return head_.Predict(facts.log_probs) < threshold_;
+    return head_.Predict(facts) < threshold_;
   }
 
  private:

@@ -29,12 +29,10 @@ class DiscoLengthPolicy final : public DraftLengthPolicy {
 
   int MaxDraftLength() override { return max_; }
   bool wants_progress() const override { return true; }
-  bool wants_log_probs() const override { return true; }
-  int64_t log_probs_vocab() const override { return head_.head().vocab_size; }
+  DraftRow draft_row() const override { return acceptance_head::RowOf(head_.head()); }
+  int64_t draft_row_width() const override { return acceptance_head::RowWidth(head_.head()); }
 
-  bool ContinueDrafting(const DraftProgress& progress) override {
-    return !(head_.Predict(progress.log_probs, progress.depth) < threshold_);
-  }
+  bool ContinueDrafting(const DraftProgress& progress) override { return !(head_.Predict(progress) < threshold_); }
 
  private:
   const double threshold_;

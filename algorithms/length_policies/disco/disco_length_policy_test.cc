@@ -51,7 +51,7 @@ TEST(DiscoTest, ScoresTheDrafterTopProbabilitiesAndEntropy) {
   auto policy = MakeLengthPolicy(Yaml(WriteHead(head, "disco_scripted"), 0.5, 5));
   ASSERT_TRUE(policy.ok()) << policy.status();
   DraftLengthPolicy& p = **policy;
-  EXPECT_TRUE(p.wants_log_probs());
+  EXPECT_EQ(p.draft_row(), DraftRow::kLogProbs);
   EXPECT_EQ(p.MaxDraftLength(), 5);
   // silu(4 p1) - 2 crosses 0 near p1 = 0.55: a peaked row goes on, a flat one stops.
   const std::vector<float> peaked = {-0.05f, -4.0f, -5.0f, -6.0f};

@@ -1,6 +1,6 @@
 // `predicted_acceptance`'s device form (framework/device/device_length_stop.h):
-// the head predicts every draft's acceptance from the chain's kept
-// log-probability rows in one batch, and the chain keeps its drafts up to the
+// the head predicts every draft's acceptance from the chain's kept rows
+// (hidden states or log-probabilities) in one batch, and the chain keeps its drafts up to the
 // first whose running product makes 1 - product exceed h, that one included,
 // in the host rule's float64 operations.
 #include <ATen/ATen.h>
@@ -20,7 +20,7 @@ class PredictedAcceptanceStop final : public DeviceLengthStop {
   explicit PredictedAcceptanceStop(PredictedAcceptanceOptions options)
       : threshold_(options.threshold), head_(std::move(options.head)) {}
   at::Tensor Stops(const DeviceDraftFacts& facts) const override {
-    const at::Tensor survival = head_.Predict(facts.log_probs).cumprod(0);
+    const at::Tensor survival = head_.Predict(facts).cumprod(0);
     return (1.0 - survival) > threshold_;
   }
 

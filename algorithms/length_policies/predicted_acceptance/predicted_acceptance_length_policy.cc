@@ -2,14 +2,16 @@
 // trained acceptance head (common/acceptance_head.h, fitted by `speclab
 // train` with an `acceptance_head:` section) predicts a_i, the probability
 // that draft i is accepted given that the drafts before it were, from the
-// drafter's log-probability row there; drafting stops after draft k once
+// drafter's final hidden state there (SpecDec++'s input; a head trained on
+// its log-probability row also serves, as the ablation); drafting stops after draft k once
 // 1 - a_1 ... a_k, the predicted probability that a rejection has already
 // happened, exceeds `threshold` (h), that draft kept; never more than `max`.
 //
 //   length_policy: {type: predicted_acceptance, head: models/heads/specdec.safetensors, threshold: 0.7, max: 8}
 //
 // The decision reads only the drafter's side of the step: lossless. With the
-// chain builder and a distribution drafter of the head's vocabulary. Step by
+// chain builder and a drafter whose hidden states (or vocabulary) the head
+// was trained on. Step by
 // step it reads each drafted token's row on the host; pipelined, its device
 // form (predicted_acceptance_device.cc) stops a pipelined chain on the device.
 #include <memory>
@@ -29,12 +31,11 @@ class PredictedAcceptanceLengthPolicy final : public DraftLengthPolicy {
 
   int MaxDraftLength() override { return options_.max; }
   bool wants_progress() const override { return true; }
-  bool wants_log_probs() const override { return true; }
-  int64_t log_probs_vocab() const override { return head_.head().vocab_size; }
-
+  DraftRow draft_row() const override { return acceptance_head::RowOf(head_.head()); }
+  int64_t draft_row_width() const override { return acceptance_head::RowWidth(head_.head()); }
   bool ContinueDrafting(const DraftProgress& progress) override {
     if (progress.depth <= 1) survival_ = 1.0;
-    survival_ *= head_.Predict(progress.log_probs, progress.depth);
+    survival_ *= head_.Predict(progress);
     return !StopsAt(options_, survival_);
   }
 

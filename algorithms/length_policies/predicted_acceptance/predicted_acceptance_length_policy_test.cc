@@ -21,6 +21,7 @@ namespace {
 using ::speclab::acceptance_head::testing::ConstantHead;
 using ::speclab::acceptance_head::Features;
 using ::speclab::acceptance_head::testing::MeanLogProbHead;
+using ::speclab::acceptance_head::testing::ProjectionHead;
 using ::speclab::acceptance_head::testing::WriteHead;
 using ::speclab::testing::LengthPolicyError;
 using ::speclab::testing::MakeLengthPolicy;
@@ -45,8 +46,8 @@ TEST(PredictedAcceptanceTest, StopsOnceThePredictedChanceOfARejectionExceedsTheT
   ASSERT_TRUE(policy.ok()) << policy.status();
   DraftLengthPolicy& p = **policy;
   EXPECT_TRUE(p.wants_progress());
-  EXPECT_TRUE(p.wants_log_probs());
-  EXPECT_EQ(p.log_probs_vocab(), 4);
+  EXPECT_EQ(p.draft_row(), DraftRow::kLogProbs);
+  EXPECT_EQ(p.draft_row_width(), 4);
   EXPECT_EQ(p.MaxDraftLength(), 6);
   const std::vector<float> row = {-0.1f, -3.0f, -4.0f, -5.0f};
   for (int step = 0; step < 2; ++step) {  // the product restarts each step
@@ -54,6 +55,64 @@ TEST(PredictedAcceptanceTest, StopsOnceThePredictedChanceOfARejectionExceedsTheT
     EXPECT_TRUE(p.ContinueDrafting({.depth = 2, .log_probs = row}));
     EXPECT_FALSE(p.ContinueDrafting({.depth = 3, .log_probs = row}));
   }
+}
+
+// A head on the tiny drafters' hidden states (32 wide), SpecDec++'s input.
+std::string HiddenHead(double offset, uint64_t seed = 5) {
+  return WriteHead(ProjectionHead(32, offset, seed),
+                   "projection_" + std::to_string(offset) + "_" + std::to_string(seed));
+}
+
+TEST(PredictedAcceptanceTest, AHiddenHeadReadsTheDraftersHiddenState) {
+  const acceptance_head::AcceptanceHead head = ProjectionHead(32, 0.5, 5);
+  auto policy = MakeLengthPolicy(Yaml(WriteHead(head, "hidden_scripted"), 0.5, 6));
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  DraftLengthPolicy& p = **policy;
+  EXPECT_EQ(p.draft_row(), DraftRow::kHidden);
+  EXPECT_EQ(p.draft_row_width(), 32);
+  // The head's direction, and a state along it and one against it: the first
+  // predicts acceptance near 1, the second sigmoid(4 silu(-3.5)) = 0.40.
+  const at::Tensor u = head.w1.select(1, 0);
+  const at::Tensor along = (u * (3 / u.pow(2).sum())).to(at::kFloat).contiguous();
+  const at::Tensor against = (-along * 4.0 / 3.0).contiguous();
+  auto span = [](const at::Tensor& t) { return absl::MakeConstSpan(t.data_ptr<float>(), t.numel()); };
+  const std::vector<float> row = {-0.1f, -3.0f};  // log-probabilities the policy must not read
+  for (int step = 0; step < 2; ++step) {
+    EXPECT_TRUE(p.ContinueDrafting({.depth = 1, .log_probs = row, .hidden = span(along)}));
+    EXPECT_TRUE(p.ContinueDrafting({.depth = 2, .hidden = span(along)}));
+    EXPECT_FALSE(p.ContinueDrafting({.depth = 3, .hidden = span(against)}));  // 1 - 0.40 > 0.5
+  }
+}
+
+TEST(PredictedAcceptanceTest, DeviceFormWithAHiddenHeadKeepsTheHostRulesDrafts) {
+  testing::ExpectDeviceStopKeepsTheHostRulesDrafts(Yaml(HiddenHead(0.5), 0.5, 6));
+}
+
+TEST(PredictedAcceptanceTest, EqualsGreedyWithLengthsFollowingAHiddenHead) {
+  testing::ExpectGreedyWithAMovingLength(Yaml(HiddenHead(0.5), 0.5, 6), "predicted_acceptance", /*drafter_seed=*/2,
+                                         /*drafter_logit_scale=*/10);
+}
+
+TEST(PredictedAcceptanceTest, PipelinedWithAHiddenHeadEqualsGreedy) {
+  testing::ExpectGreedyWithAMovingLength(Yaml(HiddenHead(0.5), 0.5, 6), "predicted_acceptance", /*drafter_seed=*/2,
+                                         /*drafter_logit_scale=*/10, PolicyForm::kDevice);
+}
+
+TEST(PredictedAcceptanceTest, WithAHiddenHeadKeepsTheTargetLaw) {
+  testing::ExpectChainLawWithPolicy(Yaml(HiddenHead(0.5), 0.5, 3), "predicted_acceptance");
+  testing::ExpectChainLawWithPolicy(Yaml(HiddenHead(0.5), 0.5, 3), "predicted_acceptance", PolicyForm::kDevice);
+}
+
+TEST(PredictedAcceptanceTest, RefusesADrafterOfAnotherHiddenWidth) {
+  Method method = testing::ModelDrafterMethod(testing::TinyModel(2, 16, 2, 30, 256, /*hidden=*/48), "{type: chain}",
+                                              "{type: greedy}", 1);
+  auto policy = MakeLengthPolicy(Yaml(HiddenHead(0.5), 0.5, 4));
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  method.policy = *std::move(policy);
+  method.policy_name = "predicted_acceptance";
+  const absl::Status status = method.CheckCompatible();
+  EXPECT_THAT(status.message(), HasSubstr("reads hidden states of width 32"));
+  EXPECT_THAT(status.message(), HasSubstr("has hidden states of width 48"));
 }
 
 TEST(PredictedAcceptanceTest, DeviceFormKeepsTheHostRulesDrafts) {
@@ -88,6 +147,7 @@ TEST(PredictedAcceptanceTest, ErrorsNameTheKeyAndTheFile) {
   EXPECT_THAT(LengthPolicyError("{type: predicted_acceptance, head: " + head + ", h: 0.5}"), HasSubstr("h"));
   const std::string summary = WriteHead(ConstantHead(Features::kSummary, 16, 0.5), "summary_for_specdec");
   EXPECT_THAT(LengthPolicyError(Yaml(summary, 0.5, 4)), HasSubstr("'summary' features"));
+  EXPECT_THAT(LengthPolicyError(Yaml(summary, 0.5, 4)), HasSubstr("'hidden' or 'log_probs'"));
 }
 
 TEST(PredictedAcceptanceTest, RefusesADrafterOfAnotherVocabulary) {

@@ -11,7 +11,8 @@ absl::StatusOr<PredictedAcceptanceOptions> ReadPredictedAcceptanceOptions(Option
   if (!(o.threshold >= 0 && o.threshold <= 1)) return options.Error("threshold", "expected a probability in [0, 1]");
   if (max < 1 || max > 64) return options.Error("max", "expected an integer in [1, 64]");
   o.max = static_cast<int>(max);
-  ASSIGN_OR_RETURN(o.head, acceptance_head::ReadHeadOption(options, {acceptance_head::Features::kLogProbs}));
+  ASSIGN_OR_RETURN(o.head, acceptance_head::ReadHeadOption(
+                                  options, {acceptance_head::Features::kHidden, acceptance_head::Features::kLogProbs}));
   return o;
 }
 

@@ -9,12 +9,12 @@
 namespace speclab::predicted_acceptance {
 
 struct PredictedAcceptanceOptions {
-  acceptance_head::AcceptanceHead head;  // `head`: a log_probs head file
+  acceptance_head::AcceptanceHead head;  // `head`: a hidden (or log_probs) head file
   double threshold = 0.7;                // h: stop once P(a rejection so far) exceeds it
   int max = 8;                           // never more drafts a step
 };
 
-// `head` a log_probs acceptance head, `threshold` in [0, 1], `max` in [1, 64];
+// `head` a hidden or log_probs acceptance head, `threshold` in [0, 1], `max` in [1, 64];
 // errors name the key.
 absl::StatusOr<PredictedAcceptanceOptions> ReadPredictedAcceptanceOptions(Options& options);
 

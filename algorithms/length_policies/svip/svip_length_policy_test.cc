@@ -21,7 +21,7 @@ TEST(SvipLengthPolicyTest, StopsOnceTheScaledEntropyPassesTheThreshold) {
   ASSERT_TRUE(policy.ok()) << policy.status();
   DraftLengthPolicy& p = **policy;
   EXPECT_TRUE(p.wants_progress());
-  EXPECT_FALSE(p.wants_log_probs());
+  EXPECT_EQ(p.draft_row(), DraftRow::kNone);
   EXPECT_EQ(p.MaxDraftLength(), 40);
   // sqrt(0.15 H) = 0.3 at H = 0.6: below goes on, above stops.
   EXPECT_TRUE(p.ContinueDrafting({.depth = 1, .draft_entropy = 0.59}));

@@ -55,10 +55,10 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
       return ChainTree(request.root_token, length, {.tokens = tokens}, DraftSampling::kDeterministic);
     }
     ChainPick pick = Pick(request);
-    if (request.device_stop != nullptr) pick = pick.StoppedBy(*request.device_stop, FactsColumns(request));
+    if (request.device_stop != nullptr) pick = pick.StoppedBy(*request.device_stop, FactsLayoutOf(*request.policy));
     ASSIGN_OR_RETURN(ChainResult chain, device->DraftChainAt(root, length, pick));
     DraftTree draft = ChainTree(request.root_token, length, chain, DraftSampling::kIndependent,
-                                request.device_stop != nullptr ? FactsColumns(request)(chain.rows.size(1)) : 0);
+                                request.device_stop != nullptr ? FactsLayoutOf(*request.policy).columns : 0);
     draft.kept_length = chain.kept;
     return draft;
   }
@@ -66,27 +66,34 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  private:
   // A drafted token's DraftProgress as a [1, 3] row (DeviceDraftFacts'
   // columns): q(token), then the entropy and the top probability of the
-  // drafter's own distribution (its logits' softmax, before the warp); with
-  // `log_probs`, that distribution's log-probability row after them ([1, 3 +
-  // vocab]). q undefined: an argmax draft, whose q is the token's one-hot.
+  // drafter's own distribution (its logits' softmax, before the warp); then
+  // the row the policy reads (`row`): that distribution's log-probabilities
+  // ([1, 3 + vocab]), or `hidden`, the drafter's final hidden state there
+  // ([1, 3 + hidden]). q undefined: an argmax draft, whose q is the token's
+  // one-hot.
   static at::Tensor FactsRow(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& token,
-                             bool log_probs = false) {
-    const at::Tensor row = logits.reshape({1, -1}).to(at::kFloat);
-    const at::Tensor summary = fused::SoftmaxSummaryRows(row);  // entropy, top probability
+                             DraftRow row = DraftRow::kNone, const at::Tensor& hidden = at::Tensor()) {
+    const at::Tensor flat = logits.reshape({1, -1}).to(at::kFloat);
+    const at::Tensor summary = fused::SoftmaxSummaryRows(flat);  // entropy, top probability
     const at::Tensor picked = q.defined() ? q.reshape({1, -1}).gather(1, token.reshape({1, 1}))
                                           : at::ones({1, 1}, summary.options());
-    if (!log_probs) return at::cat({picked, summary}, 1);
-    return at::cat({picked, summary, row.log_softmax(-1)}, 1);
+    switch (row) {
+      case DraftRow::kNone:
+        return at::cat({picked, summary}, 1);
+      case DraftRow::kLogProbs:
+        return at::cat({picked, summary, flat.log_softmax(-1)}, 1);
+      case DraftRow::kHidden:
+        return at::cat({picked, summary, hidden.reshape({1, -1}).to(at::kFloat)}, 1);
+    }
+    return at::Tensor();
   }
 
-  // The facts' columns at the end of a chain's kept rows of `width` columns
-  // (PickWithFacts): 3, or 3 + vocab with the log-probability rows, the
-  // vocabulary then read off the width (q's vocab columns before the facts
-  // where tokens are sampled).
-  static ChainPick::FactsColumns FactsColumns(const BuildRequest& request) {
-    if (!request.policy->wants_log_probs()) return [](int64_t) -> int64_t { return 3; };
-    if (request.sampling.greedy()) return [](int64_t width) { return width; };
-    return [](int64_t width) { return (width - 3) / 2 + 3; };
+  // Where a chain's kept rows (PickWithFacts) keep the facts: their last 3
+  // columns, or 3 + the width of the row the policy reads (after q's
+  // columns where tokens are sampled).
+  static ChainPick::FactsLayout FactsLayoutOf(const DraftLengthPolicy& policy) {
+    const DraftRow row = policy.draft_row();
+    return {.columns = 3 + (row == DraftRow::kNone ? 0 : policy.draft_row_width()), .row = row};
   }
 
   static absl::StatusOr<DraftTree> BuildFromContinuation(Drafter& drafter, const BuildRequest& request) {
@@ -115,26 +122,51 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   // (ChainTree splits them).
   static ChainPick Pick(const BuildRequest& request) {
     const SamplingParams sampling = request.sampling;
-    if (request.device_stop != nullptr)
-      return request.policy->wants_log_probs() ? PickWithFacts<true>(sampling, request.generator)
-                                                 : PickWithFacts<false>(sampling, request.generator);
+    if (request.device_stop != nullptr) {
+      switch (request.policy->draft_row()) {
+        case DraftRow::kNone:
+          return PickWithFacts<DraftRow::kNone>(sampling, request.generator);
+        case DraftRow::kLogProbs:
+          return PickWithFacts<DraftRow::kLogProbs>(sampling, request.generator);
+        case DraftRow::kHidden:
+          return PickWithHiddenFacts(sampling, request.generator);
+      }
+    }
     // At temperature 0 q is the one-hot of the argmax, exactly the law of an
     // argmax draft; no rows are kept (DraftTree::draft_probs).
     return tree_builders::SamplingPick(sampling, request.generator);
   }
 
-  template <bool kLogProbs>
+  template <DraftRow kRow>
   static ChainPick PickWithFacts(const SamplingParams& sampling, at::Generator* generator) {
     if (sampling.greedy()) {
       return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
         const at::Tensor token = GreedyTokens(logits);
-        return std::make_pair(token, FactsRow(logits, at::Tensor(), token, kLogProbs));
+        return std::make_pair(token, FactsRow(logits, at::Tensor(), token, kRow));
       });
     }
     return ChainPick::Of(
         [](const tree_builders::WarpParams& warp, const at::Tensor& logits, const at::Tensor& noise) {
           const auto [token, q] = tree_builders::WarpedDraw(warp, logits, noise);
-          return std::make_pair(token, at::cat({q, FactsRow(logits, q, token, kLogProbs)}, 1));
+          return std::make_pair(token, at::cat({q, FactsRow(logits, q, token, kRow)}, 1));
+        },
+        tree_builders::WarpOf(sampling), generator);
+  }
+
+  // PickWithFacts for a policy that reads the drafter's hidden states.
+  static ChainPick PickWithHiddenFacts(const SamplingParams& sampling, at::Generator* generator) {
+    if (sampling.greedy()) {
+      return ChainPick::OnHidden(
+          [](const std::tuple<>&, const at::Tensor& logits, const at::Tensor& hidden, const at::Tensor&) {
+            const at::Tensor token = GreedyTokens(logits);
+            return std::make_pair(token, FactsRow(logits, at::Tensor(), token, DraftRow::kHidden, hidden));
+          });
+    }
+    return ChainPick::OnHidden(
+        [](const tree_builders::WarpParams& warp, const at::Tensor& logits, const at::Tensor& hidden,
+           const at::Tensor& noise) {
+          const auto [token, q] = tree_builders::WarpedDraw(warp, logits, noise);
+          return std::make_pair(token, at::cat({q, FactsRow(logits, q, token, DraftRow::kHidden, hidden)}, 1));
         },
         tree_builders::WarpOf(sampling), generator);
   }
@@ -183,6 +215,7 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
     std::vector<at::Tensor> rows;
     int node = 0;
     for (int depth = 1; depth <= max_length; ++depth) {
+      const int node_before = node;  // the node whose logits draft this token
       ASSIGN_OR_RETURN(at::Tensor logits,
                        drafter.NextTokenLogits(out.tree, {node}, node == 0 ? at::Tensor() : tokens.back()));
       at::Tensor q = Probabilities(logits, request.sampling);
@@ -192,12 +225,18 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
       rows.push_back(q);
       if (request.policy->wants_progress()) {
         // The token's facts in one read (those a device-side stop reads too).
-        const at::Tensor facts =
-            FactsRow(logits, q, token, request.policy->wants_log_probs()).reshape({-1}).to(at::kCPU).contiguous();
+        const DraftRow row = request.policy->draft_row();
+        at::Tensor hidden;
+        if (row == DraftRow::kHidden) {
+          ASSIGN_OR_RETURN(hidden, drafter.NodeHiddenStates({node_before}));
+        }
+        const at::Tensor facts = FactsRow(logits, q, token, row, hidden).reshape({-1}).to(at::kCPU).contiguous();
         const float* f = facts.data_ptr<float>();
+        const absl::Span<const float> rest = absl::MakeConstSpan(f + 3, facts.numel() - 3);
         const DraftProgress progress{.depth = depth, .draft_probability = f[0], .draft_entropy = f[1],
                                      .top_probability = f[2],
-                                     .log_probs = absl::MakeConstSpan(f + 3, facts.numel() - 3)};
+                                     .log_probs = row == DraftRow::kLogProbs ? rest : absl::Span<const float>(),
+                                     .hidden = row == DraftRow::kHidden ? rest : absl::Span<const float>()};
         if (!request.policy->ContinueDrafting(progress)) break;
       }
     }

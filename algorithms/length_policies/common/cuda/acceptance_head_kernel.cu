@@ -104,7 +104,38 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One block a row of hidden states: thread t < hidden computes unit t of the
+// first layer (the row's entries read by every thread, the weights' row f
+// read across the threads), thread 0 the output.
+__global__ void __launch_bounds__(kFusedMaxHidden)
+    PredictHiddenRows(const float* __restrict__ states, int64_t row_stride, int64_t width, HeadWeights weights,
+                      double* __restrict__ out) {
+  __shared__ double hidden_out[kFusedMaxHidden];
+  const float* row = states + blockIdx.x * row_stride;
+  const int t = threadIdx.x, hidden = weights.hidden;
+  if (t < hidden) {
+    double pre = weights.b1[t];
+    for (int64_t f = 0; f < width; ++f) pre += static_cast<double>(row[f]) * weights.w1[f * hidden + t];
+    hidden_out[t] = pre / (1.0 + exp(-pre)) * weights.w2[t];
+  }
+  __syncthreads();
+  if (t == 0) {
+    double z = weights.b2[0];
+    for (int h = 0; h < hidden; ++h) z += hidden_out[h];
+    out[blockIdx.x] = 1.0 / (1.0 + exp(-z));
+  }
+}
+
 }  // namespace
+
+int LaunchPredictHiddenRows(const float* states, int64_t rows, int64_t row_stride, int64_t width,
+                            HeadWeights weights, double* out, void* stream) {
+  if (rows < 0 || width < 1 || weights.hidden < 1 || weights.hidden > kFusedMaxHidden) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  PredictHiddenRows<<<static_cast<unsigned>(rows), kFusedMaxHidden, 0, static_cast<cudaStream_t>(stream)>>>(
+      states, row_stride, width, weights, out);
+  return cudaGetLastError();
+}
 
 int LaunchPredictRows(const float* log_probs, int64_t rows, int64_t row_stride, int64_t vocab, int features,
                       double first_depth, HeadWeights weights, double* out, void* stream) {

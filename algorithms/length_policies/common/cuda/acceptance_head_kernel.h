@@ -2,10 +2,10 @@
 // features of each log-probability row and the network on them, one block a
 // row, in one launch, where the ATen path takes about twenty (the features,
 // then the two layers) and runs inside every drafted token's step of a
-// chain that the `disco` stop cuts. The summary features only: the log_probs
-// ones' first layer reads [vocab, hidden] weights a row, which ATen's product
-// spreads over the whole device and a block a row cannot (3x slower on an
-// H200 when it tried).
+// chain that the `disco` or `predicted_acceptance` stop cuts. The summary and
+// hidden features only: the log_probs ones' first layer reads [vocab, hidden]
+// weights a row, which ATen's product spreads over the whole device and a
+// block a row cannot (3x slower on an H200 when it tried).
 //
 // Knows nothing of torch: acceptance_head.cc wraps it. Pointers are device
 // pointers; `stream` is a cudaStream_t; the launch is asynchronous,
@@ -36,6 +36,12 @@ struct HeadWeights {
 // in another order). Requires hidden <= kFusedMaxHidden.
 int LaunchPredictRows(const float* log_probs, int64_t rows, int64_t row_stride, int64_t vocab, int features,
                       double first_depth, HeadWeights weights, double* out, void* stream);
+
+// The hidden features (SpecDec++'s): `rows` hidden states of `width` float32
+// values, row r at states + r * row_stride, as the network's input itself.
+// Writes out[r] as LaunchPredictRows does. Requires hidden <= kFusedMaxHidden.
+int LaunchPredictHiddenRows(const float* states, int64_t rows, int64_t row_stride, int64_t width,
+                            HeadWeights weights, double* out, void* stream);
 
 }  // namespace acceptance_head
 }  // namespace speclab
