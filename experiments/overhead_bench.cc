@@ -47,10 +47,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> RandomModel(const ModelConfig& confi
 
 // Speculative sampling with `verifier` (its host rule and its device form)
 // over `tree_builder`'s drafts (a YAML mapping; "" for chains) and a fixed
-// gamma, drafting with `drafter` (named `drafter_name`; the method's other
-// parts come from the registries, as a config would build them).
+// gamma, or `length_policy` (a YAML mapping, with its device stop where it
+// has one; "" for fixed), drafting with `drafter` (named `drafter_name`; the
+// method's other parts come from the registries, as a config would build
+// them).
 absl::StatusOr<Method> BenchMethod(std::unique_ptr<Drafter> drafter, const std::string& drafter_name, int gamma,
-                                   const std::string& verifier, const std::string& tree_builder) {
+                                   const std::string& verifier, const std::string& tree_builder,
+                                   const std::string& length_policy) {
   Method m;
   m.drafter_name = drafter_name;
   m.drafter = std::move(drafter);
@@ -59,10 +62,12 @@ absl::StatusOr<Method> BenchMethod(std::unique_ptr<Drafter> drafter, const std::
                                                         "--tree-builder"));
   ASSIGN_OR_RETURN(Options verifier_options, Options::FromString(verifier_yaml, "--verifier"));
   ASSIGN_OR_RETURN(Options policy,
-                   Options::FromString(absl::StrCat("{type: fixed, gamma: ", gamma, "}"), "bench-overhead"));
+                   length_policy.empty()
+                       ? Options::FromString(absl::StrCat("{type: fixed, gamma: ", gamma, "}"), "bench-overhead")
+                       : Options::FromString(length_policy, "--length-policy"));
   ASSIGN_OR_RETURN(m.tree_builder_name, builder.GetString("type"));
   m.verifier_name = verifier;
-  m.policy_name = "fixed";
+  ASSIGN_OR_RETURN(m.policy_name, policy.GetString("type"));
   if (drafter_name != "model") {
     m.name = absl::StrCat(drafter_name, "_g", gamma, "_", verifier);
   } else if (tree_builder.empty()) {
@@ -70,10 +75,17 @@ absl::StatusOr<Method> BenchMethod(std::unique_ptr<Drafter> drafter, const std::
   } else {
     m.name = absl::StrCat(m.tree_builder_name, "_", verifier);
   }
+  if (!length_policy.empty()) absl::StrAppend(&m.name, "_", m.policy_name);
+  const Options policy_spec = policy;  // the device stop reads the same options
   ASSIGN_OR_RETURN(m.tree_builder, TreeBuilderRegistry::Create(builder, "tree builder"));
   ASSIGN_OR_RETURN(m.verifier, VerifierRegistry::Create(verifier_options, "verifier"));
   ASSIGN_OR_RETURN(m.policy, LengthPolicyRegistry::Create(policy, "length policy"));
+  if (m.policy->MaxDraftLengthBound() > gamma)
+    return absl::InvalidArgumentError(absl::StrCat("bench-overhead: --length-policy drafts up to ",
+                                                   m.policy->MaxDraftLengthBound(), " tokens, more than --gamma ", gamma,
+                                                   " (the room the bench makes)"));
   RETURN_IF_ERROR(m.CheckCompatible());
+  RETURN_IF_ERROR(AttachDeviceStop(m, policy_spec));
   ASSIGN_OR_RETURN(Options device_options, Options::FromString(verifier_yaml, "--verifier"));
   RETURN_IF_ERROR(AttachDeviceVerifier(m, device_options));
   if (m.device_verifier == nullptr)
@@ -169,6 +181,10 @@ absl::Status CheckPluginFlags(const OverheadBenchFlags& flags) {
   ASSIGN_OR_RETURN(Options builder, Options::FromString(flags.tree_builder.empty() ? "{type: chain}" : flags.tree_builder,
                                                         "--tree-builder"));
   RETURN_IF_ERROR(TreeBuilderRegistry::Create(builder, "tree builder").status());
+  if (!flags.length_policy.empty()) {
+    ASSIGN_OR_RETURN(Options policy, Options::FromString(flags.length_policy, "--length-policy"));
+    RETURN_IF_ERROR(LengthPolicyRegistry::Create(policy, "length policy").status());
+  }
   if (flags.drafter.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Options drafter, Options::FromString(flags.drafter, "--drafter"));
   ASSIGN_OR_RETURN(std::string type, drafter.GetString("type"));
@@ -211,7 +227,8 @@ absl::Status Run(const OverheadBenchFlags& flags) {
                                         "drafter LMs come from --drafter-shape");
   }
   ASSIGN_OR_RETURN(Method method,
-                   BenchMethod(std::move(drafter), drafter_name, flags.gamma, flags.verifier, flags.tree_builder));
+                   BenchMethod(std::move(drafter), drafter_name, flags.gamma, flags.verifier, flags.tree_builder,
+                               flags.length_policy));
 
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts(flags.prompts);
@@ -427,6 +444,7 @@ absl::StatusOr<OverheadBenchFlags> ParseOverheadBenchFlags(const std::vector<std
       {"--verifier", "NAME", text(flags.verifier)},
       {"--tree-builder", "YAML", text(flags.tree_builder)},
       {"--drafter", "YAML", text(flags.drafter)},
+      {"--length-policy", "YAML", text(flags.length_policy)},
       {"--new-tokens", "N", PositiveInto("--new-tokens", flags.new_tokens, 1 << 16)},
       {"--prompt-tokens", "P", PositiveInto("--prompt-tokens", flags.prompt_tokens, 1 << 16)},
       {"--prompts", "K", PositiveInto("--prompts", flags.prompts, 1 << 10)},

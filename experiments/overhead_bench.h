@@ -7,7 +7,9 @@
 // drafter, same 128256-token vocabulary): chain speculative sampling with
 // rejection verification (or --verifier's rule; --tree-builder's drafts in
 // place of chains, e.g. a dynamic tree verified by point_mass; --drafter's
-// model-free drafter, e.g. prompt lookup, in place of the drafter LM) at
+// model-free drafter, e.g. prompt lookup, in place of the drafter LM;
+// --length-policy's stop in place of a fixed gamma: a stop that never fires
+// prices the stop itself) at
 // temperatures 0 and 1, step by step and pipelined
 // (framework/device/pipelined_steps.h), plus the autoregressive baseline. Each run's
 // forwards are priced at costs measured on the same models; the measured time
@@ -36,6 +38,9 @@ struct OverheadBenchFlags {
   std::string verifier = "rejection";  // a rule with a device form (rejection, block, point_mass, greedy)
   std::string tree_builder;            // a YAML mapping; "": chains of gamma drafts
   std::string drafter;                 // a model-free drafter's YAML mapping (prompt_lookup); "": a drafter LM
+  // A length policy's YAML mapping, with its device stop where it has one
+  // (drafting up to --gamma at most); "": fixed gamma.
+  std::string length_policy;
   int new_tokens = 128;
   int prompt_tokens = 64;
   int prompts = 3;

@@ -20,7 +20,7 @@ const std::string kRoot = SPECLAB_SOURCE_DIR;
 TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   auto flags = ParseOverheadBenchFlags(
       {"--gamma", "3", "--new-tokens=8", "--device", "cpu", "--out", "o", "--trace", "t", "--verifier", "block",
-       "--tree-builder", "{type: dynamic_topk}"});
+       "--tree-builder", "{type: dynamic_topk}", "--length-policy", "{type: confidence, threshold: 0}"});
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->gamma, 3);
   EXPECT_EQ(flags->new_tokens, 8);
@@ -29,6 +29,7 @@ TEST(OverheadBenchFlagsTest, ValuesAndErrors) {
   EXPECT_EQ(flags->trace_dir, "t");
   EXPECT_EQ(flags->verifier, "block");
   EXPECT_EQ(flags->tree_builder, "{type: dynamic_topk}");
+  EXPECT_EQ(flags->length_policy, "{type: confidence, threshold: 0}");
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gama", "3"}).status().message()),
               HasSubstr("unknown flag '--gama' (valid: --target-shape CONFIG.json"));
   EXPECT_THAT(std::string(ParseOverheadBenchFlags({"--gamma", "x"}).status().message()),
@@ -67,6 +68,14 @@ TEST(OverheadBenchTest, ReportsMeasuredAndPredictedTimesOnTheCpu) {
   EXPECT_THAT(ReportOf(flags), HasSubstr("| chain_g2_block, pipelined | 1 |"));
   flags.verifier = "specinfer";
   EXPECT_THAT(ReportOf(flags), HasSubstr("| chain_g2_specinfer, pipelined | 1 |"));
+  // A length policy's stop on the device, in place of the fixed gamma; one
+  // that drafts past the bench's room is refused.
+  flags.verifier = "rejection";
+  flags.length_policy = "{type: confidence, threshold: 0, max: 2}";
+  EXPECT_THAT(ReportOf(flags), HasSubstr("| chain_g2_confidence, pipelined | 1 |"));
+  flags.length_policy = "{type: confidence, threshold: 0, max: 3}";
+  EXPECT_THAT(ReportOf(flags), HasSubstr("--length-policy drafts up to 3 tokens, more than --gamma 2"));
+  flags.length_policy = "";
   flags.verifier = "host_only_rrs";  // tests/support/host_only_verifier.cc
   EXPECT_THAT(ReportOf(flags), HasSubstr("--verifier host_only_rrs has no device form"));
   // A dynamic tree verified by point_mass, pipelined as chains are.
@@ -115,6 +124,9 @@ TEST(OverheadBenchTest, UnknownPluginsAreRefusedBeforeAnyModelIsBuilt) {
   flags.tree_builder = "";
   flags.drafter = "{type: lookup}";
   EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--drafter:1: key 'type': unknown drafter 'lookup'"));
+  flags.drafter = "";
+  flags.length_policy = "{type: confidence, treshold: 0}";
+  EXPECT_THAT(std::string(RunOverheadBench(flags).message()), HasSubstr("--length-policy"));
 }
 
 }  // namespace
