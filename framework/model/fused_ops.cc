@@ -616,8 +616,10 @@ at::Tensor SoftmaxSummaryRows(const at::Tensor& x) {
   if (kernel_launch::FloatRows(x)) {
     const c10::cuda::CUDAGuard guard(x.device());
     at::Tensor out = at::empty({x.size(0), 2}, x.options());
-    CheckLaunch(row_kernels::LaunchSoftmaxSummaryRows(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0),
-                                                      x.size(1), CurrentStream(x)),
+    at::Tensor workspace = at::empty({3 * x.size(0) * row_kernels::RowChunks(x.size(1))}, x.options());
+    CheckLaunch(row_kernels::LaunchSoftmaxSummaryRows(x.data_ptr<float>(), out.data_ptr<float>(),
+                                                      workspace.data_ptr<float>(), x.size(0), x.size(1),
+                                                      CurrentStream(x)),
                 "SoftmaxSummaryRows");
     return out;
   }

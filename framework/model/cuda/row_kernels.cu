@@ -203,6 +203,62 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float*
   }
 }
 
+// SoftmaxSummaryRows for rows past kSmallRow, grid (chunks, rows): each
+// block the (M, S, E) of its chunk as the one-block kernel computes them for
+// a row (M its max, S its sum of exp(x - M), E its sum of exp(x - M) (x - M)).
+// A 128256-token row took one block 45 us; spread, a few.
+__global__ void SoftmaxSummaryChunks(const float* __restrict__ x, float* __restrict__ parts, int64_t cols) {
+  const int64_t row = blockIdx.y, chunk = blockIdx.x;
+  const int64_t begin = chunk * kRowChunk, end = min(begin + kRowChunk, cols);
+  const float* xr = x + row * cols;
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const float v = xr[i];
+    if (v == -INFINITY) continue;
+    if (v > m) {
+      s = s * expf(m - v) + 1.0f;
+      m = v;
+    } else {
+      s += expf(v - m);
+    }
+  }
+  const float2 total = BlockMaxSum(m, s);
+  float e = 0.0f;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const float v = xr[i];
+    if (v == -INFINITY) continue;
+    const float d = v - total.x;
+    e += expf(d) * d;
+  }
+  const float weighted = BlockSumAll<kThreads>(e);
+  if (threadIdx.x == 0) {
+    float* out = parts + 3 * (row * gridDim.x + chunk);
+    out[0] = total.x;
+    out[1] = total.y;
+    out[2] = weighted;
+  }
+}
+
+// One thread a row: the chunks' (M_c, S_c, E_c) rebased on the row's M:
+// S = sum S_c exp(M_c - M), E = sum exp(M_c - M) (E_c + S_c (M_c - M)).
+__global__ void SoftmaxSummaryMerge(const float* __restrict__ parts, float* __restrict__ out, int64_t rows,
+                                    int64_t chunks) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const float* p = parts + 3 * row * chunks;
+  float m = -INFINITY;
+  for (int64_t c = 0; c < chunks; ++c) m = fmaxf(m, p[3 * c]);
+  float s = 0.0f, e = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (p[3 * c] == -INFINITY) continue;  // a chunk of only -inf entries
+    const float shift = p[3 * c] - m, scale = expf(shift);
+    s += p[3 * c + 1] * scale;
+    e += scale * (p[3 * c + 2] + p[3 * c + 1] * shift);
+  }
+  out[2 * row] = logf(s) - e / s;
+  out[2 * row + 1] = 1.0f / s;
+}
+
 // A thread's K best keys, sorted (in registers: every index a compile-time
 // constant): `key` takes its place among them.
 template <int K>
@@ -769,10 +825,18 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
   return cudaGetLastError();
 }
 
-int LaunchSoftmaxSummaryRows(const float* x, float* out, int64_t rows, int64_t cols, void* stream) {
+int LaunchSoftmaxSummaryRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols,
+                             void* stream) {
   if (rows < 1 || cols < 1 || rows > 65535) return cudaErrorInvalidValue;
-  SoftmaxSummaryRows<<<static_cast<unsigned>(rows), kSmallThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, out,
-                                                                                                          cols);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (cols <= kSmallRow) {
+    SoftmaxSummaryRows<<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, out, cols);
+    return cudaGetLastError();
+  }
+  const int64_t chunks = RowChunks(cols);
+  SoftmaxSummaryChunks<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kThreads, 0, s>>>(
+      x, workspace, cols);
+  SoftmaxSummaryMerge<<<static_cast<unsigned>((rows + 31) / 32), 32, 0, s>>>(workspace, out, rows, chunks);
   return cudaGetLastError();
 }
 

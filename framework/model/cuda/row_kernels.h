@@ -50,8 +50,11 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
 // For each row of x, with p its softmax: out[r] = (the entropy of p in nats,
 // the largest p[i]), as log S - sum exp(x - M) (x - M) / S and 1 / S (M the
 // row's maximum, S its sum of exp(x - M); -inf entries count as p = 0).
-// x [rows, cols] float32, out [rows, 2] float32. One block a row, one launch.
-int LaunchSoftmaxSummaryRows(const float* x, float* out, int64_t rows, int64_t cols, void* stream);
+// x [rows, cols] float32, out [rows, 2] float32; workspace: 3 * rows *
+// RowChunks(cols) floats. Rows of up to 16384 entries: one block a row, one launch;
+// longer ones per chunk, then merged (two launches).
+int LaunchSoftmaxSummaryRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols,
+                             void* stream);
 
 // The k largest x[r][i] / max(divisor[r][i], FLT_MIN) of each row (of x
 // alone where divisor is null), best first; among equal values the smaller
