@@ -164,18 +164,27 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
   std::set<int64_t> target_counts;
   for (const RunRecord& r : records) AddCounts(r.generation.target_forwards, target_counts);
   ASSIGN_OR_RETURN(auto target_costs, MeasureForwardCosts(*e.target, target_counts, context, kRepeats));
-  std::map<std::string, std::map<int64_t, double>> draft_costs;  // by method; absent: no prediction
+  // By method, then by drafter model (Drafter::models()' order); absent: no prediction.
+  std::map<std::string, std::vector<std::map<int64_t, double>>> draft_costs;
   for (Method& m : e.methods) {
     const std::vector<LanguageModel*> models = m.drafter->models();
-    if (models.size() > 1) continue;  // counts of several models are merged: no single price list
-    std::set<int64_t> counts;
-    for (const RunRecord& r : records)
-      if (r.method == m.name) AddCounts(r.generation.draft_forwards, counts);
-    if (models.empty() || counts.empty()) {
-      draft_costs[m.name] = {};
-      continue;
+    std::vector<std::set<int64_t>> counts(models.size());
+    bool per_model = true;  // every run counted each model apart (journals of older runs may not have)
+    for (const RunRecord& r : records) {
+      if (r.method != m.name) continue;
+      if (models.size() == 1) AddCounts(r.generation.draft_forwards, counts[0]);
+      per_model = per_model && (models.size() <= 1 || r.generation.draft_forwards_by_model.size() == models.size());
+      for (size_t i = 0; i < models.size() && i < r.generation.draft_forwards_by_model.size(); ++i)
+        AddCounts(r.generation.draft_forwards_by_model[i], counts[i]);
     }
-    ASSIGN_OR_RETURN(draft_costs[m.name], MeasureForwardCosts(*models[0], counts, context, kRepeats));
+    if (!per_model) continue;
+    std::vector<std::map<int64_t, double>>& costs = draft_costs[m.name];
+    for (size_t i = 0; i < models.size(); ++i) {
+      costs.emplace_back();
+      if (!counts[i].empty()) {
+        ASSIGN_OR_RETURN(costs.back(), MeasureForwardCosts(*models[i], counts[i], context, kRepeats));
+      }
+    }
   }
   // The drafters' own device work besides forwards (heads, picks), priced
   // per run of each captured work.
@@ -187,8 +196,13 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
     if (r.method != kBaseline) {
       auto it = draft_costs.find(r.method);
       if (it == draft_costs.end()) continue;
-      ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(r.generation.draft_forwards, it->second));
-      seconds += draft_seconds;
+      // One model's counts may come from either list (journals of older runs keep the sum only).
+      for (size_t i = 0; i < it->second.size(); ++i) {
+        const std::map<int64_t, int64_t>& counts = it->second.size() == 1 ? r.generation.draft_forwards
+                                                                          : r.generation.draft_forwards_by_model[i];
+        ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(counts, it->second[i]));
+        seconds += draft_seconds;
+      }
       if (!r.generation.draft_graph_runs.empty()) {
         // No prediction rather than one without its drafting: a drafter
         // without captured work here, or a work only a journaled (resumed)

@@ -45,7 +45,12 @@ std::string RecordToJson(const RunRecord& r) {
                       "\", \"greedy_match\": ", r.greedy_match, ", \"engine_form\": \"", JsonEscape(g.engine_form),
                       "\", \"prefill_seconds\": ", Number(g.prefill_seconds), ", \"decode_seconds\": ",
                       Number(g.decode_seconds), ", \"target_forwards\": ", Counts(g.target_forwards),
-                      ", \"draft_forwards\": ", Counts(g.draft_forwards), ", \"draft_graph_runs\": ",
+                      ", \"draft_forwards\": ", Counts(g.draft_forwards), ", \"draft_forwards_by_model\": [",
+                      absl::StrJoin(g.draft_forwards_by_model, ", ",
+                                    [](std::string* out, const std::map<int64_t, int64_t>& counts) {
+                                      out->append(Counts(counts));
+                                    }),
+                      "], \"draft_graph_runs\": ",
                       KeyedCounts(g.draft_graph_runs), ", \"tokens\": [",
                       absl::StrJoin(g.tokens, ", "), "], \"steps\": [", absl::StrJoin(steps, ", "), "]}");
 }
@@ -78,8 +83,13 @@ class RecordReader {
   absl::StatusOr<std::vector<std::vector<double>>> RowsAt(const JsonValue& object, const char* key,
                                                           size_t width) const {
     ASSIGN_OR_RETURN(const JsonValue* list, Member(object, key, JsonValue::Type::kArray));
+    return RowsIn(*list, key, width);
+  }
+  // The rows of `list` (an array, found under `key`).
+  absl::StatusOr<std::vector<std::vector<double>>> RowsIn(const JsonValue& list, const char* key,
+                                                          size_t width) const {
     std::vector<std::vector<double>> rows;
-    for (const JsonValue& row : list->array()) {
+    for (const JsonValue& row : list.array()) {
       if (!row.is_array() || row.array().size() != width)
         return absl::DataLossError(absl::StrCat(where_, ": key '", key, "': expected rows of ", width, " numbers"));
       std::vector<double>& out = rows.emplace_back();
@@ -91,10 +101,28 @@ class RecordReader {
     return rows;
   }
   absl::StatusOr<std::map<int64_t, int64_t>> CountsAt(const JsonValue& object, const char* key) const {
-    ASSIGN_OR_RETURN(auto rows, RowsAt(object, key, 2));
+    ASSIGN_OR_RETURN(const JsonValue* list, Member(object, key, JsonValue::Type::kArray));
+    return CountsIn(*list, key);
+  }
+  absl::StatusOr<std::map<int64_t, int64_t>> CountsIn(const JsonValue& list, const char* key) const {
+    ASSIGN_OR_RETURN(auto rows, RowsIn(list, key, 2));
     std::map<int64_t, int64_t> counts;
     for (const auto& row : rows) counts[static_cast<int64_t>(row[0])] = static_cast<int64_t>(row[1]);
     return counts;
+  }
+
+  // [[[tokens, count], ...], ...]: CountsAt's lists, one a model; journals
+  // written before the key existed have none.
+  absl::StatusOr<std::vector<std::map<int64_t, int64_t>>> CountsListAt(const JsonValue& object,
+                                                                      const char* key) const {
+    std::vector<std::map<int64_t, int64_t>> lists;
+    if (object.Find(key) == nullptr) return lists;
+    ASSIGN_OR_RETURN(const JsonValue* list, Member(object, key, JsonValue::Type::kArray));
+    for (const JsonValue& counts : list->array()) {
+      if (!counts.is_array()) return absl::DataLossError(absl::StrCat(where_, ": key '", key, "': expected lists"));
+      ASSIGN_OR_RETURN(lists.emplace_back(), CountsIn(counts, key));
+    }
+    return lists;
   }
 
   // [[key, count], ...]; journals written before the key existed have none.
@@ -126,6 +154,7 @@ class RecordReader {
     ASSIGN_OR_RETURN(g.decode_seconds, NumberAt(object, "decode_seconds"));
     ASSIGN_OR_RETURN(g.target_forwards, CountsAt(object, "target_forwards"));
     ASSIGN_OR_RETURN(g.draft_forwards, CountsAt(object, "draft_forwards"));
+    ASSIGN_OR_RETURN(g.draft_forwards_by_model, CountsListAt(object, "draft_forwards_by_model"));
     ASSIGN_OR_RETURN(g.draft_graph_runs, KeyedCountsAt(object, "draft_graph_runs"));
     ASSIGN_OR_RETURN(const JsonValue* tokens, Member(object, "tokens", JsonValue::Type::kArray));
     for (const JsonValue& token : tokens->array()) {

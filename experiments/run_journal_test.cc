@@ -42,6 +42,7 @@ RunRecord Record(const std::string& method, double temperature, const std::strin
   r.generation.decode_seconds = 12345.678901234567;
   r.generation.target_forwards = {{16, 3}, {1, 1}};
   r.generation.draft_forwards = {{1, 9}};
+  r.generation.draft_forwards_by_model = {{{1, 4}}, {}, {{1, 5}}};
   r.generation.draft_graph_runs = {{"heads|[1]Long;[1,256]Float", 7}, {"a \"quoted\" work", 1}};
   r.generation.engine_form = "step by step: a\nnewline";
   return r;
@@ -68,6 +69,7 @@ void ExpectSame(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.generation.decode_seconds, b.generation.decode_seconds);
   EXPECT_EQ(a.generation.target_forwards, b.generation.target_forwards);
   EXPECT_EQ(a.generation.draft_forwards, b.generation.draft_forwards);
+  EXPECT_EQ(a.generation.draft_forwards_by_model, b.generation.draft_forwards_by_model);
   EXPECT_EQ(a.generation.draft_graph_runs, b.generation.draft_graph_runs);
   EXPECT_EQ(a.generation.engine_form, b.generation.engine_form);
 }

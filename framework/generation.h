@@ -55,6 +55,9 @@ struct Generation {
   // Model forwards after prefill, by token count (LanguageModel::forward_counts).
   std::map<int64_t, int64_t> target_forwards;
   std::map<int64_t, int64_t> draft_forwards;
+  // The same per drafter model (Drafter::models()' order; summed above):
+  // what prices a drafter of several models, each at its own costs.
+  std::vector<std::map<int64_t, int64_t>> draft_forwards_by_model;
   // Runs of the drafter's own device work besides forwards (heads, picks:
   // DeviceDrafter::graphs()), by its key, to be priced as forwards are.
   std::map<std::string, int64_t> draft_graph_runs;

@@ -70,8 +70,10 @@ void ResetForwardCounts(LanguageModel& target, Drafter* drafter) {
 void CollectForwardCounts(const LanguageModel& target, Drafter* drafter, Generation& out) {
   out.target_forwards = target.forward_counts();
   if (drafter == nullptr) return;
-  for (LanguageModel* model : drafter->models())
+  for (LanguageModel* model : drafter->models()) {
+    out.draft_forwards_by_model.push_back(model->forward_counts());
     for (const auto& [tokens, count] : model->forward_counts()) out.draft_forwards[tokens] += count;
+  }
   if (DeviceGraphs* graphs = DraftGraphsOf(*drafter)) out.draft_graph_runs = graphs->runs();
 }
 

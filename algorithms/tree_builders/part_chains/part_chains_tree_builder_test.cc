@@ -147,6 +147,26 @@ TEST(PartChainsTest, EqualsGreedyAtTemperatureZero) {
   }
 }
 
+// A run prices each drafter's forwards at its own model's costs: the
+// generation counts them per model (Drafter::models()' order), summing to
+// the drafters' total.
+TEST(PartChainsTest, EachDraftersForwardsAreCountedApart) {
+  auto target = testing::TinyModel(3, /*vocab=*/16, /*layers=*/3);
+  auto method = testing::MethodFromYaml(Method(Merged(), "{type: specinfer}", 3), target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  const size_t models = method->drafter->models().size();
+  ASSERT_EQ(models, 2u);
+  auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 1}, .max_new_tokens = 12});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->draft_forwards_by_model.size(), models);
+  std::map<int64_t, int64_t> sum;
+  for (const auto& counts : out->draft_forwards_by_model) {
+    EXPECT_FALSE(counts.empty());
+    for (const auto& [tokens, count] : counts) sum[tokens] += count;
+  }
+  EXPECT_EQ(sum, out->draft_forwards);
+}
+
 TEST(PartChainsTest, RefusalsNameTheBuilderAndTheRule) {
   auto target = testing::TinyModel(3, /*vocab=*/8, /*layers=*/3);
   auto message = [&](const std::string& yaml) {
