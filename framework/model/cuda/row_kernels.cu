@@ -173,13 +173,15 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x
   }
 }
 
-// SoftmaxSummaryRows: each thread's (max, sum) online, merged; then the
-// block's sum of exp(x - M) (x - M) with the merged M.
-__global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float* x, float* out, int64_t cols) {
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+// The softmax summary's sums over x[begin, end), a block of kBlock threads:
+// (M, S, E), M the maximum, S the sum of exp(x - M), E the sum of exp(x - M)
+// (x - M); -inf entries count for nothing. Each thread's (max, sum) online,
+// merged; then the block's E with the merged M. Every thread gets them.
+template <int kBlock>
+__device__ float3 SummarySums(const float* __restrict__ x, int64_t begin, int64_t end) {
   float m = -INFINITY, s = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
-    const float v = xr[i];
+  for (int64_t i = begin + threadIdx.x; i < end; i += kBlock) {
+    const float v = x[i];
     if (v == -INFINITY) continue;
     if (v > m) {
       s = s * expf(m - v) + 1.0f;
@@ -188,18 +190,23 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float*
       s += expf(v - m);
     }
   }
-  const float2 total = BlockMaxSum<kSmallThreads>(m, s);
+  const float2 total = BlockMaxSum<kBlock>(m, s);
   float e = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
-    const float v = xr[i];
+  for (int64_t i = begin + threadIdx.x; i < end; i += kBlock) {
+    const float v = x[i];
     if (v == -INFINITY) continue;
     const float d = v - total.x;
     e += expf(d) * d;
   }
-  const float weighted = BlockSumAll<kSmallThreads>(e);
+  return make_float3(total.x, total.y, BlockSumAll<kBlock>(e));
+}
+
+// SoftmaxSummaryRows for rows up to kSmallRow: one block a row.
+__global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float* x, float* out, int64_t cols) {
+  const float3 sums = SummarySums<kSmallThreads>(x + static_cast<int64_t>(blockIdx.x) * cols, 0, cols);
   if (threadIdx.x == 0) {
-    out[2 * blockIdx.x] = logf(total.y) - weighted / total.y;
-    out[2 * blockIdx.x + 1] = 1.0f / total.y;
+    out[2 * blockIdx.x] = logf(sums.y) - sums.z / sums.y;
+    out[2 * blockIdx.x + 1] = 1.0f / sums.y;
   }
 }
 
@@ -210,32 +217,12 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float*
 __global__ void SoftmaxSummaryChunks(const float* __restrict__ x, float* __restrict__ parts, int64_t cols) {
   const int64_t row = blockIdx.y, chunk = blockIdx.x;
   const int64_t begin = chunk * kRowChunk, end = min(begin + kRowChunk, cols);
-  const float* xr = x + row * cols;
-  float m = -INFINITY, s = 0.0f;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const float v = xr[i];
-    if (v == -INFINITY) continue;
-    if (v > m) {
-      s = s * expf(m - v) + 1.0f;
-      m = v;
-    } else {
-      s += expf(v - m);
-    }
-  }
-  const float2 total = BlockMaxSum(m, s);
-  float e = 0.0f;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const float v = xr[i];
-    if (v == -INFINITY) continue;
-    const float d = v - total.x;
-    e += expf(d) * d;
-  }
-  const float weighted = BlockSumAll<kThreads>(e);
+  const float3 sums = SummarySums<kThreads>(x + row * cols, begin, end);
   if (threadIdx.x == 0) {
     float* out = parts + 3 * (row * gridDim.x + chunk);
-    out[0] = total.x;
-    out[1] = total.y;
-    out[2] = weighted;
+    out[0] = sums.x;
+    out[1] = sums.y;
+    out[2] = sums.z;
   }
 }
 

@@ -22,6 +22,20 @@ __device__ double WarpSum(double v) {
   return v;
 }
 
+// The network's output for one row, every thread of the block calling: units
+// t < hidden (active) put silu(pre) w2[t] in units[t], then thread 0 writes
+// sigmoid(b2 + their sum) to *out.
+__device__ void Output(bool active, double pre, const HeadWeights& weights, double* units, double* out) {
+  const int t = threadIdx.x;
+  if (active) units[t] = pre / (1.0 + exp(-pre)) * weights.w2[t];
+  __syncthreads();
+  if (t == 0) {
+    double z = weights.b2[0];
+    for (int h = 0; h < weights.hidden; ++h) z += units[h];
+    *out = 1.0 / (1.0 + exp(-z));
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
     PredictRows(const float* __restrict__ log_probs, int64_t row_stride, int64_t vocab, int features,
                 double first_depth, HeadWeights weights, double* __restrict__ out) {
@@ -87,21 +101,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // The first layer on the summary (and the index).
+  double pre = 0;
   if (t < hidden) {
     double entropy = 0;
     for (int w = 0; w < kWarps; ++w) entropy -= partial[w];
-    double pre = weights.b1[t];
+    pre = weights.b1[t];
     for (int k = 0; k < kTopK; ++k) pre += top[k] * weights.w1[k * hidden + t];
     pre += entropy * weights.w1[kTopK * hidden + t];
     if (features == 2) pre += (first_depth + blockIdx.x) * weights.w1[(kTopK + 1) * hidden + t];
-    hidden_out[t] = pre / (1.0 + exp(-pre)) * weights.w2[t];
   }
-  __syncthreads();
-  if (t == 0) {
-    double z = weights.b2[0];
-    for (int h = 0; h < hidden; ++h) z += hidden_out[h];
-    out[blockIdx.x] = 1.0 / (1.0 + exp(-z));
-  }
+  Output(t < hidden, pre, weights, hidden_out, out + blockIdx.x);
 }
 
 // One block a row of hidden states: thread t < hidden computes unit t of the
@@ -113,17 +122,12 @@ __global__ void __launch_bounds__(kFusedMaxHidden)
   __shared__ double hidden_out[kFusedMaxHidden];
   const float* row = states + blockIdx.x * row_stride;
   const int t = threadIdx.x, hidden = weights.hidden;
+  double pre = 0;
   if (t < hidden) {
-    double pre = weights.b1[t];
+    pre = weights.b1[t];
     for (int64_t f = 0; f < width; ++f) pre += static_cast<double>(row[f]) * weights.w1[f * hidden + t];
-    hidden_out[t] = pre / (1.0 + exp(-pre)) * weights.w2[t];
   }
-  __syncthreads();
-  if (t == 0) {
-    double z = weights.b2[0];
-    for (int h = 0; h < hidden; ++h) z += hidden_out[h];
-    out[blockIdx.x] = 1.0 / (1.0 + exp(-z));
-  }
+  Output(t < hidden, pre, weights, hidden_out, out + blockIdx.x);
 }
 
 }  // namespace
