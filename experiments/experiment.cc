@@ -196,7 +196,7 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
     if (r.method != kBaseline) {
       auto it = draft_costs.find(r.method);
       if (it == draft_costs.end()) continue;
-      // One model's counts may come from either list (journals of older runs keep the sum only).
+      // A drafter of one model is priced from the sum, which journals of older runs also keep.
       for (size_t i = 0; i < it->second.size(); ++i) {
         const std::map<int64_t, int64_t>& counts = it->second.size() == 1 ? r.generation.draft_forwards
                                                                           : r.generation.draft_forwards_by_model[i];
