@@ -93,9 +93,9 @@ class HeadOnDevice {
   explicit HeadOnDevice(AcceptanceHead head) : head_(std::move(head)) {}
   const AcceptanceHead& head() const { return head_; }
   // The facts of drafts 1..n of one chain in order (the row RowOf() names)
-  // -> [n] float64 on their device. For the summary features on CUDA, one
-  // launch for the rows (cuda/acceptance_head_kernel.h, networks up to 64
-  // wide), else ATen.
+  // -> [n] float64 on their device. For the summary and hidden features on
+  // CUDA, one launch for the rows (cuda/acceptance_head_kernel.h, networks up
+  // to 64 wide), else ATen.
   at::Tensor Predict(const DeviceDraftFacts& facts) const;
   // One drafted token's progress (its row RowOf() names), the same arithmetic
   // on the CPU.

@@ -1,8 +1,8 @@
 // `predicted_acceptance`'s device form (framework/device/device_length_stop.h):
 // the head predicts every draft's acceptance from the chain's kept rows
-// (hidden states or log-probabilities) in one batch, and the chain keeps its drafts up to the
-// first whose running product makes 1 - product exceed h, that one included,
-// in the host rule's float64 operations.
+// (hidden states or log-probabilities) in one batch, and the chain keeps its
+// drafts up to the first whose running product makes 1 - product exceed h,
+// that one included, in the host rule's float64 operations.
 #include <ATen/ATen.h>
 
 #include <memory>

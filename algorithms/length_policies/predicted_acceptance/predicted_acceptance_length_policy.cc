@@ -3,17 +3,18 @@
 // train` with an `acceptance_head:` section) predicts a_i, the probability
 // that draft i is accepted given that the drafts before it were, from the
 // drafter's final hidden state there (SpecDec++'s input; a head trained on
-// its log-probability row also serves, as the ablation); drafting stops after draft k once
-// 1 - a_1 ... a_k, the predicted probability that a rejection has already
-// happened, exceeds `threshold` (h), that draft kept; never more than `max`.
+// its log-probability row also serves, as the ablation); drafting stops
+// after draft k once 1 - a_1 ... a_k, the predicted probability that a
+// rejection has already happened, exceeds `threshold` (h), that draft kept;
+// never more than `max`.
 //
 //   length_policy: {type: predicted_acceptance, head: models/heads/specdec.safetensors, threshold: 0.7, max: 8}
 //
 // The decision reads only the drafter's side of the step: lossless. With the
 // chain builder and a drafter whose hidden states (or vocabulary) the head
-// was trained on. Step by
-// step it reads each drafted token's row on the host; pipelined, its device
-// form (predicted_acceptance_device.cc) stops a pipelined chain on the device.
+// was trained on. Step by step it reads each drafted token's row on the
+// host; pipelined, its device form (predicted_acceptance_device.cc) stops a
+// pipelined chain on the device.
 #include <memory>
 #include <utility>
 
