@@ -48,7 +48,7 @@ class PredictedAcceptanceLengthPolicy final : public DraftLengthPolicy {
 
 const bool kRegistered = LengthPolicyRegistry::Add({
     .name = "predicted_acceptance",
-    .description = "SpecDec++: stop once a trained head's predicted probability of a rejection so far exceeds a threshold",
+    .description = "SpecDec++: stop once a head on the drafter's hidden state predicts a rejection so far above a threshold",
     .lossless = "lossless",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> {
       ASSIGN_OR_RETURN(PredictedAcceptanceOptions o, ReadPredictedAcceptanceOptions(options));
