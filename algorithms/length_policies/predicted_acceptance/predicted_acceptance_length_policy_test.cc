@@ -115,6 +115,24 @@ TEST(PredictedAcceptanceTest, RefusesADrafterOfAnotherHiddenWidth) {
   EXPECT_THAT(status.message(), HasSubstr("has hidden states of width 48"));
 }
 
+// Drafters that give no hidden states are refused when the method is
+// loaded, by name: a token-only drafter, and one of logits whose rows come
+// from no hidden state of its own (Medusa's heads read the target's).
+TEST(PredictedAcceptanceTest, RefusesDraftersWithoutHiddenStates) {
+  auto target = testing::TinyModel(1);
+  const std::string policy = Yaml(HiddenHead(0.5), 0.5, 4);
+  auto token_only = testing::MethodFromYaml(
+      "{name: m, drafter: {type: prompt_lookup}, verifier: {type: point_mass}, length_policy: " + policy + "}",
+      target.get());
+  EXPECT_THAT(token_only.status().message(),
+              HasSubstr("reads the drafter's hidden states, but drafter 'prompt_lookup' gives tokens only"));
+  auto heads = testing::MethodFromYaml(
+      "{name: m, drafter: {type: medusa, heads: 2}, verifier: {type: rejection}, length_policy: " + policy + "}",
+      target.get());
+  EXPECT_THAT(heads.status().message(), HasSubstr("reads hidden states of width 32 (its head's input), but drafter "
+                                                  "'medusa' gives none"));
+}
+
 TEST(PredictedAcceptanceTest, DeviceFormKeepsTheHostRulesDrafts) {
   testing::ExpectDeviceStopKeepsTheHostRulesDrafts(Yaml(FlatRowHead(16, 4), 0.5, 6));
 }
