@@ -153,6 +153,14 @@ void AddCounts(const std::map<int64_t, int64_t>& counts, std::set<int64_t>& into
   for (const auto& [tokens, count] : counts) into.insert(tokens);
 }
 
+// The forwards a run counted for model `i` of a drafter of `models`: the sum
+// where there is one (journals of older runs keep only it), else the model's
+// own counts; null where the run did not count them apart.
+const std::map<int64_t, int64_t>* DraftCountsOf(const Generation& g, size_t i, size_t models) {
+  if (models == 1) return &g.draft_forwards;
+  return g.draft_forwards_by_model.size() == models ? &g.draft_forwards_by_model[i] : nullptr;
+}
+
 // Prices every run's forwards at costs measured on its own models, at the
 // mean context length the runs decoded at.
 absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_t>>& encoded,
@@ -169,15 +177,16 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
   for (Method& m : e.methods) {
     const std::vector<LanguageModel*> models = m.drafter->models();
     std::vector<std::set<int64_t>> counts(models.size());
-    bool per_model = true;  // every run counted each model apart (journals of older runs may not have)
+    bool counted = true;  // every run counted each model's forwards
     for (const RunRecord& r : records) {
       if (r.method != m.name) continue;
-      if (models.size() == 1) AddCounts(r.generation.draft_forwards, counts[0]);
-      per_model = per_model && (models.size() <= 1 || r.generation.draft_forwards_by_model.size() == models.size());
-      for (size_t i = 0; i < models.size() && i < r.generation.draft_forwards_by_model.size(); ++i)
-        AddCounts(r.generation.draft_forwards_by_model[i], counts[i]);
+      for (size_t i = 0; i < models.size(); ++i) {
+        const std::map<int64_t, int64_t>* own = DraftCountsOf(r.generation, i, models.size());
+        counted = counted && own != nullptr;
+        if (own != nullptr) AddCounts(*own, counts[i]);
+      }
     }
-    if (!per_model) continue;
+    if (!counted) continue;
     std::vector<std::map<int64_t, double>>& costs = draft_costs[m.name];
     for (size_t i = 0; i < models.size(); ++i) {
       costs.emplace_back();
@@ -196,11 +205,9 @@ absl::Status PredictRunTimes(Experiment& e, const std::vector<std::vector<int32_
     if (r.method != kBaseline) {
       auto it = draft_costs.find(r.method);
       if (it == draft_costs.end()) continue;
-      // A drafter of one model is priced from the sum, which journals of older runs also keep.
       for (size_t i = 0; i < it->second.size(); ++i) {
-        const std::map<int64_t, int64_t>& counts = it->second.size() == 1 ? r.generation.draft_forwards
-                                                                          : r.generation.draft_forwards_by_model[i];
-        ASSIGN_OR_RETURN(double draft_seconds, PredictSeconds(counts, it->second[i]));
+        ASSIGN_OR_RETURN(double draft_seconds,
+                         PredictSeconds(*DraftCountsOf(r.generation, i, it->second.size()), it->second[i]));
         seconds += draft_seconds;
       }
       if (!r.generation.draft_graph_runs.empty()) {
