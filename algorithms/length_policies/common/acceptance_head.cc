@@ -86,17 +86,18 @@ at::Tensor Summary(const at::Tensor& log_probs, const at::Tensor& lp) {
 }  // namespace
 
 at::Tensor FeaturesOf(Features features, const at::Tensor& rows, const at::Tensor& depths) {
-  const at::Tensor& log_probs = rows;  // every feature set but kHidden's
+  if (features == Features::kHidden) return rows.to(at::kDouble);  // the state itself
+  const at::Tensor& log_probs = rows;
   const at::Tensor lp = log_probs.to(at::kDouble);
   switch (features) {
-    case Features::kHidden:
-      return lp;
     case Features::kLogProbs:
       return at::cat({lp.clamp_min(kLogProbFloor) / -kLogProbFloor, Summary(log_probs, lp)}, 1);
     case Features::kSummary:
       return Summary(log_probs, lp);
     case Features::kSummaryIndex:
       return at::cat({Summary(log_probs, lp), depths.to(lp.options()).reshape({-1, 1})}, 1);
+    case Features::kHidden:
+      break;  // returned above
   }
   return at::Tensor();
 }
