@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <cmath>
 #include <fstream>
@@ -433,6 +434,16 @@ void ForEachPairAtBucketEdge(
   }
 }
 
+// One random model twice: [0] with CUDA graphs off, whose chains are
+// LanguageModel's default (one Forward() a step), [1] with them on (the
+// chain body: a graph on CUDA, eager with static shapes on the CPU).
+std::array<std::unique_ptr<LlamaModel>, 2> PlainAndChained(const ModelConfig& config, int64_t capacity) {
+  std::array<std::unique_ptr<LlamaModel>, 2> models = {MakeModel(config, capacity), MakeModel(config, capacity)};
+  models[0]->EnableCudaGraphs(false);
+  models[1]->EnableCudaGraphs(true);
+  return models;
+}
+
 TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
   // The chain body (a CUDA graph on CUDA, eager on the CPU with static
   // shapes) against LanguageModel's default (one Forward() per step), after
@@ -441,12 +452,8 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
   for (const Variant& variant : Variants()) {
     for (bool greedy : {true, false}) {
       SCOPED_TRACE(variant.name + (greedy ? " greedy" : " sampled"));
-      auto plain = MakeModel(variant.config, 320);
-      auto chained = MakeModel(variant.config, 320);
-      plain->EnableCudaGraphs(false);
-      chained->EnableCudaGraphs(true);
+      const auto models = PlainAndChained(variant.config, 320);
       ChainResult results[2];
-      LlamaModel* models[2] = {plain.get(), chained.get()};
       for (int m = 0; m < 2; ++m) {
         LlamaModel& model = *models[m];
         ASSERT_NO_FATAL_FAILURE(FillToBucketEdge(model));
@@ -465,8 +472,8 @@ TEST(LlamaModelTest, ForwardChainEqualsForwardCalls) {
       // exp(+-2e), and the random-init logits stay below 1 in magnitude
       // (weights of std 0.02).
       if (!greedy) EXPECT_LT(RelError(results[1].rows, results[0].rows), 2 * kTol);
-      for (LlamaModel* model : models) ASSERT_TRUE(model->Commit({0, 1, 2, 3}).ok());
-      const at::Tensor a = FeedChain(*plain, {7, 8}), b = FeedChain(*chained, {7, 8});
+      for (const auto& model : models) ASSERT_TRUE(model->Commit({0, 1, 2, 3}).ok());
+      const at::Tensor a = FeedChain(*models[0], {7, 8}), b = FeedChain(*models[1], {7, 8});
       EXPECT_LT(RelError(b, a), kTol);
     }
   }
@@ -483,12 +490,8 @@ TEST(LlamaModelTest, HiddenPicksReadTheHiddenStateBehindTheLogits) {
       });
   for (const Variant& variant : Variants()) {
     SCOPED_TRACE(variant.name);
-    auto plain = MakeModel(variant.config, 320);
-    auto chained = MakeModel(variant.config, 320);
-    plain->EnableCudaGraphs(false);
-    chained->EnableCudaGraphs(true);
+    const auto models = PlainAndChained(variant.config, 320);
     ChainResult results[2];
-    LlamaModel* models[2] = {plain.get(), chained.get()};
     for (int m = 0; m < 2; ++m) {
       auto chain = models[m]->ForwardChain(Longs({4}), 0, 6, pick);
       ASSERT_TRUE(chain.ok()) << chain.status();
