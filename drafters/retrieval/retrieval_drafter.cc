@@ -9,13 +9,19 @@
 // Options: datastore (a file `speclab datastore` wrote; required),
 // max_suffix (16), min_suffix (2), max_matches (5000), continuation_tokens (10).
 // The datastore's ids must lie in the target's vocabulary.
+//
+// Pipelined chains draft on the device (device_rest_lookup.h: one launch a
+// step on CUDA), the datastore copied there at the first such step.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "drafters/retrieval/datastore.h"
+#include "drafters/retrieval/device_rest_lookup.h"
 #include "drafters/retrieval/rest_lookup.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
 namespace speclab {
@@ -24,7 +30,7 @@ namespace {
 using retrieval::Datastore;
 using retrieval::RestOptions;
 
-class RetrievalDrafter final : public Drafter {
+class RetrievalDrafter final : public Drafter, public DeviceDrafter {
  public:
   RetrievalDrafter(std::shared_ptr<const Datastore> store, RestOptions options)
       : store_(std::move(store)), options_(options) {}
@@ -46,6 +52,20 @@ class RetrievalDrafter final : public Drafter {
     return absl::OkStatus();
   }
 
+  // The chain of Continuation(), filled to `length` (ToFixedLength), from
+  // the sequence the step hands over on the device.
+  absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override {
+    if (length > options_.continuation_tokens)  // the engine then steps on the host, where it caps each draft
+      return absl::UnimplementedError(absl::StrCat("retrieval: the length policy asks for ", length,
+                                                   " tokens a step, continuation_tokens allows ",
+                                                   options_.continuation_tokens));
+    if (!root.context.defined())
+      return absl::UnimplementedError("retrieval: the step handed over no context on the device");
+    RETURN_IF_ERROR(retrieval::DeviceRestLookup::Takes(options_));
+    if (!device_lookup_) device_lookup_.emplace(store_, options_, root.context.device());
+    return device_lookup_->Draft(root.context, root.last_two, root.position.start, length);
+  }
+
  private:
   retrieval::PrefixCounts Count(const TokenTree& tree, int node, int max_tokens) const {
     return retrieval::CountContinuations(*store_, SequenceThrough(context_, tree, node), options_, max_tokens);
@@ -54,6 +74,7 @@ class RetrievalDrafter final : public Drafter {
   std::shared_ptr<const Datastore> store_;
   RestOptions options_;
   std::vector<int32_t> context_;
+  std::optional<retrieval::DeviceRestLookup> device_lookup_;  // made at the first pipelined step
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {

@@ -1,6 +1,8 @@
 // The retrieval drafter (REST): its suffix array, datastore file and lookup
-// against brute force, its options and file errors, and decoding with it:
-// greedy's tokens at T = 0 and the target's law at T = 1 on branching trees.
+// against brute force, the device lookup's walk against the host's count (on
+// the CPU and on CUDA), its options and file errors, and decoding with it:
+// greedy's tokens at T = 0 and the target's law at T = 1 on branching trees
+// and on pipelined chains.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,13 +11,17 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "drafters/retrieval/datastore.h"
+#include "drafters/retrieval/device_rest_lookup.h"
 #include "drafters/retrieval/rest_lookup.h"
 #include "drafters/retrieval/suffix_array.h"
 #include "experiments/datastore_command.h"
+#include "framework/device_transfer.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/cuda_tests.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -100,6 +106,119 @@ TEST(RestLookupTest, CountsThePrefixesOfTheLongestSuffixsContinuations) {
   ASSERT_FALSE(path.empty());
   EXPECT_EQ(path.front(), best.front().front());
   EXPECT_TRUE(CountContinuations(*store, {2}, options, 10).prefixes.empty()) << "shorter than min_suffix";
+}
+
+// A store of `n` tokens over `vocab` whose text repeats stretches of itself
+// (long matches, many tied counts), and sequences ending in pieces of it or
+// in noise.
+struct LookupCase {
+  Datastore store;
+  std::vector<Tokens> sequences;
+};
+
+LookupCase RandomLookupCase(size_t n, int vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tokens tokens = RandomTokens(n, vocab, seed);
+  for (size_t i = 0; i + 40 < n; i += 1 + rng() % 60) {  // copy earlier stretches forward
+    const size_t from = rng() % (i + 1), length = 1 + rng() % 30;
+    for (size_t k = 0; k < length && i + k < n && from + k < i; ++k) tokens[i + k] = tokens[from + k];
+  }
+  LookupCase out{.store = *Datastore::Build(tokens, static_cast<uint32_t>(vocab))};
+  for (int i = 0; i < 12; ++i) {
+    Tokens sequence = RandomTokens(1 + rng() % 40, vocab, seed * 31 + i);
+    const size_t from = rng() % n, length = rng() % 25;  // then a piece of the store
+    for (size_t k = 0; k < length && from + k < n; ++k) sequence.push_back(tokens[from + k]);
+    out.sequences.push_back(std::move(sequence));
+  }
+  return out;
+}
+
+// The walk over the suffix array's runs drafts the chain of the count over
+// prefixes: every option's edge (one match read, continuations cut by the
+// datastore's end, the minimum suffix of one token, drafts longer than the
+// continuations).
+TEST(RestLookupTest, RunWalkGivesTheMostFrequentPath) {
+  int compared = 0, nonempty = 0;
+  for (auto [n, vocab] : {std::pair{1, 2}, std::pair{60, 2}, std::pair{400, 3}, std::pair{3000, 8}}) {
+    const LookupCase cases = RandomLookupCase(n, vocab, n + vocab);
+    for (const Tokens& sequence : cases.sequences) {
+      for (RestOptions options : {RestOptions{}, RestOptions{.max_suffix = 4, .min_suffix = 1, .max_matches = 1,
+                                                             .continuation_tokens = 3},
+                                  RestOptions{.max_suffix = 40, .min_suffix = 1, .max_matches = 7,
+                                              .continuation_tokens = 12}}) {
+        for (int length : {0, 1, 5, 12}) {
+          const Tokens expected = MostFrequentPath(CountContinuations(cases.store, sequence, options, length));
+          EXPECT_EQ(RunWalkPath(cases.store, sequence, options, length), expected)
+              << "store of " << n << ", sequence of " << sequence.size() << ", max_matches " << options.max_matches
+              << ", length " << length;
+          ++compared;
+          nonempty += !expected.empty();
+        }
+      }
+    }
+  }
+  EXPECT_GT(nonempty, compared / 3) << "most lookups found something";
+  EXPECT_EQ(ToFixedLength({4, 5}, 4, 9), (Tokens{4, 5, 5, 5}));
+  EXPECT_EQ(ToFixedLength({4, 5, 6}, 2, 9), (Tokens{4, 5}));
+  EXPECT_EQ(ToFixedLength({}, 3, 9), (Tokens{9, 9, 9}));
+}
+
+// Pipelined steps on `device`: each hands over the sequence so far
+// (root.context, then the root and the token before it) and must draft the
+// root, then ToFixedLength(MostFrequentPath(...)) of the host's count.
+// Returns how many lookups found a path.
+int ExpectDeviceLookupFollowsTheHost(c10::Device device, size_t n, int vocab, RestOptions options,
+                                     const std::vector<int>& lengths) {
+  const LookupCase cases = RandomLookupCase(n, vocab, n * 3 + vocab);
+  EXPECT_TRUE(DeviceRestLookup::Takes(options).ok());
+  const auto store = std::make_shared<const Datastore>(cases.store);
+  const DeviceRestLookup lookup(store, options, device);
+  int found = 0;
+  for (const Tokens& sequence : cases.sequences) {
+    if (sequence.size() < 2) continue;
+    const int64_t s = static_cast<int64_t>(sequence.size()) - 2;
+    std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
+    context.resize(context.size() + 8, vocab + 7);  // stale entries past the root are never read
+    for (int length : lengths) {
+      auto drafted = lookup.Draft(LongsToDevice(context, device), LongsToDevice({sequence[s], sequence[s + 1]}, device),
+                                  LongsToDevice({s}, device), length);
+      EXPECT_TRUE(drafted.ok()) << drafted.status();
+      if (!drafted.ok()) return found;
+      const at::Tensor host = drafted->cpu();
+      const std::vector<int64_t> got(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+      const Tokens path = MostFrequentPath(CountContinuations(*store, sequence, options, length));
+      std::vector<int64_t> expected{sequence.back()};
+      for (int32_t t : ToFixedLength(path, length, sequence.back())) expected.push_back(t);
+      EXPECT_EQ(got, expected) << "store of " << n << ", sequence of " << sequence.size() << ", length " << length;
+      found += !path.empty();
+    }
+  }
+  return found;
+}
+
+TEST(RetrievalDrafterTest, DeviceLookupDraftsAsTheHost) {
+  const c10::Device cpu(c10::kCPU);
+  EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cpu, 400, 3, {}, {0, 1, 6}), 0);
+  EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cpu, 2000, 5, {.max_suffix = 40, .min_suffix = 1, .max_matches = 3,
+                                                            .continuation_tokens = 4}, {3, 7}), 0);
+  EXPECT_THAT(std::string(DeviceRestLookup::Takes({.max_matches = 9000}).message()),
+              HasSubstr("reads at most 8192 matches; max_matches is 9000"));
+}
+
+// The kernel: a suffix array searched in several rounds of 32 probes, runs
+// longer than the block's 1024 threads, 33 suffix lengths in two rounds of
+// warps, the most matches the kernel holds.
+TEST(RetrievalDrafterTest, CudaKernelDraftsAsTheHost) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  const c10::Device cuda(c10::kCUDA);
+  ExpectDeviceLookupFollowsTheHost(cuda, 1, 2, {}, {0, 3});  // nothing to find: the fill alone
+  EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cuda, 400, 3, {}, {0, 1, 6, 12}), 0);
+  EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cuda, 200000, 4, {}, {5, 10}), 0);
+  EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cuda, 200000, 2, {.max_suffix = 33, .min_suffix = 1,
+                                                               .max_matches = 8192, .continuation_tokens = 10},
+                                             {8}), 0);
+  EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cuda, 50000, 30, {.max_suffix = 40, .min_suffix = 1, .max_matches = 2,
+                                                               .continuation_tokens = 3}, {1, 7}), 0);
 }
 
 TEST(DatastoreTest, RoundTripsAndRefusesDamagedFiles) {
@@ -230,6 +349,46 @@ TEST(RetrievalDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
   EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
   EXPECT_GT(accepted, kRuns / 20);
   EXPECT_GT(branching, kRuns / 10) << "the trees branched";
+}
+
+// Pipelined chains draft on the device: greedy's tokens at T = 0; options
+// the device lookup cannot take, or drafts longer than the continuations,
+// step on the host and say why.
+TEST(RetrievalDrafterTest, PipelinedChainsEqualGreedy) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  const std::string store = TargetDatastore(*target, kPrompt, "pipelined.splds");
+  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(greedy.ok());
+  for (auto [options, gamma, form] : {std::tuple{"min_suffix: 1", 5, "pipelined chain"},
+                                      std::tuple{"min_suffix: 1, continuation_tokens: 4", 5,
+                                                 "continuation_tokens allows 4"},
+                                      std::tuple{"max_matches: 9000", 5, "reads at most 8192 matches"}}) {
+    auto method = testing::MethodFromYaml(
+        absl::StrCat("{name: rest, drafter: {type: retrieval, datastore: ", store, ", ", options,
+                     "}, verifier: {type: greedy}, length_policy: {type: fixed, gamma: ", gamma, "}}"),
+        target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    auto out = GenerateSpeculative(*target, *method, kPrompt,
+                                   {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = true});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tokens, greedy->tokens) << options;
+    EXPECT_THAT(out->engine_form, HasSubstr(form));
+    int accepted = 0;
+    for (const StepStats& step : out->steps) accepted += step.accepted;
+    EXPECT_GT(accepted, 10) << options;
+  }
+}
+
+TEST(RetrievalDrafterTest, PipelinedChainsMatchTargetLawAtTemperatureOne) {
+  auto target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const std::string store = TargetDatastore(*target, kPrompt, "pipelined_law.splds");
+  auto method = testing::MethodFromYaml(
+      absl::StrCat("{name: rest, drafter: {type: retrieval, datastore: ", store, ", min_suffix: 1}, ",
+                   "verifier: {type: point_mass}, length_policy: {type: fixed, gamma: 3}}"),
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, kPrompt, testing::ExactTwoTokenLaw(*target, kPrompt, 1.0),
+                                              2000, "retrieval chain");
 }
 
 TEST(RetrievalDrafterTest, OptionAndFileErrorsNameTheKey) {

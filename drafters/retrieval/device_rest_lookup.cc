@@ -1,0 +1,119 @@
+#include "drafters/retrieval/device_rest_lookup.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "drafters/retrieval/cuda/rest_kernel.h"
+#include "drafters/retrieval/suffix_array.h"
+
+#ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace speclab::retrieval {
+
+std::vector<int32_t> RunWalkPath(const Datastore& store, absl::Span<const int32_t> sequence,
+                                 const RestOptions& options, int length) {
+  std::vector<int32_t> path;
+  const int cap = std::min(length, options.continuation_tokens);
+  if (cap < 1) return path;
+  const int64_t size = static_cast<int64_t>(store.tokens.size());
+  const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
+  int matched = 0;
+  int64_t lo = 0, hi = 0;
+  for (int s = longest; s >= options.min_suffix && matched == 0; --s) {
+    const auto [first, last] = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
+    if (first == last) continue;
+    matched = s;
+    lo = first;
+    hi = std::min(last, first + options.max_matches);
+  }
+  if (matched == 0) return path;
+  for (int depth = 0; depth < cap; ++depth) {
+    auto next = [&](int64_t j) {
+      const int64_t at = store.suffixes[j] + matched + depth;
+      return at < size ? store.tokens[at] : -1;  // -1: the datastore ended
+    };
+    int64_t best = -1, best_length = 0;  // the longest run of one next token, the first on ties
+    for (int64_t j = lo; j < hi;) {
+      int64_t end = j + 1;
+      while (end < hi && next(end) == next(j)) ++end;
+      if (next(j) >= 0 && end - j > best_length) {
+        best = j;
+        best_length = end - j;
+      }
+      j = end;
+    }
+    if (best < 0) break;
+    path.push_back(next(best));
+    lo = best;
+    hi = best + best_length;
+  }
+  return path;
+}
+
+absl::Status DeviceRestLookup::Takes(const RestOptions& options) {
+  if (options.max_suffix > kKernelMaxSuffix)
+    return absl::UnimplementedError(absl::StrCat("retrieval: the device lookup searches suffixes of at most ",
+                                                 kKernelMaxSuffix, " tokens; max_suffix is ", options.max_suffix));
+  if (options.max_matches > kKernelMaxMatches)
+    return absl::UnimplementedError(absl::StrCat("retrieval: the device lookup reads at most ", kKernelMaxMatches,
+                                                 " matches; max_matches is ", options.max_matches));
+  return absl::OkStatus();
+}
+
+DeviceRestLookup::DeviceRestLookup(std::shared_ptr<const Datastore> store, RestOptions options, c10::Device device)
+    : store_(std::move(store)), options_(options), device_(device) {
+  if (device.is_cpu()) return;  // the walk reads the host's store
+  const int64_t n = static_cast<int64_t>(store_->tokens.size());
+  // from_blob never writes: the const_casts only fit its signature.
+  tokens_ = at::from_blob(const_cast<int32_t*>(store_->tokens.data()), {n}, at::TensorOptions().dtype(at::kInt))
+                .to(device);
+  suffixes_ = at::from_blob(const_cast<int64_t*>(store_->suffixes.data()), {n}, at::TensorOptions().dtype(at::kLong))
+                  .to(device);
+}
+
+absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, const at::Tensor& last_two,
+                                                   const at::Tensor& start, int length) const {
+  if (length < 0) return absl::InvalidArgumentError(absl::StrCat("retrieval: draft length ", length));
+  const at::Tensor ctx = context.to(device_, at::kLong).contiguous();
+  const at::Tensor two = last_two.to(device_, at::kLong).contiguous();
+  const at::Tensor at_start = start.to(device_, at::kLong).contiguous();
+  at::Tensor out = at::empty({length + 1}, ctx.options());
+#ifdef SPECLAB_WITH_CUDA
+  if (device_.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(device_);
+    const StorePointers store{.tokens = tokens_.data_ptr<int32_t>(), .suffixes = suffixes_.data_ptr<int64_t>(),
+                              .size = tokens_.size(0)};
+    const LookupShape shape{.max_suffix = options_.max_suffix, .min_suffix = options_.min_suffix,
+                            .max_matches = options_.max_matches,
+                            .continuation_tokens = options_.continuation_tokens};
+    const int error = LaunchRestContinuation(store, shape, ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                             at_start.data_ptr<int64_t>(), length, out.data_ptr<int64_t>(),
+                                             c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    if (error != 0) return absl::InternalError(absl::StrCat("retrieval: lookup kernel launch failed (", error, ")"));
+    return out;
+  }
+#endif
+  if (!device_.is_cpu())
+    return absl::UnimplementedError(absl::StrCat("retrieval: no device-rooted continuations on ", device_.str()));
+  // The kernel's walk on the host (the CPU runs tests): only the sequence's
+  // last max_suffix tokens are looked up.
+  const int64_t s = at_start.item<int64_t>(), n = s + 2;
+  const int64_t from = std::max<int64_t>(0, n - options_.max_suffix);
+  std::vector<int32_t> sequence;
+  for (int64_t p = from; p < n; ++p)
+    sequence.push_back(static_cast<int32_t>(p < s ? ctx.data_ptr<int64_t>()[p] : two.data_ptr<int64_t>()[p - s]));
+  const int32_t root = sequence.back();
+  const std::vector<int32_t> drafts = ToFixedLength(RunWalkPath(*store_, sequence, options_, length), length, root);
+  int64_t* tokens = out.data_ptr<int64_t>();
+  tokens[0] = root;
+  for (int j = 0; j < length; ++j) tokens[1 + j] = drafts[j];
+  return out;
+}
+
+}  // namespace speclab::retrieval
