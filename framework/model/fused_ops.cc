@@ -36,6 +36,21 @@ namespace {
 constexpr auto& CheckLaunch = kernel_launch::Check;
 constexpr auto& CurrentStream = kernel_launch::Stream;
 
+#ifdef SPECLAB_WITH_CUDA
+// A row kernel's workspace of `per_chunk` values a row chunk; undefined for
+// rows of one block, which read none (row_kernels::WorkspaceChunks): eager
+// steps then allocate nothing for it.
+at::Tensor RowWorkspace(int64_t rows, int64_t cols, int64_t per_chunk, const at::TensorOptions& options) {
+  const int64_t chunks = row_kernels::WorkspaceChunks(cols);
+  return chunks > 0 ? at::empty({per_chunk * rows * chunks}, options) : at::Tensor();
+}
+
+template <typename T>
+T* WorkspacePointer(const at::Tensor& workspace) {
+  return workspace.defined() ? workspace.data_ptr<T>() : nullptr;
+}
+#endif
+
 // --- The ATen compositions: the reference semantics and the fallback. -------
 
 at::Tensor RmsNormAten(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -578,12 +593,12 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor) {
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t rows = x.size(0), cols = x.size(1);
     at::Tensor out = at::empty({rows}, x.options().dtype(at::kLong));
-    at::Tensor workspace = at::empty({rows * row_kernels::RowChunks(cols)}, x.options().dtype(at::kLong));
+    const at::Tensor workspace = RowWorkspace(rows, cols, 1, x.options().dtype(at::kLong));
     CheckLaunch(row_kernels::LaunchArgmaxRows(x.data_ptr<float>(),
                                               divisor.defined() ? divisor.data_ptr<float>() : nullptr,
                                               out.data_ptr<int64_t>(),
-                                              reinterpret_cast<uint64_t*>(workspace.data_ptr<int64_t>()), rows, cols,
-                                              CurrentStream(x)),
+                                              reinterpret_cast<uint64_t*>(WorkspacePointer<int64_t>(workspace)),
+                                              rows, cols, CurrentStream(x)),
                 "ArgmaxRows");
     return out;
   }
@@ -599,9 +614,9 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t rows = x.size(0), cols = x.size(1);
     at::Tensor out = at::empty_like(x);
-    at::Tensor workspace = at::empty({2 * rows * row_kernels::RowChunks(cols)}, x.options());
+    const at::Tensor workspace = RowWorkspace(rows, cols, 2, x.options());
     CheckLaunch(row_kernels::LaunchSoftmaxRows(x.data_ptr<float>(), out.data_ptr<float>(),
-                                               workspace.data_ptr<float>(), rows, cols,
+                                               WorkspacePointer<float>(workspace), rows, cols,
                                                static_cast<float>(temperature), CurrentStream(x)),
                 "SoftmaxRows");
     return out;
@@ -616,9 +631,9 @@ at::Tensor SoftmaxSummaryRows(const at::Tensor& x) {
   if (kernel_launch::FloatRows(x)) {
     const c10::cuda::CUDAGuard guard(x.device());
     at::Tensor out = at::empty({x.size(0), 2}, x.options());
-    at::Tensor workspace = at::empty({3 * x.size(0) * row_kernels::RowChunks(x.size(1))}, x.options());
+    const at::Tensor workspace = RowWorkspace(x.size(0), x.size(1), 3, x.options());
     CheckLaunch(row_kernels::LaunchSoftmaxSummaryRows(x.data_ptr<float>(), out.data_ptr<float>(),
-                                                      workspace.data_ptr<float>(), x.size(0), x.size(1),
+                                                      WorkspacePointer<float>(workspace), x.size(0), x.size(1),
                                                       CurrentStream(x)),
                 "SoftmaxSummaryRows");
     return out;

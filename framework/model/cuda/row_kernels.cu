@@ -118,7 +118,6 @@ __global__ void SoftmaxNormalize(const float* x, const float2* __restrict__ part
 // A few such blocks leave the device nearly empty, so each thread issues all
 // its loads at once (kPerThread values in registers) rather than waiting out
 // one load after another: about 2 us instead of 14 for an 8000-token softmax.
-constexpr int64_t kSmallRow = 16384;
 constexpr int kSmallThreads = 1024;
 constexpr int kPerThread = static_cast<int>(kSmallRow / kSmallThreads);
 

@@ -29,10 +29,18 @@ constexpr int64_t kRowChunk = 2048;
 // Chunks per row of `cols` elements (the workspace sizes below count them).
 inline int64_t RowChunks(int64_t cols) { return (cols + kRowChunk - 1) / kRowChunk; }
 
+// Rows of at most kSmallRow elements take one block each (no workspace).
+constexpr int64_t kSmallRow = 16384;
+
+// The chunks the argmax and softmax workspaces below count: RowChunks(cols)
+// for rows past kSmallRow; 0 for rows of one block, which read none (the
+// workspace pointer may then be null).
+inline int64_t WorkspaceChunks(int64_t cols) { return cols <= kSmallRow ? 0 : RowChunks(cols); }
+
 // out[r] = the first index of the largest x[r][i] / max(divisor[r][i], FLT_MIN)
 // (divisor == nullptr: of the largest x[r][i]). NaN counts as larger than
 // every number, as in at::argmax. x, divisor [rows, cols] float32;
-// out [rows] int64; workspace: rows * RowChunks(cols) uint64 values.
+// out [rows] int64; workspace: rows * WorkspaceChunks(cols) uint64 values.
 // 1 <= cols < 2^32.
 int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
                      int64_t cols, void* stream);
@@ -43,7 +51,7 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 // merged (the fp32 sum runs in another order than ATen's: results agree with
 // at::softmax to a few ulps). -inf entries give 0; a row of only -inf gives
 // NaN, as at::softmax. x, out [rows, cols] float32 (out may be x);
-// temperature > 0; workspace: 2 * rows * RowChunks(cols) floats.
+// temperature > 0; workspace: 2 * rows * WorkspaceChunks(cols) floats.
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
@@ -51,7 +59,7 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
 // the largest p[i]), as log S - sum exp(x - M) (x - M) / S and 1 / S (M the
 // row's maximum, S its sum of exp(x - M); -inf entries count as p = 0).
 // x [rows, cols] float32, out [rows, 2] float32; workspace: 3 * rows *
-// RowChunks(cols) floats. Rows of up to 16384 entries: one block a row, one launch;
+// WorkspaceChunks(cols) floats. Rows of up to 16384 entries: one block a row, one launch;
 // longer ones per chunk, then merged (two launches).
 int LaunchSoftmaxSummaryRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols,
                              void* stream);
