@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
-#include <unordered_map>
+#include <tuple>
 
 #include "drafters/retrieval/suffix_array.h"
 
@@ -22,27 +22,42 @@ PrefixCounts CountContinuations(const Datastore& store, absl::Span<const int32_t
   const int length = std::min(options.continuation_tokens, max_tokens);
   if (length < 1) return out;
   const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
-  for (int s = longest; s >= options.min_suffix; --s) {
-    auto [first, last] = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
-    if (first == last) continue;
-    out.suffix_length = s;
-    std::unordered_map<uint64_t, int> child;  // (parent + 1) << 32 | token -> prefix
-    last = std::min(last, first + options.max_matches);
-    for (int64_t j = first; j < last; ++j) {
-      int parent = -1;
-      for (int64_t at = store.suffixes[j] + s; at < std::min(n, store.suffixes[j] + s + length); ++at) {
-        const int32_t token = store.tokens[at];
-        const uint64_t key = (static_cast<uint64_t>(parent + 1) << 32) | static_cast<uint32_t>(token);
-        auto [found, added] = child.try_emplace(key, static_cast<int>(out.prefixes.size()));
-        if (added) {
-          out.prefixes.push_back(
-              {.parent = parent, .token = token, .depth = parent < 0 ? 1 : out.prefixes[parent].depth + 1});
-        }
-        ++out.prefixes[found->second].count;
-        parent = found->second;
-      }
+  int64_t first = 0, last = 0;
+  for (int s = longest; s >= options.min_suffix && out.suffix_length == 0; --s) {
+    std::tie(first, last) = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
+    if (first < last) out.suffix_length = s;
+  }
+  if (out.suffix_length == 0) return out;
+  last = std::min(last, first + options.max_matches);
+  // The matches' continuations, gathered first (independent reads of the
+  // datastore) and cut at its end.
+  const int64_t matches = last - first;
+  std::vector<int32_t> next(matches * length);
+  std::vector<int> reach(matches);
+  for (int64_t j = 0; j < matches; ++j) {
+    const int64_t from = store.suffixes[first + j] + out.suffix_length;
+    reach[j] = static_cast<int>(std::clamp<int64_t>(n - from, 0, length));
+    std::copy_n(store.tokens.begin() + from, reach[j], next.begin() + j * length);
+  }
+  // In suffix order the matches sharing a prefix of their continuations are
+  // adjacent: a match starts a new prefix at every depth past what it shares
+  // with the match before it, and each prefix counts the matches until the
+  // next one that shares less. Prefixes are listed as a trie inserting the
+  // matches in order would create them (match by match, shallow first).
+  std::vector<int> open(length, -1);  // the prefix each depth is counting
+  for (int64_t j = 0; j < matches; ++j) {
+    int shared = 0;
+    if (j > 0) {
+      const int both = std::min(reach[j], reach[j - 1]);
+      while (shared < both && next[j * length + shared] == next[(j - 1) * length + shared]) ++shared;
     }
-    break;
+    for (int d = 0; d < reach[j]; ++d) {
+      if (d >= shared) {
+        open[d] = static_cast<int>(out.prefixes.size());
+        out.prefixes.push_back({.parent = d == 0 ? -1 : open[d - 1], .token = next[j * length + d], .depth = d + 1});
+      }
+      ++out.prefixes[open[d]].count;
+    }
   }
   return out;
 }
@@ -63,18 +78,15 @@ std::vector<std::vector<int32_t>> MostFrequentPrefixes(const PrefixCounts& count
 }
 
 std::vector<int32_t> MostFrequentPath(const PrefixCounts& counts) {
-  std::vector<int32_t> path;
-  int at = -1;
-  for (;;) {
-    int best = -1;
-    for (size_t i = 0; i < counts.prefixes.size(); ++i) {
-      if (counts.prefixes[i].parent != at) continue;
-      if (best < 0 || counts.prefixes[i].count > counts.prefixes[best].count) best = static_cast<int>(i);
-    }
-    if (best < 0) return path;
-    path.push_back(counts.prefixes[best].token);
-    at = best;
+  const auto& p = counts.prefixes;
+  std::vector<int> best(p.size() + 1, -1);  // each prefix's most frequent child (ties: the first), by parent + 1
+  for (size_t i = 0; i < p.size(); ++i) {
+    int& child = best[p[i].parent + 1];
+    if (child < 0 || p[i].count > p[child].count) child = static_cast<int>(i);
   }
+  std::vector<int32_t> path;
+  for (int at = best[0]; at >= 0; at = best[at + 1]) path.push_back(p[at].token);
+  return path;
 }
 
 std::vector<int32_t> ToFixedLength(std::vector<int32_t> path, int length, int32_t last) {

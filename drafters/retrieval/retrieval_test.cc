@@ -133,6 +133,67 @@ LookupCase RandomLookupCase(size_t n, int vocab, uint64_t seed) {
   return out;
 }
 
+// REST's count as a trie does it: every match's continuation inserted in
+// suffix order, a prefix made the first time a (parent, token) pair is seen.
+PrefixCounts CountWithATrie(const Datastore& store, absl::Span<const int32_t> sequence, const RestOptions& options,
+                            int max_tokens) {
+  PrefixCounts out;
+  const int64_t n = static_cast<int64_t>(store.tokens.size());
+  const int length = std::min(options.continuation_tokens, max_tokens);
+  if (length < 1) return out;
+  const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
+  for (int s = longest; s >= options.min_suffix; --s) {
+    auto [first, last] = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
+    if (first == last) continue;
+    out.suffix_length = s;
+    std::map<std::pair<int, int32_t>, int> child;
+    last = std::min(last, first + options.max_matches);
+    for (int64_t j = first; j < last; ++j) {
+      int parent = -1;
+      for (int64_t at = store.suffixes[j] + s; at < std::min(n, store.suffixes[j] + s + length); ++at) {
+        auto [found, added] = child.try_emplace({parent, store.tokens[at]}, static_cast<int>(out.prefixes.size()));
+        if (added) {
+          out.prefixes.push_back({.parent = parent, .token = store.tokens[at],
+                                  .depth = parent < 0 ? 1 : out.prefixes[parent].depth + 1});
+        }
+        ++out.prefixes[found->second].count;
+        parent = found->second;
+      }
+    }
+    break;
+  }
+  return out;
+}
+
+// The count over the suffix array's runs lists the prefixes a trie would
+// make, in the trie's order, with its counts (MostFrequentPrefixes' and
+// MostFrequentPath's ties depend on the order).
+TEST(RestLookupTest, CountsAsATrieOfTheMatchesWould) {
+  int compared = 0;
+  for (auto [n, vocab] : {std::pair{1, 2}, std::pair{60, 2}, std::pair{400, 3}, std::pair{3000, 8}}) {
+    const LookupCase cases = RandomLookupCase(n, vocab, n + vocab + 1);
+    for (const Tokens& sequence : cases.sequences) {
+      for (RestOptions options : {RestOptions{}, RestOptions{.max_suffix = 4, .min_suffix = 1, .max_matches = 2,
+                                                             .continuation_tokens = 3}}) {
+        for (int length : {0, 1, 5, 12}) {
+          const PrefixCounts got = CountContinuations(cases.store, sequence, options, length);
+          const PrefixCounts expected = CountWithATrie(cases.store, sequence, options, length);
+          ASSERT_EQ(got.suffix_length, expected.suffix_length);
+          ASSERT_EQ(got.prefixes.size(), expected.prefixes.size()) << "store of " << n << ", length " << length;
+          for (size_t i = 0; i < got.prefixes.size(); ++i) {
+            const auto& a = got.prefixes[i];
+            const auto& b = expected.prefixes[i];
+            EXPECT_TRUE(a.parent == b.parent && a.token == b.token && a.depth == b.depth && a.count == b.count)
+                << "prefix " << i << " of a store of " << n;
+          }
+          compared += !expected.prefixes.empty();
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 50);
+}
+
 // The walk over the suffix array's runs drafts the chain of the count over
 // prefixes: every option's edge (one match read, continuations cut by the
 // datastore's end, the minimum suffix of one token, drafts longer than the
