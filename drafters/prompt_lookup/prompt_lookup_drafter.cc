@@ -130,6 +130,54 @@ absl::StatusOr<at::Tensor> PromptLookupDrafter::ContinuationAt(const DeviceRoot&
   return out;
 }
 
+absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                                         int max_candidates) {
+  if (!root.context.defined())
+    return absl::UnimplementedError("prompt_lookup: the step handed over no context on the device");
+  if (max_tokens < 1 || max_candidates < 1)
+    return absl::InvalidArgumentError(absl::StrCat("prompt_lookup: ", max_candidates, " candidates of ", max_tokens,
+                                                   " tokens"));
+  const int tokens = std::min(max_tokens, num_pred_tokens_);  // as Continuations()
+  const c10::Device device = root.context.device();
+  const at::Tensor context = root.context.to(at::kLong).contiguous();
+  const at::Tensor last_two = root.last_two.to(device, at::kLong).contiguous();
+  const at::Tensor start = root.position.start.to(device, at::kLong).contiguous();
+  const auto longs = context.options();
+  DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, longs),
+                          .lengths = at::empty({max_candidates}, longs)};
+#ifdef SPECLAB_WITH_CUDA
+  if (device.is_cuda()) {
+    if (max_candidates > prompt_lookup::kMaxCandidates)
+      return absl::UnimplementedError(absl::StrCat("prompt_lookup: the device lookup keeps at most ",
+                                                   prompt_lookup::kMaxCandidates, " candidates, the builder asks ",
+                                                   max_candidates));
+    const c10::cuda::CUDAGuard guard(device);
+    const int error = prompt_lookup::LaunchNgramCandidates(
+        context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(), start.data_ptr<int64_t>(), max_ngram_, tokens,
+        max_tokens, max_candidates, out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
+        c10::cuda::getCurrentCUDAStream(device.index()).stream());
+    if (error != 0)
+      return absl::InternalError(absl::StrCat("prompt_lookup: candidates kernel launch failed (", error, ")"));
+    return out;
+  }
+#endif
+  if (!device.is_cpu())
+    return absl::UnimplementedError(absl::StrCat("prompt_lookup: no device-rooted candidates on ", device.str()));
+  // The same rule on the host (the CPU runs tests).
+  const int64_t s = start.item<int64_t>();
+  std::vector<int32_t> sequence(context.data_ptr<int64_t>(), context.data_ptr<int64_t>() + s);
+  sequence.push_back(static_cast<int32_t>(last_two.data_ptr<int64_t>()[0]));
+  sequence.push_back(static_cast<int32_t>(last_two.data_ptr<int64_t>()[1]));
+  const std::vector<std::vector<int32_t>> candidates = LookupCandidates(sequence, max_ngram_, tokens, max_candidates);
+  out.tokens.fill_(sequence.back());
+  out.lengths.zero_();
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    out.lengths.data_ptr<int64_t>()[c] = static_cast<int64_t>(candidates[c].size());
+    std::copy(candidates[c].begin(), candidates[c].end(), out.tokens.data_ptr<int64_t>() + c * max_tokens);
+  }
+  return out;
+}
+
 namespace {
 
 const bool kRegistered = DrafterRegistry::Add({

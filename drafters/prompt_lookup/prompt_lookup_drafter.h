@@ -55,6 +55,10 @@ class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
   // CUDA (cuda/ngram_kernel.h), a host loop elsewhere. Unimplemented where
   // `length` exceeds num_pred_tokens (the engine then steps on the host).
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override;
+  // LookupCandidates() of root.context and the root: one launch on CUDA, a
+  // host loop elsewhere.
+  absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                      int max_candidates) override;
   absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
     return absl::OkStatus();
   }

@@ -1,10 +1,17 @@
 #include "drafters/prompt_lookup/prompt_lookup_drafter.h"
 
 #include <ATen/ATen.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 #include "framework/device_transfer.h"
+#include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
+#include "tests/support/tiny_models.h"
+#include "tests/support/two_token_law.h"
 
 namespace speclab {
 namespace {
@@ -130,6 +137,91 @@ TEST(PromptLookupTest, CudaKernelDraftsAsTheHost) {
       }
     }
   }
+}
+
+// ContinuationsAt on `device` is LookupCandidates() of root.context's
+// sequence then the root: every candidate and its length, the root past it.
+// Returns how many candidates were found in all.
+int ExpectCandidatesOfTheHost(c10::Device device, int vocab, int64_t length, int max_ngram, int max_tokens,
+                              int max_candidates, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const at::Tensor random = at::randint(vocab, {length}, gen, at::TensorOptions().dtype(at::kLong));
+  const std::vector<int32_t> sequence(random.data_ptr<int64_t>(), random.data_ptr<int64_t>() + length);
+  std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
+  context.resize(context.size() + 16, vocab + 3);  // stale entries at and past the root's slots
+  PromptLookupDrafter drafter(max_ngram, /*num_pred_tokens=*/8);
+  const DeviceRoot root{.last_two = LongsToDevice({sequence[length - 2], sequence[length - 1]}, device),
+                        .position = {.start = LongsToDevice({length - 2}, device), .max_start = length - 2},
+                        .context = LongsToDevice(context, device)};
+  auto got = drafter.ContinuationsAt(root, max_tokens, max_candidates);
+  EXPECT_TRUE(got.ok()) << got.status();
+  if (!got.ok()) return 0;
+  const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
+  const auto expected = LookupCandidates(sequence, max_ngram, std::min(max_tokens, 8), max_candidates);
+  const std::string where = absl::StrCat(device.str(), ", vocab ", vocab, ", sequence of ", length, ", max_ngram ",
+                                         max_ngram, ", ", max_candidates, " of ", max_tokens);
+  for (int c = 0; c < max_candidates; ++c) {
+    const std::vector<int32_t> want = c < static_cast<int>(expected.size()) ? expected[c] : std::vector<int32_t>{};
+    EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", candidate " << c;
+    for (int t = 0; t < max_tokens; ++t) {
+      const int64_t token = tokens.data_ptr<int64_t>()[c * max_tokens + t];
+      EXPECT_EQ(token, t < static_cast<int>(want.size()) ? want[t] : sequence.back())
+          << where << ", candidate " << c << ", token " << t;
+    }
+  }
+  return static_cast<int>(expected.size());
+}
+
+TEST(PromptLookupTest, ContinuationsAtAreTheHostsCandidates) {
+  const c10::Device device = testing::TestDevice();
+  int found = 0;
+  for (int vocab : {3, 6, 40}) {
+    for (int64_t length : {2, 9, 700, 1500}) {
+      for (auto [max_ngram, max_tokens, max_candidates] : {std::tuple{1, 4, 8}, std::tuple{3, 10, 64},
+                                                           std::tuple{2, 1, 1}}) {
+        found += ExpectCandidatesOfTheHost(device, vocab, length, max_ngram, max_tokens, max_candidates,
+                                           length * 7 + vocab);
+      }
+    }
+  }
+  if (device.is_cuda())  // past the kernel's shared copy of the sequence
+    found += ExpectCandidatesOfTheHost(device, 6, 9000, 3, 6, 16, 1);
+  EXPECT_GT(found, 100);
+}
+
+// The trie of prompt lookup's matches, pipelined: greedy's tokens at T = 0
+// and the target's law at T = 1 (a tree that branches on the prompt's
+// repeats).
+TEST(PromptLookupTest, PipelinedTriesEqualGreedyAndKeepTheLaw) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  const std::vector<int32_t> prompt = {1, 5, 3, 7, 2, 5, 3, 6, 5};
+  auto greedy = GenerateAutoregressive(*target, prompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(greedy.ok());
+  const std::string yaml =
+      "{name: pld, drafter: {type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 4}, "
+      "tree_builder: {type: trie, budget: 10, max_candidates: 4}, verifier: {type: point_mass}, "
+      "length_policy: {type: fixed, gamma: 4}}";
+  auto method = testing::MethodFromYaml(yaml, target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  auto out = GenerateSpeculative(*target, *method, prompt,
+                                 {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = true});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens);
+  EXPECT_THAT(out->engine_form, ::testing::HasSubstr("pipelined tree"));
+  int accepted = 0;
+  for (const StepStats& step : out->steps) {
+    accepted += step.accepted;
+    EXPECT_EQ(step.tree_nodes, 10) << "the device trie is filled to its budget";
+  }
+  EXPECT_GT(accepted, 5);
+
+  auto law_target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const std::vector<int32_t> law_prompt = {2, 3, 5, 4, 2, 3, 6, 1, 2, 3};  // "2 3" followed by "5 4" and "6 1"
+  auto law_method = testing::MethodFromYaml(yaml, law_target.get());
+  ASSERT_TRUE(law_method.ok()) << law_method.status();
+  testing::ExpectTheLawPipelinedAndStepByStep(*law_target, *law_method, law_prompt,
+                                              testing::ExactTwoTokenLaw(*law_target, law_prompt, 1.0), 2000,
+                                              "prompt_lookup trie");
 }
 
 }  // namespace

@@ -34,6 +34,10 @@ absl::StatusOr<at::Tensor> DeviceDrafter::ContinuationAt(const DeviceRoot&, int)
   return absl::UnimplementedError("this drafter has no device-rooted continuations");
 }
 
+absl::StatusOr<DeviceContinuations> DeviceDrafter::ContinuationsAt(const DeviceRoot&, int, int) {
+  return absl::UnimplementedError("this drafter has no device-rooted candidate continuations");
+}
+
 DeviceDrafter* DeviceFormOf(Drafter& drafter) { return dynamic_cast<DeviceDrafter*>(&drafter); }
 
 DeviceGraphs* DraftGraphsOf(Drafter& drafter) {

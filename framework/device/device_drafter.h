@@ -48,6 +48,15 @@ struct DeviceRoot {
 // where the step handed over no features.
 absl::StatusOr<at::Tensor> FeatureBeforeRoot(const DeviceRoot& root, const std::string& drafter);
 
+// A token-only drafter's candidate continuations on the device, in one
+// fixed shape: candidate c is tokens[c][0..lengths[c]) (lengths[c] = 0 where
+// fewer were found); the entries past it are ids of the vocabulary (the
+// root's, say) that mean nothing.
+struct DeviceContinuations {
+  at::Tensor tokens;   // [max_candidates, max_tokens] int64
+  at::Tensor lengths;  // [max_candidates] int64
+};
+
 class DeviceDrafter {
  public:
   virtual ~DeviceDrafter() = default;
@@ -104,6 +113,14 @@ class DeviceDrafter {
   // on the device, root first. Unimplemented (the default): the engine then
   // runs its step-by-step loop.
   virtual absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length);
+
+  // kTokensOnly, optional: Drafter::Continuations() of the root (up to
+  // `max_candidates` continuations of up to `max_tokens` tokens, best first)
+  // after a root only the device knows, with ContinuationAt's contract and
+  // root.context defined, for pipelined trees (the `trie` builder).
+  // Unimplemented (the default): the engine then runs its step-by-step loop.
+  virtual absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                              int max_candidates);
 
   // The drafter's own device work outside any model's forward (heads,
   // picks), where it runs it through a DeviceGraphs: its runs are counted

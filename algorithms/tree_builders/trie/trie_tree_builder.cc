@@ -18,6 +18,10 @@
 // Tokens come from the drafter with no distribution: kDeterministic, verified
 // by greedy or point_mass. Drafters of logits are refused at load (use
 // dynamic_topk, best_first or opt_tree for those).
+//
+// Pipelined (BuildAt), drafters with device-rooted candidates
+// (DeviceDrafter::ContinuationsAt) give them on the device, and the same
+// tree is made there (trie_device.h), filled to a fixed size.
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,7 +29,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/tree_builders/common/draft_ops.h"
+#include "algorithms/tree_builders/trie/trie_device.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/tree_builder.h"
 
 namespace speclab {
@@ -39,7 +45,7 @@ struct TrieOptions {
   std::optional<int> max_depth;  // unset: the length policy's bound
 };
 
-class TrieTreeBuilder final : public TreeBuilder {
+class TrieTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   explicit TrieTreeBuilder(TrieOptions options) : o_(options) {}
 
@@ -48,8 +54,18 @@ class TrieTreeBuilder final : public TreeBuilder {
             .length_control = o_.max_depth ? LengthControl::kNone : LengthControl::kMaxLength};
   }
 
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
+    if (request.policy->wants_progress()) return absl::UnimplementedError("the length policy reads each drafted token");
+    DeviceDrafter* device = DeviceFormOf(drafter);
+    if (device == nullptr) return absl::UnimplementedError("the drafter has no device form");
+    ASSIGN_OR_RETURN(DeviceContinuations candidates, device->ContinuationsAt(root, Depth(request), o_.max_candidates));
+    DraftTree draft = tree_builders::TrieOnDevice(root.last_two.narrow(0, 1, 1), candidates, o_.budget);
+    draft.tree = TokenTree(request.root_token);
+    return draft;
+  }
+
   absl::StatusOr<DraftTree> Build(Drafter& drafter, const BuildRequest& request) override {
-    const int depth = o_.max_depth ? *o_.max_depth : request.policy->MaxDraftLength();
+    const int depth = Depth(request);
     DraftTree out;
     out.tree = TokenTree(request.root_token);
     ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> candidates,
@@ -78,6 +94,8 @@ class TrieTreeBuilder final : public TreeBuilder {
   }
 
  private:
+  int Depth(const BuildRequest& request) const { return o_.max_depth ? *o_.max_depth : request.policy->MaxDraftLength(); }
+
   TrieOptions o_;
 };
 

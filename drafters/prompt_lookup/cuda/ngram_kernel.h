@@ -24,6 +24,19 @@ namespace prompt_lookup {
 int LaunchNgramContinuation(int64_t* context, int64_t capacity, const int64_t* last_two, const int64_t* start,
                             int max_ngram, int length, int64_t* out, void* stream);
 
+// The most candidates one launch keeps.
+inline constexpr int kMaxCandidates = 64;
+
+// The sequence is context[0..s) then last_two[0..1] (s = *start; the root
+// last). Writes LookupCandidates(sequence, max_ngram, max_tokens,
+// max_candidates) (prompt_lookup_drafter.h): candidate c's tokens to
+// tokens[c * width ..] (the root past its end) and its length to lengths[c]
+// (0 where fewer were found). max_tokens <= width; max_candidates <=
+// kMaxCandidates.
+int LaunchNgramCandidates(const int64_t* context, const int64_t* last_two, const int64_t* start, int max_ngram,
+                          int max_tokens, int width, int max_candidates, int64_t* tokens, int64_t* lengths,
+                          void* stream);
+
 }  // namespace prompt_lookup
 }  // namespace speclab
 
