@@ -8,6 +8,7 @@
 #include "framework/device/device_tree_builder.h"
 #include "framework/device/device_length_stop.h"
 #include "framework/device/device_verifier.h"
+#include "framework/model/fused_ops.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
 
@@ -45,8 +46,7 @@ PipelinedChain::PipelinedChain(DeviceModel& target, Method& method, const Sampli
                                absl::Span<const int32_t> prompt, at::Generator& draft_generator,
                                at::Generator& verify_generator)
     : PipelinedSteps(target, method, sampling, prompt, draft_generator, verify_generator),
-      gamma_(method.policy->MaxDraftLengthBound()),
-      offsets_(at::arange(1, gamma_ + 1, at::TensorOptions().dtype(at::kLong).device(target.model().device()))) {}
+      gamma_(method.policy->MaxDraftLengthBound()) {}
 
 absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root, int64_t max_root) {
   const c10::Device device = target().device();
@@ -63,7 +63,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
                              .greedy = sampling().greedy()};
   ASSIGN_OR_RETURN(at::Tensor answer, method().device_verifier->Verify(problem, verify_generator()));
-  at::Tensor kept = at::full({1}, gamma, answer.options());
+  at::Tensor kept;  // undefined: all gamma drafts
   if (method().device_stop != nullptr) {
     if (draft->kept_length.defined()) {
       kept = draft->kept_length.to(device);  // the drafter stopped there
@@ -74,15 +74,14 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
     }
     answer = CutChainAnswer(answer, kept, problem.target_probs, sampling().greedy(), verify_generator());
   }
+  // The root and the accepted drafts' target features, for drafters that read them.
+  if (reads_target_features()) RETURN_IF_ERROR(KeepPathFeatures(answer.narrow(0, 0, 1) + 1));
   // The next step's root is the extra token, after the last accepted token;
   // the drafts, then the root, go into the context after the last root.
-  const at::Tensor accepted = answer.narrow(0, 0, 1);
-  const at::Tensor root_position = positions().narrow(0, 1, 1);
-  context().index_copy_(0, root_position + draft_offsets(gamma), tokens.narrow(0, 1, gamma));
-  context().index_copy_(0, root_position + accepted + 1, answer.narrow(0, 1, 1));
-  if (reads_target_features()) RETURN_IF_ERROR(KeepPathFeatures(accepted + 1));  // the root and the accepted drafts
-  AdvanceTo(at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)}), (positions() + accepted).add_(1));
-  return at::cat({at::full({1}, gamma, answer.options()), tokens, answer, kept});
+  fused::ChainRootAdvance next =
+      fused::AdvanceChainRoot(answer, tokens.contiguous(), kept, positions(), context());
+  AdvanceTo(std::move(next.last_two), std::move(next.positions));
+  return next.record;
 }
 
 absl::StatusOr<PipelinedRead> PipelinedChain::Read(const at::Tensor& host_record) const {

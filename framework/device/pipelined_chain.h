@@ -52,11 +52,7 @@ class PipelinedChain final : public PipelinedSteps {
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
 
  private:
-  // 1, 2, ..., gamma on the device: the drafts' offsets from the root.
-  at::Tensor draft_offsets(int64_t gamma) const { return offsets_.narrow(0, 0, gamma); }
-
   int gamma_;
-  at::Tensor offsets_;
 };
 
 }  // namespace speclab

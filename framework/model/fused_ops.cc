@@ -887,6 +887,41 @@ void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor&
   going.logical_and_(stop.logical_not());
 }
 
+ChainRootAdvance AdvanceChainRoot(const at::Tensor& answer, const at::Tensor& tokens, const at::Tensor& kept,
+                                  const at::Tensor& positions, const at::Tensor& context) {
+  const int64_t g = tokens.size(0) - 1;
+  TORCH_CHECK(g >= 1 && answer.numel() == 2 && positions.numel() == 2 && (!kept.defined() || kept.numel() == 1),
+              "AdvanceChainRoot: tokens must be [g + 1 >= 2], answer and positions [2], kept [1]");
+  ChainRootAdvance out;
+#ifdef SPECLAB_WITH_CUDA
+  if (kernel_launch::Longs(answer) && kernel_launch::Longs(tokens) && kernel_launch::Longs(positions) &&
+      kernel_launch::Longs(context) && (!kept.defined() || kernel_launch::Longs(kept)) &&
+      g < tree_kernels::kMaxTreeItems) {
+    const c10::cuda::CUDAGuard guard(answer.device());
+    out.positions = at::empty({2}, answer.options());
+    out.last_two = at::empty({2}, answer.options());
+    out.record = at::empty({g + 5}, answer.options());
+    CheckLaunch(tree_kernels::LaunchAdvanceChainRoot(
+                    answer.data_ptr<int64_t>(), tokens.data_ptr<int64_t>(), g,
+                    kept.defined() ? kept.data_ptr<int64_t>() : nullptr, positions.data_ptr<int64_t>(),
+                    context.data_ptr<int64_t>(), out.positions.data_ptr<int64_t>(), out.last_two.data_ptr<int64_t>(),
+                    out.record.data_ptr<int64_t>(), CurrentStream(answer)),
+                "AdvanceChainRoot");
+    return out;
+  }
+#endif
+  at::Tensor written = context;
+  const at::Tensor accepted = answer.narrow(0, 0, 1);
+  const at::Tensor root = positions.narrow(0, 1, 1);
+  written.index_copy_(0, root + at::arange(1, g + 1, answer.options()), tokens.narrow(0, 1, g));
+  written.index_copy_(0, root + accepted + 1, answer.narrow(0, 1, 1));
+  out.positions = positions + accepted + 1;
+  out.last_two = at::cat({tokens.index_select(0, accepted), answer.narrow(0, 1, 1)});
+  out.record = at::cat({at::full({1}, g, answer.options()), tokens, answer,
+                        kept.defined() ? kept : at::full({1}, g, answer.options())});
+  return out;
+}
+
 TreeRootAdvance AdvanceTreeRoot(const at::Tensor& walk, const at::Tensor& tokens, const at::Tensor& parents,
                                 const at::Tensor& positions, const at::Tensor& context) {
   const int64_t n = tokens.size(0);

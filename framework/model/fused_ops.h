@@ -307,6 +307,22 @@ void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const
 // One launch on CUDA.
 void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop);
 
+// A pipelined chain step's bookkeeping from its verdict (answer [2]: a
+// accepted, the extra token) over tokens [g + 1] int64 (the root, then g
+// drafts): writes the drafts, then the extra token after the last accepted
+// one, into context (int64, by position) after the root at positions[1]
+// (positions [2]: the root's position less one, the root's), and returns the
+// next positions (positions + a + 1), the next last_two (tokens[a], the extra
+// token) and the step's record [g + 5]: g, tokens, answer, kept ([1] int64;
+// g where undefined). One launch on CUDA.
+struct ChainRootAdvance {
+  at::Tensor positions;  // [2] int64
+  at::Tensor last_two;   // [2] int64
+  at::Tensor record;     // [g + 5] int64
+};
+ChainRootAdvance AdvanceChainRoot(const at::Tensor& answer, const at::Tensor& tokens, const at::Tensor& kept,
+                                  const at::Tensor& positions, const at::Tensor& context);
+
 // A pipelined tree step's bookkeeping from its walk (verifiers::TreeWalk's answer
 // [n + 1], a accepted) over tokens and parents [n] int64: writes the
 // accepted tokens and the extra token into context (int64, by position)

@@ -1,7 +1,7 @@
-// fused::TreeMask, and the pipelined tree step's TreeAtInputs,
-// MovePathEntries and AdvanceTreeRoot: their
-// contracts on the CPU, and the kernels (cuda/tree_kernels.h) on CUDA against
-// the CPU.
+// fused::TreeMask, the pipelined tree step's TreeAtInputs,
+// MovePathEntries and AdvanceTreeRoot, and the pipelined chain step's
+// AdvanceChainRoot: their contracts on the CPU, and the kernels
+// (cuda/tree_kernels.h) on CUDA against the CPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -150,6 +150,50 @@ TEST(FusedTreeOps, PipelinedTreeKernelsMatchTheCpu) {
     EXPECT_TRUE(at::equal(next[1].positions.cpu(), next[0].positions)) << "n " << n;
     EXPECT_TRUE(at::equal(next[1].last_two.cpu(), next[0].last_two)) << "n " << n;
     EXPECT_TRUE(at::equal(next[1].record.cpu(), next[0].record)) << "n " << n;
+  }
+}
+
+TEST(FusedTreeOps, AdvanceChainRootWritesTheDraftsAndTheNextRoot) {
+  // The root (token 5) at position 10, drafts 6 7 8; two accepted, then token 11.
+  at::Tensor context = at::zeros({20}, at::kLong);
+  context[10] = 5;
+  const at::Tensor tokens = Longs({5, 6, 7, 8});
+  fused::ChainRootAdvance next = fused::AdvanceChainRoot(Longs({2, 11}), tokens, at::Tensor(), Longs({9, 10}), context);
+  EXPECT_TRUE(at::equal(context.narrow(0, 10, 4), Longs({5, 6, 7, 11})));
+  EXPECT_TRUE(at::equal(next.positions, Longs({12, 13})));
+  EXPECT_TRUE(at::equal(next.last_two, Longs({7, 11})));
+  EXPECT_TRUE(at::equal(next.record, Longs({3, 5, 6, 7, 8, 2, 11, 3})));
+  // All three accepted, the stop having kept them all: the extra token follows them.
+  next = fused::AdvanceChainRoot(Longs({3, 4}), Longs({11, 1, 2, 3}), Longs({3}), next.positions, context);
+  EXPECT_TRUE(at::equal(context.narrow(0, 13, 5), Longs({11, 1, 2, 3, 4})));
+  EXPECT_TRUE(at::equal(next.positions, Longs({16, 17})));
+  EXPECT_TRUE(at::equal(next.last_two, Longs({3, 4})));
+  EXPECT_TRUE(at::equal(next.record, Longs({3, 11, 1, 2, 3, 3, 4, 3})));
+}
+
+TEST(FusedTreeOps, PipelinedChainKernelMatchesTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  at::Generator gen = at::detail::createCPUGenerator(9);
+  const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong);
+  for (int64_t g : {1, 2, 6, 31, 200}) {
+    for (int64_t accepted : {int64_t{0}, g / 2, g}) {
+      const at::Tensor tokens = at::randint(1000, {g + 1}, gen, longs);
+      const at::Tensor answer = Longs({accepted, 77});
+      at::Tensor context[2] = {at::arange(800, longs), at::arange(800, longs).cuda()};
+      fused::ChainRootAdvance next[2];
+      const int64_t launches = fused::CudaKernelLaunches();
+      for (int d = 0; d < 2; ++d) {
+        const c10::Device device = d == 0 ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA);
+        const at::Tensor kept = g > 2 ? Longs({g - 1}).to(device) : at::Tensor();
+        next[d] = fused::AdvanceChainRoot(answer.to(device), tokens.to(device), kept, Longs({299, 300}).to(device),
+                                          context[d]);
+      }
+      EXPECT_EQ(fused::CudaKernelLaunches(), launches + 1) << "g " << g;
+      EXPECT_TRUE(at::equal(context[1].cpu(), context[0])) << "g " << g << ", accepted " << accepted;
+      EXPECT_TRUE(at::equal(next[1].positions.cpu(), next[0].positions)) << "g " << g;
+      EXPECT_TRUE(at::equal(next[1].last_two.cpu(), next[0].last_two)) << "g " << g;
+      EXPECT_TRUE(at::equal(next[1].record.cpu(), next[0].record)) << "g " << g;
+    }
   }
 }
 

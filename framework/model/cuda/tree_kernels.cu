@@ -81,6 +81,23 @@ __global__ void AdvanceTreeRoot(const int64_t* __restrict__ walk, const int64_t*
   next_last_two[1] = walk[n];
 }
 
+__global__ void AdvanceChainRoot(const int64_t* __restrict__ answer, const int64_t* __restrict__ tokens, int g,
+                                 const int64_t* __restrict__ kept, const int64_t* __restrict__ positions,
+                                 int64_t* __restrict__ context, int64_t* __restrict__ next_positions,
+                                 int64_t* __restrict__ next_last_two, int64_t* __restrict__ record) {
+  const int64_t root = positions[1], accepted = answer[0];
+  for (int i = threadIdx.x; i < g + 5; i += blockDim.x) {
+    record[i] = i == 0 ? g : i <= g + 1 ? tokens[i - 1] : i <= g + 3 ? answer[i - g - 2] : kept ? *kept : g;
+    if (i >= 1 && i <= g && i != accepted + 1) context[root + i] = tokens[i];
+  }
+  if (threadIdx.x != 0) return;
+  context[root + accepted + 1] = answer[1];
+  next_positions[0] = root + accepted;
+  next_positions[1] = root + accepted + 1;
+  next_last_two[0] = tokens[accepted];
+  next_last_two[1] = answer[1];
+}
+
 __global__ void AdvanceStop(bool* go, int64_t* kept, const bool* stop) {
   if (*go) {
     *kept += 1;
@@ -118,6 +135,16 @@ int LaunchAdvanceTreeRoot(const int64_t* walk, const int64_t* tokens, const int6
   AdvanceTreeRoot<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(walk, tokens, parents, static_cast<int>(n),
                                                                     positions, context, next_positions, next_last_two,
                                                                     record);
+  return cudaGetLastError();
+}
+
+int LaunchAdvanceChainRoot(const int64_t* answer, const int64_t* tokens, int64_t g, const int64_t* kept,
+                           const int64_t* positions, int64_t* context, int64_t* next_positions,
+                           int64_t* next_last_two, int64_t* record, void* stream) {
+  if (g < 1 || g >= kMaxTreeItems) return cudaErrorInvalidValue;
+  AdvanceChainRoot<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(answer, tokens, static_cast<int>(g), kept,
+                                                                     positions, context, next_positions,
+                                                                     next_last_two, record);
   return cudaGetLastError();
 }
 

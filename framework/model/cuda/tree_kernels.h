@@ -52,6 +52,18 @@ int LaunchMovePathEntries(uint32_t* k, uint32_t* v, const int64_t* start, const 
 // where *go, *kept += 1 and *go = !*stop. One thread.
 int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, void* stream);
 
+// A pipelined chain step's bookkeeping after its verdict (answer [2]: a
+// accepted, the extra token) over tokens [g + 1] (the root, then g drafts):
+// context[root + i] = tokens[i] for 1 <= i <= g, then context[root + a + 1]
+// = the extra token, where root = positions[1] (positions [2]: the root's
+// position less one, the root's); next_positions = positions + a + 1;
+// next_last_two = tokens[a], the extra token; record [g + 5] = g, tokens,
+// answer, kept (kept [1], or g where kept is null). 1 <= g < kMaxTreeItems.
+// One block.
+int LaunchAdvanceChainRoot(const int64_t* answer, const int64_t* tokens, int64_t g, const int64_t* kept,
+                           const int64_t* positions, int64_t* context, int64_t* next_positions,
+                           int64_t* next_last_two, int64_t* record, void* stream);
+
 // A pipelined tree step's bookkeeping after its walk (the answer of the tree
 // walk, algorithms/verifiers/common/cuda/tree_walk.h: walk [n + 1], a
 // accepted): context[root + i] = tokens[walk[i]] for
