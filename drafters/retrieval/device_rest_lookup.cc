@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "drafters/retrieval/cuda/rest_kernel.h"
-#include "drafters/retrieval/suffix_array.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -22,16 +21,9 @@ std::vector<int32_t> RunWalkPath(const Datastore& store, absl::Span<const int32_
   const int cap = std::min(length, options.continuation_tokens);
   if (cap < 1) return path;
   const int64_t size = static_cast<int64_t>(store.tokens.size());
-  const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
-  int matched = 0;
-  int64_t lo = 0, hi = 0;
-  for (int s = longest; s >= options.min_suffix && matched == 0; --s) {
-    const auto [first, last] = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
-    if (first == last) continue;
-    matched = s;
-    lo = first;
-    hi = std::min(last, first + options.max_matches);
-  }
+  const SuffixMatch match = LongestMatch(store, sequence, options);
+  const int matched = match.suffix_length;
+  int64_t lo = match.first, hi = match.last;
   if (matched == 0) return path;
   for (int depth = 0; depth < cap; ++depth) {
     auto next = [&](int64_t j) {

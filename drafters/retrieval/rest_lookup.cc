@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <tuple>
 
 #include "drafters/retrieval/suffix_array.h"
 
@@ -15,27 +14,31 @@ std::vector<int32_t> PrefixCounts::Tokens(int i) const {
   return out;
 }
 
+SuffixMatch LongestMatch(const Datastore& store, absl::Span<const int32_t> sequence, const RestOptions& options) {
+  const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
+  for (int s = longest; s >= options.min_suffix; --s) {
+    const auto [first, last] = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
+    if (first < last) return {.suffix_length = s, .first = first, .last = std::min(last, first + options.max_matches)};
+  }
+  return {};
+}
+
 PrefixCounts CountContinuations(const Datastore& store, absl::Span<const int32_t> sequence, const RestOptions& options,
                                 int max_tokens) {
   PrefixCounts out;
   const int64_t n = static_cast<int64_t>(store.tokens.size());
   const int length = std::min(options.continuation_tokens, max_tokens);
   if (length < 1) return out;
-  const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
-  int64_t first = 0, last = 0;
-  for (int s = longest; s >= options.min_suffix && out.suffix_length == 0; --s) {
-    std::tie(first, last) = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
-    if (first < last) out.suffix_length = s;
-  }
-  if (out.suffix_length == 0) return out;
-  last = std::min(last, first + options.max_matches);
+  const SuffixMatch match = LongestMatch(store, sequence, options);
+  out.suffix_length = match.suffix_length;
+  if (match.suffix_length == 0) return out;
   // The matches' continuations, gathered first (independent reads of the
   // datastore) and cut at its end.
-  const int64_t matches = last - first;
+  const int64_t matches = match.last - match.first;
   std::vector<int32_t> next(matches * length);
   std::vector<int> reach(matches);
   for (int64_t j = 0; j < matches; ++j) {
-    const int64_t from = store.suffixes[first + j] + out.suffix_length;
+    const int64_t from = store.suffixes[match.first + j] + match.suffix_length;
     reach[j] = static_cast<int>(std::clamp<int64_t>(n - from, 0, length));
     std::copy_n(store.tokens.begin() + from, reach[j], next.begin() + j * length);
   }

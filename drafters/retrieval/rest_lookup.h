@@ -34,9 +34,18 @@ struct PrefixCounts {
   std::vector<int32_t> Tokens(int i) const;
 };
 
-// For s = max_suffix..min_suffix, the last s tokens of `sequence` are looked
-// up; the first s with an occurrence is used. Continuations are cut at
-// `max_tokens` and at the datastore's end.
+// The longest suffix of `sequence` that the datastore holds, of max_suffix
+// down to min_suffix tokens, and its occurrences: the entries [first, last)
+// of the suffix array, at most max_matches of them (the first in suffix
+// order). suffix_length 0 where none occurs.
+struct SuffixMatch {
+  int suffix_length = 0;
+  int64_t first = 0, last = 0;
+};
+SuffixMatch LongestMatch(const Datastore& store, absl::Span<const int32_t> sequence, const RestOptions& options);
+
+// The continuations of LongestMatch()'s occurrences, cut at `max_tokens`
+// (and continuation_tokens) and at the datastore's end.
 PrefixCounts CountContinuations(const Datastore& store, absl::Span<const int32_t> sequence, const RestOptions& options,
                                 int max_tokens);
 

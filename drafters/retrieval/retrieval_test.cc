@@ -141,26 +141,20 @@ PrefixCounts CountWithATrie(const Datastore& store, absl::Span<const int32_t> se
   const int64_t n = static_cast<int64_t>(store.tokens.size());
   const int length = std::min(options.continuation_tokens, max_tokens);
   if (length < 1) return out;
-  const int longest = static_cast<int>(std::min<int64_t>(options.max_suffix, sequence.size()));
-  for (int s = longest; s >= options.min_suffix; --s) {
-    auto [first, last] = MatchRange(store.tokens, store.suffixes, sequence.subspan(sequence.size() - s));
-    if (first == last) continue;
-    out.suffix_length = s;
-    std::map<std::pair<int, int32_t>, int> child;
-    last = std::min(last, first + options.max_matches);
-    for (int64_t j = first; j < last; ++j) {
-      int parent = -1;
-      for (int64_t at = store.suffixes[j] + s; at < std::min(n, store.suffixes[j] + s + length); ++at) {
-        auto [found, added] = child.try_emplace({parent, store.tokens[at]}, static_cast<int>(out.prefixes.size()));
-        if (added) {
-          out.prefixes.push_back({.parent = parent, .token = store.tokens[at],
-                                  .depth = parent < 0 ? 1 : out.prefixes[parent].depth + 1});
-        }
-        ++out.prefixes[found->second].count;
-        parent = found->second;
+  const SuffixMatch match = LongestMatch(store, sequence, options);
+  const int s = out.suffix_length = match.suffix_length;
+  std::map<std::pair<int, int32_t>, int> child;
+  for (int64_t j = match.first; j < match.last; ++j) {
+    int parent = -1;
+    for (int64_t at = store.suffixes[j] + s; at < std::min(n, store.suffixes[j] + s + length); ++at) {
+      auto [found, added] = child.try_emplace({parent, store.tokens[at]}, static_cast<int>(out.prefixes.size()));
+      if (added) {
+        out.prefixes.push_back({.parent = parent, .token = store.tokens[at],
+                                .depth = parent < 0 ? 1 : out.prefixes[parent].depth + 1});
       }
+      ++out.prefixes[found->second].count;
+      parent = found->second;
     }
-    break;
   }
   return out;
 }
@@ -448,8 +442,9 @@ TEST(RetrievalDrafterTest, PipelinedChainsMatchTargetLawAtTemperatureOne) {
                    "verifier: {type: point_mass}, length_policy: {type: fixed, gamma: 3}}"),
       target.get());
   ASSERT_TRUE(method.ok()) << method.status();
-  testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, kPrompt, testing::ExactTwoTokenLaw(*target, kPrompt, 1.0),
-                                              2000, "retrieval chain");
+  testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, kPrompt,
+                                              testing::ExactTwoTokenLaw(*target, kPrompt, 1.0), 2000,
+                                              "retrieval chain");
 }
 
 TEST(RetrievalDrafterTest, OptionAndFileErrorsNameTheKey) {

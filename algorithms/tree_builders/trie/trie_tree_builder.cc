@@ -94,7 +94,9 @@ class TrieTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   }
 
  private:
-  int Depth(const BuildRequest& request) const { return o_.max_depth ? *o_.max_depth : request.policy->MaxDraftLength(); }
+  int Depth(const BuildRequest& request) const {
+    return o_.max_depth ? *o_.max_depth : request.policy->MaxDraftLength();
+  }
 
   TrieOptions o_;
 };

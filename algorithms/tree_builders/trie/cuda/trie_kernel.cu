@@ -18,7 +18,8 @@ __global__ void __launch_bounds__(kThreads)
                        bool* __restrict__ mask) {
   __shared__ int32_t token[kMaxTrieEntries];     // candidate c's token i at c * length + i (the root past its end)
   __shared__ int16_t valid_length[kMaxTrieEntries];
-  __shared__ int16_t earliest[kMaxTrieEntries];  // the first candidate sharing c's first i + 1 tokens (-1: past c's end)
+  // The first candidate sharing c's first i + 1 tokens (-1: past c's end).
+  __shared__ int16_t earliest[kMaxTrieEntries];
   __shared__ int16_t place[kMaxTrieEntries];     // the entry's node in the tree
   __shared__ int live_count;
   __shared__ int32_t fill_token;                 // node 1's token, which the nodes past the host's trie copy
