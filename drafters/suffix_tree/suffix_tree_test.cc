@@ -75,6 +75,43 @@ TEST(SuffixTrieTest, SpeculatesBestFirstByEmpiricalProbability) {
 
 const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
+// Asked at the end of its current sequence, the trie takes the nodes of the
+// context's suffixes from what Extend() left (no walk from the root): the
+// same drafts as a trie of the same counts whose sequence was ended.
+TEST(SuffixTrieTest, SpeculatesAtTheSequencesEndAsFromTheRoot) {
+  std::mt19937 rng(11);
+  int compared = 0;
+  for (int vocab : {3, 20}) {
+    for (int depth : {1, 5, 64}) {
+      Tokens text(300);
+      for (auto& t : text) t = static_cast<int32_t>(rng() % vocab);
+      SuffixTrie live(depth), ended(depth);
+      live.Extend(absl::MakeSpan(text).subspan(0, 100));  // in two calls, as a generation grows
+      live.Extend(absl::MakeSpan(text).subspan(100));
+      ended.Extend(text);
+      ended.EndSequence();
+      for (bool tree : {false, true}) {
+        SpeculationLimits limits;
+        limits.tree = tree;
+        limits.max_tokens = tree ? 12 : 6;
+        limits.max_path = 6;
+        limits.max_spec_factor = 2.0;
+        limits.min_token_prob = 0.05;
+        for (size_t cut : {text.size(), text.size() - 1, size_t{50}}) {  // at the end, and elsewhere
+          const absl::Span<const int32_t> context = absl::MakeSpan(text).subspan(0, cut);
+          const Draft a = live.Speculate(context, limits), b = ended.Speculate(context, limits);
+          EXPECT_EQ(a.tokens, b.tokens) << "vocab " << vocab << ", depth " << depth << ", cut " << cut;
+          EXPECT_EQ(a.parents, b.parents);
+          EXPECT_EQ(a.probabilities, b.probabilities);
+          EXPECT_EQ(a.match_length, b.match_length);
+          compared += !a.tokens.empty();
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 12);
+}
+
 TEST(SuffixTreeDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
   auto target = testing::TinyModel(3, /*vocab=*/8);
   auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});

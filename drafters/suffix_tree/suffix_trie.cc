@@ -45,10 +45,15 @@ void SuffixTrie::Extend(absl::Span<const int32_t> tokens) {
     }
     ++nodes_[0].count;
     active_ = std::move(next);
+    tail_.push_back(token);
+    if (static_cast<int>(tail_.size()) > max_depth_) tail_.erase(tail_.begin());
   }
 }
 
-void SuffixTrie::EndSequence() { active_.clear(); }
+void SuffixTrie::EndSequence() {
+  active_.clear();
+  tail_.clear();
+}
 
 int SuffixTrie::Find(absl::Span<const int32_t> substring) const {
   int node = 0;
@@ -100,10 +105,14 @@ Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const Specula
 
 Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits) const {
   Draft best;
-  // The node of the last m tokens is found afresh for each m (a suffix trie
-  // is walked from the root along the pattern).
+  // The node of the last m tokens: where the context ends with the current
+  // sequence (a generation's own trie, asked at its end), the one Extend()
+  // left in active_; else found afresh, walking from the root.
+  const bool at_end = !tail_.empty() && context.size() >= tail_.size() &&
+                      std::equal(tail_.begin(), tail_.end(), context.end() - tail_.size());
   for (int m = 1; m < static_cast<int>(context.size()) && m <= max_depth_; ++m) {
-    const int node = Find(context.subspan(context.size() - m));
+    const int node = at_end && m <= static_cast<int>(active_.size()) ? active_[m - 1]
+                                                                      : Find(context.subspan(context.size() - m));
     if (node < 0) break;
     const int max_tokens = std::max(
         0, std::min(limits.max_tokens, static_cast<int>(m * limits.max_spec_factor + limits.max_spec_offset + 1e-6)));

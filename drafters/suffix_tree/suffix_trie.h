@@ -74,7 +74,8 @@ class SuffixTrie {
   std::vector<Node> nodes_;                    // nodes_[0]: the root
   std::vector<int32_t> node_token_;            // the token into each node
   std::unordered_map<uint64_t, int> edges_;    // (node << 32 | token) -> child
-  std::vector<int> active_;                    // nodes of the current sequence's last substrings
+  std::vector<int> active_;                    // nodes of the current sequence's last substrings, shortest first
+  std::vector<int32_t> tail_;                  // the current sequence's last max_depth tokens
 };
 
 }  // namespace speclab::suffix_decoding
