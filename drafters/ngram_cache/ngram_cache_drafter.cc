@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "drafters/common/fixed_length.h"
 #include "framework/core/status_macros.h"
 
 namespace speclab::ngram_cache {
@@ -51,9 +52,7 @@ std::vector<int32_t> CachedContinuation(const LruNgramTable& table, std::vector<
 
 std::vector<int32_t> FixedLengthCachedContinuation(const LruNgramTable& table, const std::vector<int32_t>& sequence,
                                                    int length, bool recursive) {
-  std::vector<int32_t> drafts = CachedContinuation(table, sequence, length, recursive);
-  while (static_cast<int>(drafts.size()) < length) drafts.push_back(drafts.empty() ? sequence.back() : drafts.back());
-  return drafts;
+  return ToFixedLength(CachedContinuation(table, sequence, length, recursive), length, sequence.back());
 }
 
 absl::Status NgramCacheDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "drafters/common/fixed_length.h"
 #include "drafters/retrieval/datastore.h"
 #include "drafters/retrieval/rest_lookup.h"
 

@@ -92,10 +92,4 @@ std::vector<int32_t> MostFrequentPath(const PrefixCounts& counts) {
   return path;
 }
 
-std::vector<int32_t> ToFixedLength(std::vector<int32_t> path, int length, int32_t last) {
-  path.resize(std::min<size_t>(path.size(), std::max(length, 0)));
-  while (static_cast<int>(path.size()) < length) path.push_back(path.empty() ? last : path.back());
-  return path;
-}
-
 }  // namespace speclab::retrieval

@@ -58,11 +58,6 @@ std::vector<std::vector<int32_t>> MostFrequentPrefixes(const PrefixCounts& count
 // The chain of most frequent next tokens (ties: the one seen first).
 std::vector<int32_t> MostFrequentPath(const PrefixCounts& counts);
 
-// Exactly `length` tokens, for drafts of one fixed length: `path` cut at
-// `length`, then its last token (`last`, the sequence's last token, where the
-// path is empty) repeated.
-std::vector<int32_t> ToFixedLength(std::vector<int32_t> path, int length, int32_t last);
-
 }  // namespace speclab::retrieval
 
 #endif  // SPECLAB_DRAFTERS_RETRIEVAL_REST_LOOKUP_H_

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "drafters/common/fixed_length.h"
 #include "drafters/retrieval/datastore.h"
 #include "drafters/retrieval/device_rest_lookup.h"
 #include "drafters/retrieval/rest_lookup.h"

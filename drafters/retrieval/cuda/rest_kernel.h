@@ -36,7 +36,7 @@ struct LookupShape {
 // The sequence is context[0..s) then last_two[0..1] (s = *start; the root
 // last, at s + 1). Writes out[0] = the root and out[1..length]:
 // ToFixedLength(MostFrequentPath(CountContinuations(store, sequence, shape,
-// length)), length, root) (rest_lookup.h).
+// length)), length, root) (rest_lookup.h, drafters/common/fixed_length.h).
 int LaunchRestContinuation(StorePointers store, LookupShape shape, const int64_t* context, const int64_t* last_two,
                            const int64_t* start, int length, int64_t* out, void* stream);
 
