@@ -164,10 +164,7 @@ absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const D
   if (!device.is_cpu())
     return absl::UnimplementedError(absl::StrCat("prompt_lookup: no device-rooted candidates on ", device.str()));
   // The same rule on the host (the CPU runs tests).
-  const int64_t s = start.item<int64_t>();
-  std::vector<int32_t> sequence(context.data_ptr<int64_t>(), context.data_ptr<int64_t>() + s);
-  sequence.push_back(static_cast<int32_t>(last_two.data_ptr<int64_t>()[0]));
-  sequence.push_back(static_cast<int32_t>(last_two.data_ptr<int64_t>()[1]));
+  const std::vector<int32_t> sequence = HostSequence(context, last_two, start);
   const std::vector<std::vector<int32_t>> candidates = LookupCandidates(sequence, max_ngram_, tokens, max_candidates);
   out.tokens.fill_(sequence.back());
   out.lengths.zero_();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drafters/retrieval/cuda/rest_kernel.h"
+#include "framework/device/device_drafter.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -93,13 +94,8 @@ absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, co
 #endif
   if (!device_.is_cpu())
     return absl::UnimplementedError(absl::StrCat("retrieval: no device-rooted continuations on ", device_.str()));
-  // The kernel's walk on the host (the CPU runs tests): only the sequence's
-  // last max_suffix tokens are looked up.
-  const int64_t s = at_start.item<int64_t>(), n = s + 2;
-  const int64_t from = std::max<int64_t>(0, n - options_.max_suffix);
-  std::vector<int32_t> sequence;
-  for (int64_t p = from; p < n; ++p)
-    sequence.push_back(static_cast<int32_t>(p < s ? ctx.data_ptr<int64_t>()[p] : two.data_ptr<int64_t>()[p - s]));
+  // The kernel's walk on the host (the CPU runs tests).
+  const std::vector<int32_t> sequence = HostSequence(ctx, two, at_start);
   const int32_t root = sequence.back();
   const std::vector<int32_t> drafts = ToFixedLength(RunWalkPath(*store_, sequence, options_, length), length, root);
   int64_t* tokens = out.data_ptr<int64_t>();

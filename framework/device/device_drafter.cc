@@ -14,6 +14,12 @@ absl::StatusOr<at::Tensor> FeatureBeforeRoot(const DeviceRoot& root, const std::
   return root.target.hidden[0].index_select(0, root.path_length.to(at::kLong).view({1}) - 1);
 }
 
+std::vector<int32_t> HostSequence(const at::Tensor& context, const at::Tensor& last_two, const at::Tensor& start) {
+  const int64_t s = start.item<int64_t>();
+  const at::Tensor tokens = at::cat({context.narrow(0, 0, s), last_two.reshape({2})}).to(at::kCPU, at::kLong).contiguous();
+  return std::vector<int32_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + s + 2);
+}
+
 absl::StatusOr<ChainResult> DeviceDrafter::DraftChain(int, const ChainPick&) {
   return absl::UnimplementedError("this drafter drafts token by token");
 }

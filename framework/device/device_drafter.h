@@ -12,7 +12,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "framework/device/device_model.h"
@@ -47,6 +49,11 @@ struct DeviceRoot {
 // read it (Medusa's and Hydra's heads). Unimplemented, naming `drafter`,
 // where the step handed over no features.
 absl::StatusOr<at::Tensor> FeatureBeforeRoot(const DeviceRoot& root, const std::string& drafter);
+
+// The sequence up to a device root, read to the host: context's first
+// start[0] tokens, then last_two (the token before the root, the root). For
+// device forms' CPU paths, which follow their kernels' rule on the host.
+std::vector<int32_t> HostSequence(const at::Tensor& context, const at::Tensor& last_two, const at::Tensor& start);
 
 // A token-only drafter's candidate continuations on the device, in one
 // fixed shape: candidate c is tokens[c][0..lengths[c]) (lengths[c] = 0 where
