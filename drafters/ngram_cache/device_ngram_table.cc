@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "drafters/ngram_cache/ngram_cache_drafter.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -89,6 +90,16 @@ std::vector<LruNgramTable::Row> DeviceNgramTable::Rows() const {
 
 int64_t DeviceNgramTable::learned() const { return learned_.item<int64_t>(); }
 
+#ifdef SPECLAB_WITH_CUDA
+TablePointers DeviceNgramTable::Pointers() {
+  return {.keys = keys_.data_ptr<int64_t>(), .row_stamps = row_stamps_.data_ptr<int64_t>(),
+          .followers = followers_.data_ptr<int64_t>(), .follower_stamps = follower_stamps_.data_ptr<int64_t>(),
+          .clock = clock_.data_ptr<int64_t>(), .learned = learned_.data_ptr<int64_t>(),
+          .leader = shape_.leader_length, .follower = shape_.follower_length, .rows = shape_.rows,
+          .columns = shape_.columns};
+}
+#endif
+
 absl::StatusOr<at::Tensor> DeviceNgramTable::LearnAndDraft(const at::Tensor& context, const at::Tensor& last_two,
                                                            const at::Tensor& start, int length, bool recursive) {
   if (length < 0) return absl::InvalidArgumentError(absl::StrCat("ngram_cache: draft length ", length));
@@ -100,13 +111,7 @@ absl::StatusOr<at::Tensor> DeviceNgramTable::LearnAndDraft(const at::Tensor& con
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
     const c10::cuda::CUDAGuard guard(device);
-    const TablePointers table{.keys = keys_.data_ptr<int64_t>(), .row_stamps = row_stamps_.data_ptr<int64_t>(),
-                              .followers = followers_.data_ptr<int64_t>(),
-                              .follower_stamps = follower_stamps_.data_ptr<int64_t>(),
-                              .clock = clock_.data_ptr<int64_t>(), .learned = learned_.data_ptr<int64_t>(),
-                              .leader = shape_.leader_length, .follower = shape_.follower_length,
-                              .rows = shape_.rows, .columns = shape_.columns};
-    const int error = LaunchLearnAndDraft(table, ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+    const int error = LaunchLearnAndDraft(Pointers(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
                                           at_start.data_ptr<int64_t>(), length, recursive, out.data_ptr<int64_t>(),
                                           c10::cuda::getCurrentCUDAStream(device.index()).stream());
     if (error != 0) return absl::InternalError(absl::StrCat("ngram_cache: table kernel launch failed (", error, ")"));
@@ -119,11 +124,58 @@ absl::StatusOr<at::Tensor> DeviceNgramTable::LearnAndDraft(const at::Tensor& con
   return out;
 }
 
+absl::StatusOr<DeviceContinuations> DeviceNgramTable::LearnAndBranch(const at::Tensor& context,
+                                                                     const at::Tensor& last_two,
+                                                                     const at::Tensor& start, int max_tokens,
+                                                                     int max_candidates, bool recursive) {
+  if (max_tokens < 1 || max_candidates < 1)
+    return absl::InvalidArgumentError(absl::StrCat("ngram_cache: ", max_candidates, " candidates of ", max_tokens,
+                                                   " tokens"));
+  const c10::Device device = keys_.device();
+  const at::Tensor ctx = context.to(device, at::kLong).contiguous();
+  const at::Tensor two = last_two.to(device, at::kLong).contiguous();
+  const at::Tensor at_start = start.to(device, at::kLong).contiguous();
+#ifdef SPECLAB_WITH_CUDA
+  if (device.is_cuda()) {
+    if (max_candidates > kMaxCandidates)
+      return absl::UnimplementedError(absl::StrCat("ngram_cache: the device trie keeps at most ", kMaxCandidates,
+                                                   " candidates, the builder asks ", max_candidates));
+    const c10::cuda::CUDAGuard guard(device);
+    DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, keys_.options()),
+                            .lengths = at::empty({max_candidates}, keys_.options())};
+    const int error = LaunchLearnAndBranch(Pointers(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                           at_start.data_ptr<int64_t>(), max_tokens, max_candidates, recursive,
+                                           out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
+                                           c10::cuda::getCurrentCUDAStream(device.index()).stream());
+    if (error != 0) return absl::InternalError(absl::StrCat("ngram_cache: trie kernel launch failed (", error, ")"));
+    return out;
+  }
+#endif
+  if (!device.is_cpu())
+    return absl::UnimplementedError(absl::StrCat("ngram_cache: no device-rooted candidates on ", device.str()));
+  LearnOnCpu(ctx, two, at_start.item<int64_t>());
+  const std::vector<int32_t> sequence = HostSequence(ctx, two, at_start);
+  return ToDeviceContinuations(
+      CachedContinuations(LruNgramTable::FromRows(shape_, Rows()), sequence, max_tokens, max_candidates, recursive),
+      max_candidates, max_tokens, sequence.back(), device);
+}
+
 // The kernel's rule, one row at a time (cuda/ngram_cache_kernel.cu).
-void DeviceNgramTable::LearnAndDraftOnCpu(const at::Tensor& context, const at::Tensor& last_two, int64_t s,
-                                          int length, bool recursive, at::Tensor& out) {
-  const int leader = shape_.leader_length, follower = shape_.follower_length;
-  const int rows = shape_.rows, columns = shape_.columns;
+int DeviceNgramTable::ScanOnCpu(const int64_t* key, int* oldest) const {
+  const int64_t* keys = keys_.data_ptr<int64_t>();
+  const int64_t* row_stamps = row_stamps_.data_ptr<int64_t>();
+  int found = -1;
+  *oldest = 0;
+  for (int r = 0; r < shape_.rows; ++r) {
+    if (row_stamps[r] < row_stamps[*oldest]) *oldest = r;
+    if (row_stamps[r] == 0 || found >= 0) continue;
+    if (std::equal(key, key + shape_.leader_length, keys + int64_t{r} * shape_.leader_length)) found = r;
+  }
+  return found;
+}
+
+void DeviceNgramTable::LearnOnCpu(const at::Tensor& context, const at::Tensor& last_two, int64_t s) {
+  const int leader = shape_.leader_length, follower = shape_.follower_length, columns = shape_.columns;
   int64_t* keys = keys_.data_ptr<int64_t>();
   int64_t* row_stamps = row_stamps_.data_ptr<int64_t>();
   int64_t* followers = followers_.data_ptr<int64_t>();
@@ -132,54 +184,55 @@ void DeviceNgramTable::LearnAndDraftOnCpu(const at::Tensor& context, const at::T
   int64_t& learned = *learned_.data_ptr<int64_t>();
   const int64_t* ctx = context.data_ptr<int64_t>();
   const int64_t* two = last_two.data_ptr<int64_t>();
-  int64_t* drafts = out.data_ptr<int64_t>() + 1;
   const int64_t n = s + 2;
-  auto seq = [&](int64_t p) { return p < s ? ctx[p] : p < n ? two[p - s] : drafts[p - n]; };
-  // The row keyed by seq[from..from + leader) (-1: none), and the least recent row.
-  auto scan = [&](int64_t from, int* oldest) {
-    int found = -1;
-    *oldest = 0;
-    for (int r = 0; r < rows; ++r) {
-      if (row_stamps[r] < row_stamps[*oldest]) *oldest = r;
-      if (row_stamps[r] == 0 || found >= 0) continue;
-      bool same = true;
-      for (int i = 0; i < leader && same; ++i) same = keys[int64_t{r} * leader + i] == seq(from + i);
-      if (same) found = r;
+  std::vector<int64_t> window(leader + follower);
+  for (int64_t end = std::max<int64_t>(learned, leader + follower - 1); end < n; ++end) {
+    for (int i = 0; i < leader + follower; ++i) {
+      const int64_t p = end - (leader + follower - 1) + i;
+      window[i] = p < s ? ctx[p] : two[p - s];
     }
-    return found;
-  };
-  const int window = leader + follower;
-  for (int64_t end = std::max<int64_t>(learned, window - 1); end < n; ++end) {
-    const int64_t from = end - window + 1;
     int oldest = 0;
-    const int found = scan(from, &oldest);
+    const int found = ScanOnCpu(window.data(), &oldest);
     const int row = found >= 0 ? found : oldest;
     const int64_t stamp = ++clock;
     int64_t* row_followers = followers + int64_t{row} * columns * follower;
     int64_t* stamps = follower_stamps + int64_t{row} * columns;
     if (found < 0) {
-      for (int i = 0; i < leader; ++i) keys[int64_t{row} * leader + i] = seq(from + i);
+      std::copy(window.begin(), window.begin() + leader, keys + int64_t{row} * leader);
       std::fill(stamps, stamps + columns, 0);
     }
     row_stamps[row] = stamp;
     int same = -1, oldest_column = 0;
     for (int c = 0; c < columns; ++c) {
-      bool equal = stamps[c] > 0 && same < 0;
-      for (int i = 0; i < follower && equal; ++i) equal = row_followers[c * follower + i] == seq(from + leader + i);
-      if (equal) same = c;
+      if (stamps[c] > 0 && same < 0 && std::equal(window.begin() + leader, window.end(), row_followers + c * follower))
+        same = c;
       if (stamps[c] < stamps[oldest_column]) oldest_column = c;
     }
     const int c = same >= 0 ? same : oldest_column;
-    if (same < 0)
-      for (int i = 0; i < follower; ++i) row_followers[c * follower + i] = seq(from + leader + i);
+    if (same < 0) std::copy(window.begin() + leader, window.end(), row_followers + c * follower);
     stamps[c] = stamp;
   }
   learned = n;
+}
+
+void DeviceNgramTable::LearnAndDraftOnCpu(const at::Tensor& context, const at::Tensor& last_two, int64_t s,
+                                          int length, bool recursive, at::Tensor& out) {
+  LearnOnCpu(context, last_two, s);
+  const int leader = shape_.leader_length, follower = shape_.follower_length, columns = shape_.columns;
+  const int64_t* followers = followers_.data_ptr<int64_t>();
+  const int64_t* follower_stamps = follower_stamps_.data_ptr<int64_t>();
+  const int64_t* ctx = context.data_ptr<int64_t>();
+  const int64_t* two = last_two.data_ptr<int64_t>();
+  int64_t* drafts = out.data_ptr<int64_t>() + 1;
+  const int64_t n = s + 2;
+  auto seq = [&](int64_t p) { return p < s ? ctx[p] : p < n ? two[p - s] : drafts[p - n]; };
   out.data_ptr<int64_t>()[0] = seq(n - 1);
+  std::vector<int64_t> key(leader);
   int drafted = 0;
   while (drafted < length && n + drafted >= leader) {
+    for (int i = 0; i < leader; ++i) key[i] = seq(n + drafted - leader + i);
     int oldest = 0;
-    const int found = scan(n + drafted - leader, &oldest);
+    const int found = ScanOnCpu(key.data(), &oldest);
     if (found < 0) break;
     const int64_t* stamps = follower_stamps + int64_t{found} * columns;
     const int newest = static_cast<int>(std::max_element(stamps, stamps + columns) - stamps);

@@ -7,7 +7,7 @@
 // recent), given from one clock as windows are learned: most recent first is
 // largest stamp first, and the least recent, evicted where full, is the
 // smallest. The table so holds what the host's lists hold, in their order
-// (ToHost() gives them back). One launch a step on CUDA
+// (Rows() gives them back). One launch a step on CUDA
 // (cuda/ngram_cache_kernel.h); the same loops on the CPU.
 #ifndef SPECLAB_DRAFTERS_NGRAM_CACHE_DEVICE_NGRAM_TABLE_H_
 #define SPECLAB_DRAFTERS_NGRAM_CACHE_DEVICE_NGRAM_TABLE_H_
@@ -19,8 +19,11 @@
 
 #include "absl/status/statusor.h"
 #include "drafters/common/lru_ngram_table.h"
+#include "framework/device/device_drafter.h"
 
 namespace speclab::ngram_cache {
+
+struct TablePointers;  // cuda/ngram_cache_kernel.h
 
 class DeviceNgramTable {
  public:
@@ -41,8 +44,19 @@ class DeviceNgramTable {
   // root first, then FixedLengthCachedContinuation() of the sequence.
   absl::StatusOr<at::Tensor> LearnAndDraft(const at::Tensor& context, const at::Tensor& last_two,
                                            const at::Tensor& start, int length, bool recursive);
+  // Learns likewise, then gives CachedContinuations() of the sequence
+  // (ngram_cache_drafter.h), the entries past each candidate the root's.
+  // Unimplemented on CUDA past kMaxCandidates (cuda/ngram_cache_kernel.h).
+  absl::StatusOr<DeviceContinuations> LearnAndBranch(const at::Tensor& context, const at::Tensor& last_two,
+                                                     const at::Tensor& start, int max_tokens, int max_candidates,
+                                                     bool recursive);
 
  private:
+  TablePointers Pointers();  // for the kernels (CUDA builds)
+  // The CPU's form of the kernel: the row keyed by key[0..leader) (-1:
+  // none) and the least recent row; learning up to the root; drafting.
+  int ScanOnCpu(const int64_t* key, int* oldest) const;
+  void LearnOnCpu(const at::Tensor& context, const at::Tensor& last_two, int64_t s);
   void LearnAndDraftOnCpu(const at::Tensor& context, const at::Tensor& last_two, int64_t s, int length,
                           bool recursive, at::Tensor& out);
 

@@ -2,8 +2,8 @@
 // recent followers become the draft: the `trie` builder takes them all as a
 // tree, `chain` the most recent; with `recursive`, each follower's own last
 // tokens are looked up again to draft past it. Gives tokens only: verify
-// with greedy or point_mass. Chains have a device form (the table kept on the
-// device, device_ngram_table.h) and run pipelined; tries run step by step.
+// with greedy or point_mass. Chains and tries have a device form (the table
+// kept on the device, device_ngram_table.h) and run pipelined.
 //
 //   drafter: {type: ngram_cache, leader: 1, follower: 2, rows: 256, columns: 4}
 //   tree_builder: {type: trie, budget: 16, max_candidates: 16}
@@ -55,6 +55,36 @@ std::vector<int32_t> FixedLengthCachedContinuation(const LruNgramTable& table, c
   return ToFixedLength(CachedContinuation(table, sequence, length, recursive), length, sequence.back());
 }
 
+std::vector<std::vector<int32_t>> CachedContinuations(const LruNgramTable& table, const std::vector<int32_t>& sequence,
+                                                      int max_tokens, int max_candidates, bool recursive) {
+  std::vector<std::vector<int32_t>> paths;
+  absl::flat_hash_map<std::vector<int32_t>, int> seen;
+  std::vector<std::vector<int32_t>> frontier = {{}};
+  for (size_t next = 0; next < frontier.size(); ++next) {
+    const std::vector<int32_t> from = frontier[next];
+    if (static_cast<int>(from.size()) >= max_tokens) continue;
+    std::vector<int32_t> extended = sequence;
+    extended.insert(extended.end(), from.begin(), from.end());
+    for (const std::vector<int32_t>& follower : FollowersIn(table, extended)) {
+      std::vector<int32_t> path = from;
+      bool grew = false;
+      for (int32_t token : follower) {
+        if (static_cast<int>(path.size()) >= max_tokens) break;
+        path.push_back(token);
+        if (seen.contains(path)) continue;
+        if (static_cast<int>(paths.size()) >= max_candidates) return paths;
+        seen.emplace(path, static_cast<int>(paths.size()));
+        paths.push_back(path);
+        grew = true;
+      }
+      if (grew && recursive) frontier.push_back(path);
+    }
+    if (!recursive) break;
+  }
+  return paths;
+}
+
+
 absl::Status NgramCacheDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {
   TakeDeviceTable();
   if (o_.transient) table_ = LruNgramTable(o_.shape);
@@ -88,43 +118,30 @@ absl::StatusOr<std::vector<int32_t>> NgramCacheDrafter::Continuation(const Token
 absl::StatusOr<std::vector<std::vector<int32_t>>> NgramCacheDrafter::Continuations(const TokenTree& tree, int node,
                                                                                    int max_tokens,
                                                                                    int max_candidates) {
-  const std::vector<int32_t> base = SequenceThrough(context_, tree, node);
-  std::vector<std::vector<int32_t>> paths;
-  absl::flat_hash_map<std::vector<int32_t>, int> seen;
-  std::vector<std::vector<int32_t>> frontier = {{}};
-  for (size_t next = 0; next < frontier.size(); ++next) {
-    const std::vector<int32_t> from = frontier[next];
-    if (static_cast<int>(from.size()) >= max_tokens) continue;
-    std::vector<int32_t> sequence = base;
-    sequence.insert(sequence.end(), from.begin(), from.end());
-    for (const std::vector<int32_t>& follower : FollowersIn(table_, sequence)) {
-      std::vector<int32_t> path = from;
-      bool grew = false;
-      for (int32_t token : follower) {
-        if (static_cast<int>(path.size()) >= max_tokens) break;
-        path.push_back(token);
-        if (seen.contains(path)) continue;
-        if (static_cast<int>(paths.size()) >= max_candidates) return paths;
-        seen.emplace(path, static_cast<int>(paths.size()));
-        paths.push_back(path);
-        grew = true;
-      }
-      if (grew && o_.recursive) frontier.push_back(path);
-    }
-    if (!o_.recursive) break;
-  }
-  return paths;
+  return CachedContinuations(table_, SequenceThrough(context_, tree, node), max_tokens, max_candidates, o_.recursive);
 }
 
 absl::StatusOr<at::Tensor> NgramCacheDrafter::ContinuationAt(const DeviceRoot& root, int length) {
   if (!root.context.defined())
     return absl::UnimplementedError("ngram_cache: the step handed over no context on the device");
-  if (!on_device_) {  // the host's table, and the text it learned, move to the device
-    if (!device_table_) device_table_.emplace(o_.shape, device_);
-    device_table_->Load(table_, static_cast<int64_t>(context_.size()));
-    on_device_ = true;
-  }
+  PutTableOnDevice();
   return device_table_->LearnAndDraft(root.context, root.last_two, root.position.start, length, o_.recursive);
+}
+
+absl::StatusOr<DeviceContinuations> NgramCacheDrafter::ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                                       int max_candidates) {
+  if (!root.context.defined())
+    return absl::UnimplementedError("ngram_cache: the step handed over no context on the device");
+  PutTableOnDevice();
+  return device_table_->LearnAndBranch(root.context, root.last_two, root.position.start, max_tokens, max_candidates,
+                                       o_.recursive);
+}
+
+void NgramCacheDrafter::PutTableOnDevice() {
+  if (on_device_) return;
+  if (!device_table_) device_table_.emplace(o_.shape, device_);
+  device_table_->Load(table_, static_cast<int64_t>(context_.size()));
+  on_device_ = true;
 }
 
 void NgramCacheDrafter::TakeDeviceTable() {
@@ -149,7 +166,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
 const bool kRegistered = DrafterRegistry::Add({
     .name = "ngram_cache",
     .description = "Cacheback: drafts from an LRU cache of leader n-grams and their recent followers, learned from "
-                   "the text as it goes; gives tokens only (trie builder for trees); chains pipelined on the device",
+                   "the text as it goes; gives tokens only (trie builder for trees); chains and tries pipelined on the device",
     .lossless = "-",
     .create = Create,
 });

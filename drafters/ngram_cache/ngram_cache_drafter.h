@@ -33,6 +33,14 @@ std::vector<int32_t> CachedContinuation(const LruNgramTable& table, std::vector<
 std::vector<int32_t> FixedLengthCachedContinuation(const LruNgramTable& table, const std::vector<int32_t>& sequence,
                                                    int length, bool recursive);
 
+// Up to `max_candidates` continuations of up to `max_tokens` tokens, breadth
+// first from the sequence: the most recent follower of its last leader
+// first, each token of a follower a candidate of its own (those already
+// listed skipped); with `recursive`, each grown follower's path is looked up
+// again in turn. Merged into a trie, they are the cache's tree of drafts.
+std::vector<std::vector<int32_t>> CachedContinuations(const LruNgramTable& table, const std::vector<int32_t>& sequence,
+                                                      int max_tokens, int max_candidates, bool recursive);
+
 // The Drafter interface, and its device form (framework/device/device_drafter.h):
 // the table lives on the host or, once pipelined steps draft, on the device
 // (DeviceNgramTable), and moves back where the host drafts again.
@@ -46,8 +54,7 @@ class NgramCacheDrafter final : public Drafter, public DeviceDrafter {
   absl::Status BeginStep(absl::Span<const int32_t> context) override;
   // CachedContinuation() of the path's sequence.
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override;
-  // Breadth first from the node: each path's cached followers, most recent
-  // first, merged into a trie (with `recursive`, looked up again past each).
+  // CachedContinuations() of the path's sequence.
   absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
                                                                   int max_candidates) override;
   absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
@@ -58,8 +65,15 @@ class NgramCacheDrafter final : public Drafter, public DeviceDrafter {
   // root.last_two) and drafts FixedLengthCachedContinuation() of it, in one
   // launch on CUDA.
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override;
+  // Learns likewise and gives CachedContinuations() of it, in one launch on
+  // CUDA (at most kMaxCandidates there; more step on the host).
+  absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                      int max_candidates) override;
 
  private:
+  // The host's table, and the text it learned, onto the device, where the
+  // host learned last.
+  void PutTableOnDevice();
   // The device table's rows into the host's, where the device learned last.
   void TakeDeviceTable();
 

@@ -4,7 +4,7 @@
 // the device learning and drafting as the host's does) and decoding with the
 // ngram_cache drafter: greedy's tokens at T = 0, the cache carried across
 // prompts and between the engine's forms, the target's law at T = 1 with
-// branching trees and with pipelined chains.
+// branching trees and chains, pipelined and step by step.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -178,6 +178,86 @@ TEST(NgramCacheDrafterTest, CudaKernelDraftsAsTheHost) {
   }
 }
 
+// Pipelined tree steps on `device`, as RunDeviceSteps: every step's
+// candidates (ContinuationsAt; every third step a chain, ContinuationAt, on
+// the same table) must be CachedContinuations() of a host table that learned
+// the same text, in DeviceContinuations' shape (the root past each). Returns
+// how many candidates were found in all.
+int ExpectDeviceCandidatesOfTheHost(c10::Device device, const Tokens& prompt, const std::vector<int>& accepted,
+                                    int max_tokens, int max_candidates, CacheOptions options, int vocab) {
+  NgramCacheDrafter drafter(options, device);
+  LruNgramTable host(options.shape);
+  EXPECT_TRUE(drafter.Reset(prompt, {}).ok());
+  host.Learn(prompt);
+  Tokens sequence = prompt;
+  size_t learned = sequence.size();
+  int found = 0;
+  for (size_t step = 0; step < accepted.size(); ++step) {
+    const int64_t n = static_cast<int64_t>(sequence.size());
+    const DeviceRoot root{.last_two = LongsToDevice({sequence[n - 2], sequence[n - 1]}, device),
+                          .position = {.start = LongsToDevice({n - 2}, device), .max_start = n - 2},
+                          .context = LongsToDevice(std::vector<int64_t>(sequence.begin(), sequence.end()), device)};
+    host.Learn(absl::MakeConstSpan(sequence).subspan(learned));
+    learned = sequence.size();
+    const std::string where = absl::StrCat(device.str(), ", vocab ", vocab, ", step ", step, ", ", max_candidates,
+                                           " of ", max_tokens, ", recursive ", options.recursive);
+    Tokens next;  // the drafts accepted
+    if (step % 3 == 2) {
+      auto chain = drafter.ContinuationAt(root, max_tokens);
+      EXPECT_TRUE(chain.ok()) << chain.status();
+      if (!chain.ok()) return found;
+      const at::Tensor tokens = chain->cpu();
+      next.assign(tokens.data_ptr<int64_t>() + 1, tokens.data_ptr<int64_t>() + 1 + max_tokens);
+    } else {
+      auto got = drafter.ContinuationsAt(root, max_tokens, max_candidates);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) return found;
+      const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
+      const auto expected = CachedContinuations(host, sequence, max_tokens, max_candidates, options.recursive);
+      found += static_cast<int>(expected.size());
+      for (int c = 0; c < max_candidates; ++c) {
+        const Tokens want = c < static_cast<int>(expected.size()) ? expected[c] : Tokens{};
+        EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", candidate " << c;
+        for (int t = 0; t < max_tokens; ++t)
+          EXPECT_EQ(tokens.data_ptr<int64_t>()[c * max_tokens + t], t < static_cast<int>(want.size()) ? want[t]
+                                                                                                      : sequence.back())
+              << where << ", candidate " << c << ", token " << t;
+      }
+      if (!expected.empty()) next = expected.back();  // the deepest branch, say
+    }
+    for (int j = 0; j < accepted[step] && j < static_cast<int>(next.size()); ++j) sequence.push_back(next[j]);
+    sequence.push_back(static_cast<int32_t>((sequence.back() + 1 + step) % vocab));
+  }
+  return found;
+}
+
+TEST(NgramCacheDrafterTest, ContinuationsAtAreTheHostsCandidates) {
+  const c10::Device device = testing::TestDevice();
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  int found = 0;
+  for (int vocab : {3, 6, 40}) {
+    for (int64_t prompt_length : {2, 9, 300}) {
+      const at::Tensor random = at::randint(vocab, {prompt_length}, gen, at::TensorOptions().dtype(at::kLong));
+      const Tokens prompt(random.data_ptr<int64_t>(), random.data_ptr<int64_t>() + prompt_length);
+      std::vector<int> accepted;
+      for (int i = 0; i < 10; ++i) accepted.push_back((i * 5 + vocab) % 4);
+      for (bool recursive : {true, false}) {
+        // 8 rows of 2 columns: evictions; 600 rows: more rows than the block's threads.
+        for (auto [leader, follower, rows, columns] : {std::tuple{1, 2, 8, 2}, std::tuple{2, 1, 600, 4},
+                                                       std::tuple{1, 3, 64, 3}}) {
+          const CacheOptions options{.shape = {.leader_length = leader, .follower_length = follower, .rows = rows,
+                                               .columns = columns},
+                                     .recursive = recursive};
+          for (auto [max_tokens, max_candidates] : {std::pair{6, 16}, std::pair{1, 1}, std::pair{10, 64}})
+            found += ExpectDeviceCandidatesOfTheHost(device, prompt, accepted, max_tokens, max_candidates, options,
+                                                     vocab);
+        }
+      }
+    }
+  }
+  EXPECT_GT(found, 1000);
+}
+
 const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
 // The engine's forms in turn on one drafter: the table moves to the device
@@ -260,10 +340,37 @@ TEST(NgramCacheDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
       target.get());
   ASSERT_TRUE(method.ok()) << method.status();
   const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, prompt, kRuns, 1000);
-  const testing::ChiSquareResult result =
-      testing::ChiSquareTest(sample.counts, testing::ExactTwoTokenLaw(*target, prompt, 1.0), kRuns);
-  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
   EXPECT_GT(sample.branching, kRuns / 2) << "the trees branched";
+  testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, prompt, testing::ExactTwoTokenLaw(*target, prompt, 1.0),
+                                              kRuns, "ngram_cache trie");
+}
+
+// Tries pipelined: greedy's tokens, the device trie filled to its budget
+// (trie_device.h), and the table carried to the next prompt as for chains.
+TEST(NgramCacheDrafterTest, PipelinedTriesEqualGreedy) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(greedy.ok());
+  auto method = testing::MethodFromYaml(
+      "{name: cache, drafter: {type: ngram_cache, leader: 2, follower: 3}, "
+      "tree_builder: {type: trie, budget: 12, max_candidates: 12}, verifier: {type: point_mass}, "
+      "length_policy: {type: fixed, gamma: 6}}",
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  int accepted[2] = {0, 0};
+  for (int run = 0; run < 2; ++run) {
+    auto out = GenerateSpeculative(*target, *method, kPrompt,
+                                   {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = true});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tokens, greedy->tokens) << "run " << run;
+    EXPECT_THAT(out->engine_form, HasSubstr("pipelined tree"));
+    for (const StepStats& step : out->steps) {
+      accepted[run] += step.accepted;
+      EXPECT_EQ(step.tree_nodes, 12) << "the device trie is filled to its budget";
+    }
+  }
+  EXPECT_GT(accepted[1], accepted[0]) << "the second run drafts the first's output";
+  EXPECT_GE(accepted[1], 15);
 }
 
 TEST(NgramCacheDrafterTest, OptionErrorsNameTheKey) {

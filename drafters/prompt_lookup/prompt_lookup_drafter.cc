@@ -142,9 +142,6 @@ absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const D
   const at::Tensor context = root.context.to(at::kLong).contiguous();
   const at::Tensor last_two = root.last_two.to(device, at::kLong).contiguous();
   const at::Tensor start = root.position.start.to(device, at::kLong).contiguous();
-  const auto longs = context.options();
-  DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, longs),
-                          .lengths = at::empty({max_candidates}, longs)};
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
     if (max_candidates > prompt_lookup::kMaxCandidates)
@@ -152,6 +149,8 @@ absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const D
                                                    prompt_lookup::kMaxCandidates, " candidates, the builder asks ",
                                                    max_candidates));
     const c10::cuda::CUDAGuard guard(device);
+    DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, context.options()),
+                            .lengths = at::empty({max_candidates}, context.options())};
     const int error = prompt_lookup::LaunchNgramCandidates(
         context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(), start.data_ptr<int64_t>(), max_ngram_, tokens,
         max_tokens, max_candidates, out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
@@ -165,14 +164,8 @@ absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const D
     return absl::UnimplementedError(absl::StrCat("prompt_lookup: no device-rooted candidates on ", device.str()));
   // The same rule on the host (the CPU runs tests).
   const std::vector<int32_t> sequence = HostSequence(context, last_two, start);
-  const std::vector<std::vector<int32_t>> candidates = LookupCandidates(sequence, max_ngram_, tokens, max_candidates);
-  out.tokens.fill_(sequence.back());
-  out.lengths.zero_();
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    out.lengths.data_ptr<int64_t>()[c] = static_cast<int64_t>(candidates[c].size());
-    std::copy(candidates[c].begin(), candidates[c].end(), out.tokens.data_ptr<int64_t>() + c * max_tokens);
-  }
-  return out;
+  return ToDeviceContinuations(LookupCandidates(sequence, max_ngram_, tokens, max_candidates), max_candidates,
+                               max_tokens, sequence.back(), device);
 }
 
 namespace {

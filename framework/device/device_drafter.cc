@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 #include "framework/drafter.h"
@@ -18,6 +20,19 @@ std::vector<int32_t> HostSequence(const at::Tensor& context, const at::Tensor& l
   const int64_t s = start.item<int64_t>();
   const at::Tensor tokens = at::cat({context.narrow(0, 0, s), last_two.reshape({2})}).to(at::kCPU, at::kLong).contiguous();
   return std::vector<int32_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + s + 2);
+}
+
+DeviceContinuations ToDeviceContinuations(const std::vector<std::vector<int32_t>>& candidates, int max_candidates,
+                                          int max_tokens, int64_t fill, c10::Device device) {
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  at::Tensor tokens = at::full({max_candidates, max_tokens}, fill, longs);
+  at::Tensor lengths = at::zeros({max_candidates}, longs);
+  for (int c = 0; c < max_candidates && c < static_cast<int>(candidates.size()); ++c) {
+    const int length = std::min<int>(max_tokens, static_cast<int>(candidates[c].size()));
+    lengths.data_ptr<int64_t>()[c] = length;
+    std::copy(candidates[c].begin(), candidates[c].begin() + length, tokens.data_ptr<int64_t>() + c * max_tokens);
+  }
+  return {.tokens = tokens.to(device), .lengths = lengths.to(device)};
 }
 
 absl::StatusOr<ChainResult> DeviceDrafter::DraftChain(int, const ChainPick&) {

@@ -64,6 +64,12 @@ struct DeviceContinuations {
   at::Tensor lengths;  // [max_candidates] int64
 };
 
+// Candidates found on the host (best first; the first `max_candidates`, each
+// cut to `max_tokens`) in DeviceContinuations' shape on `device`, `fill` past
+// each: for device forms' CPU paths.
+DeviceContinuations ToDeviceContinuations(const std::vector<std::vector<int32_t>>& candidates, int max_candidates,
+                                          int max_tokens, int64_t fill, c10::Device device);
+
 class DeviceDrafter {
  public:
   virtual ~DeviceDrafter() = default;

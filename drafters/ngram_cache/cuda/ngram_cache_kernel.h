@@ -1,6 +1,6 @@
-// The ngram_cache drafter's step on CUDA (DeviceNgramTable::LearnAndDraft):
-// the LRU table learns the text up to the root, then drafts from it, in one
-// single-block launch.
+// The ngram_cache drafter's step on CUDA (DeviceNgramTable::LearnAndDraft,
+// LearnAndBranch): the LRU table learns the text up to the root, then drafts
+// a chain or a trie's candidates from it, in one single-block launch.
 //
 // Knows nothing of torch: device_ngram_table.cc wraps it. Pointers are
 // device pointers; `stream` is a cudaStream_t; the launch is asynchronous,
@@ -34,6 +34,17 @@ struct TablePointers {
 // FixedLengthCachedContinuation (ngram_cache_drafter.h) from the table.
 int LaunchLearnAndDraft(TablePointers table, const int64_t* context, const int64_t* last_two, const int64_t* start,
                         int length, bool recursive, int64_t* out, void* stream);
+
+// The most candidates LaunchLearnAndBranch keeps.
+inline constexpr int kMaxCandidates = 64;
+
+// Learns as LaunchLearnAndDraft, then writes CachedContinuations()
+// (ngram_cache_drafter.h) of the sequence: candidate c is tokens[c *
+// max_tokens ..] of lengths[c] tokens (0 past the last found; the entries past
+// a candidate hold the root). max_candidates <= kMaxCandidates.
+int LaunchLearnAndBranch(TablePointers table, const int64_t* context, const int64_t* last_two, const int64_t* start,
+                         int max_tokens, int max_candidates, bool recursive, int64_t* tokens, int64_t* lengths,
+                         void* stream);
 
 }  // namespace ngram_cache
 }  // namespace speclab
