@@ -80,12 +80,7 @@ absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, co
 #ifdef SPECLAB_WITH_CUDA
   if (device_.is_cuda()) {
     const c10::cuda::CUDAGuard guard(device_);
-    const StorePointers store{.tokens = tokens_.data_ptr<int32_t>(), .suffixes = suffixes_.data_ptr<int64_t>(),
-                              .size = tokens_.size(0)};
-    const LookupShape shape{.max_suffix = options_.max_suffix, .min_suffix = options_.min_suffix,
-                            .max_matches = options_.max_matches,
-                            .continuation_tokens = options_.continuation_tokens};
-    const int error = LaunchRestContinuation(store, shape, ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+    const int error = LaunchRestContinuation(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
                                              at_start.data_ptr<int64_t>(), length, out.data_ptr<int64_t>(),
                                              c10::cuda::getCurrentCUDAStream(device_.index()).stream());
     if (error != 0) return absl::InternalError(absl::StrCat("retrieval: lookup kernel launch failed (", error, ")"));
@@ -103,5 +98,49 @@ absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, co
   for (int j = 0; j < length; ++j) tokens[1 + j] = drafts[j];
   return out;
 }
+
+absl::StatusOr<DeviceContinuations> DeviceRestLookup::Candidates(const at::Tensor& context, const at::Tensor& last_two,
+                                                                const at::Tensor& start, int max_tokens,
+                                                                int max_candidates) const {
+  if (max_tokens < 1 || max_candidates < 1)
+    return absl::InvalidArgumentError(absl::StrCat("retrieval: ", max_candidates, " candidates of ", max_tokens,
+                                                   " tokens"));
+  const at::Tensor ctx = context.to(device_, at::kLong).contiguous();
+  const at::Tensor two = last_two.to(device_, at::kLong).contiguous();
+  const at::Tensor at_start = start.to(device_, at::kLong).contiguous();
+#ifdef SPECLAB_WITH_CUDA
+  if (device_.is_cuda()) {
+    if (max_candidates > kMaxCandidates)
+      return absl::UnimplementedError(absl::StrCat("retrieval: the device lookup keeps at most ", kMaxCandidates,
+                                                   " candidates, the builder asks ", max_candidates));
+    const c10::cuda::CUDAGuard guard(device_);
+    DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, ctx.options()),
+                            .lengths = at::empty({max_candidates}, ctx.options())};
+    const int error = LaunchRestCandidates(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                           at_start.data_ptr<int64_t>(), max_tokens, max_candidates,
+                                           out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
+                                           c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    if (error != 0) return absl::InternalError(absl::StrCat("retrieval: lookup kernel launch failed (", error, ")"));
+    return out;
+  }
+#endif
+  if (!device_.is_cpu())
+    return absl::UnimplementedError(absl::StrCat("retrieval: no device-rooted candidates on ", device_.str()));
+  const std::vector<int32_t> sequence = HostSequence(ctx, two, at_start);
+  return ToDeviceContinuations(
+      MostFrequentPrefixes(CountContinuations(*store_, sequence, options_, max_tokens), max_candidates),
+      max_candidates, max_tokens, sequence.back(), device_);
+}
+
+#ifdef SPECLAB_WITH_CUDA
+StorePointers DeviceRestLookup::Store() const {
+  return {.tokens = tokens_.data_ptr<int32_t>(), .suffixes = suffixes_.data_ptr<int64_t>(), .size = tokens_.size(0)};
+}
+
+LookupShape DeviceRestLookup::Shape() const {
+  return {.max_suffix = options_.max_suffix, .min_suffix = options_.min_suffix, .max_matches = options_.max_matches,
+          .continuation_tokens = options_.continuation_tokens};
+}
+#endif
 
 }  // namespace speclab::retrieval

@@ -1,14 +1,17 @@
 // DeviceRestLookup: the retrieval drafter's chain (REST's most frequent
-// path, rest_lookup.h) from a root only the device knows, so that pipelined
-// steps draft without the host (DeviceDrafter::ContinuationAt).
+// path, rest_lookup.h) and its trie's candidates (the most frequent
+// prefixes) from a root only the device knows, so that pipelined steps draft
+// without the host (DeviceDrafter::ContinuationAt, ContinuationsAt).
 //
 // The datastore's tokens and suffix array are copied to the device once. A
 // step finds the longest suffix of the sequence in the suffix array, then
 // walks down: the matches that continue the path so far are one run of the
 // suffix array, sorted by their next token, so a next token's count is the
 // length of its run and the host's tie-break (the token seen first) is the
-// run first in the array. One launch a step on CUDA (cuda/rest_kernel.h);
-// the same walk on the CPU (RunWalkPath).
+// run first in the array. A trie's candidates count every prefix from where
+// neighbouring matches part (cuda/rest_kernel.cu says how). One launch a
+// step on CUDA (cuda/rest_kernel.h); on the CPU the walk (RunWalkPath) and
+// the host's count.
 #ifndef SPECLAB_DRAFTERS_RETRIEVAL_DEVICE_REST_LOOKUP_H_
 #define SPECLAB_DRAFTERS_RETRIEVAL_DEVICE_REST_LOOKUP_H_
 
@@ -24,8 +27,12 @@
 #include "drafters/common/fixed_length.h"
 #include "drafters/retrieval/datastore.h"
 #include "drafters/retrieval/rest_lookup.h"
+#include "framework/device/device_drafter.h"
 
 namespace speclab::retrieval {
+
+struct StorePointers;  // cuda/rest_kernel.h
+struct LookupShape;
 
 // The walk over the suffix array's runs, on the host: the path of at most
 // min(length, continuation_tokens) tokens that MostFrequentPath() gives of
@@ -51,7 +58,17 @@ class DeviceRestLookup {
   absl::StatusOr<at::Tensor> Draft(const at::Tensor& context, const at::Tensor& last_two, const at::Tensor& start,
                                    int length) const;
 
+  // The same sequence's MostFrequentPrefixes(CountContinuations(store,
+  // sequence, options, max_tokens), max_candidates): a trie's candidates,
+  // the entries past each the root's. On CUDA at most kMaxCandidates
+  // (cuda/rest_kernel.h); more are Unimplemented.
+  absl::StatusOr<DeviceContinuations> Candidates(const at::Tensor& context, const at::Tensor& last_two,
+                                                 const at::Tensor& start, int max_tokens, int max_candidates) const;
+
  private:
+  StorePointers Store() const;  // for the kernels (CUDA builds)
+  LookupShape Shape() const;
+
   std::shared_ptr<const Datastore> store_;
   RestOptions options_;
   c10::Device device_;

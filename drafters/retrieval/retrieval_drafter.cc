@@ -10,8 +10,8 @@
 // max_suffix (16), min_suffix (2), max_matches (5000), continuation_tokens (10).
 // The datastore's ids must lie in the target's vocabulary.
 //
-// Pipelined chains draft on the device (device_rest_lookup.h: one launch a
-// step on CUDA), the datastore copied there at the first such step.
+// Pipelined chains and tries draft on the device (device_rest_lookup.h: one
+// launch a step on CUDA), the datastore copied there at the first such step.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -59,14 +59,27 @@ class RetrievalDrafter final : public Drafter, public DeviceDrafter {
       return absl::UnimplementedError(absl::StrCat("retrieval: the length policy asks for ", length,
                                                    " tokens a step, continuation_tokens allows ",
                                                    options_.continuation_tokens));
+    ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, DeviceLookup(root));
+    return lookup->Draft(root.context, root.last_two, root.position.start, length);
+  }
+
+  // Continuations() of the sequence the step hands over on the device.
+  absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                      int max_candidates) override {
+    ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, DeviceLookup(root));
+    return lookup->Candidates(root.context, root.last_two, root.position.start, max_tokens, max_candidates);
+  }
+
+ private:
+  // Made at the first pipelined step, on the context's device.
+  absl::StatusOr<const retrieval::DeviceRestLookup*> DeviceLookup(const DeviceRoot& root) {
     if (!root.context.defined())
       return absl::UnimplementedError("retrieval: the step handed over no context on the device");
     RETURN_IF_ERROR(retrieval::DeviceRestLookup::Takes(options_));
     if (!device_lookup_) device_lookup_.emplace(store_, options_, root.context.device());
-    return device_lookup_->Draft(root.context, root.last_two, root.position.start, length);
+    return &*device_lookup_;
   }
 
- private:
   retrieval::PrefixCounts Count(const TokenTree& tree, int node, int max_tokens) const {
     return retrieval::CountContinuations(*store_, SequenceThrough(context_, tree, node), options_, max_tokens);
   }

@@ -252,11 +252,50 @@ int ExpectDeviceLookupFollowsTheHost(c10::Device device, size_t n, int vocab, Re
   return found;
 }
 
+// As ExpectDeviceLookupFollowsTheHost, for a trie's candidates: every
+// candidate of MostFrequentPrefixes() of the host's count, and its length,
+// the root past it. Returns how many candidates were found in all.
+int ExpectDeviceCandidatesFollowTheHost(c10::Device device, size_t n, int vocab, RestOptions options,
+                                        const std::vector<std::pair<int, int>>& shapes) {
+  const LookupCase cases = RandomLookupCase(n, vocab, n * 5 + vocab);
+  const auto store = std::make_shared<const Datastore>(cases.store);
+  const DeviceRestLookup lookup(store, options, device);
+  int found = 0;
+  for (const Tokens& sequence : cases.sequences) {
+    if (sequence.size() < 2) continue;
+    const int64_t s = static_cast<int64_t>(sequence.size()) - 2;
+    std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
+    context.resize(context.size() + 8, vocab + 7);
+    for (auto [max_tokens, max_candidates] : shapes) {
+      auto got = lookup.Candidates(LongsToDevice(context, device), LongsToDevice({sequence[s], sequence[s + 1]}, device),
+                                   LongsToDevice({s}, device), max_tokens, max_candidates);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) return found;
+      const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
+      const auto expected =
+          MostFrequentPrefixes(CountContinuations(*store, sequence, options, max_tokens), max_candidates);
+      const std::string where = absl::StrCat("store of ", n, ", sequence of ", sequence.size(), ", ", max_candidates,
+                                             " of ", max_tokens);
+      for (int c = 0; c < max_candidates; ++c) {
+        const Tokens want = c < static_cast<int>(expected.size()) ? expected[c] : Tokens{};
+        EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", candidate " << c;
+        for (int t = 0; t < max_tokens; ++t)
+          EXPECT_EQ(tokens.data_ptr<int64_t>()[c * max_tokens + t],
+                    t < static_cast<int>(want.size()) ? want[t] : sequence.back())
+              << where << ", candidate " << c << ", token " << t;
+      }
+      found += static_cast<int>(expected.size());
+    }
+  }
+  return found;
+}
+
 TEST(RetrievalDrafterTest, DeviceLookupDraftsAsTheHost) {
   const c10::Device cpu(c10::kCPU);
   EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cpu, 400, 3, {}, {0, 1, 6}), 0);
   EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cpu, 2000, 5, {.max_suffix = 40, .min_suffix = 1, .max_matches = 3,
                                                             .continuation_tokens = 4}, {3, 7}), 0);
+  EXPECT_GT(ExpectDeviceCandidatesFollowTheHost(cpu, 400, 3, {}, {{4, 8}, {12, 64}}), 100);
   EXPECT_THAT(std::string(DeviceRestLookup::Takes({.max_matches = 9000}).message()),
               HasSubstr("reads at most 8192 matches; max_matches is 9000"));
 }
@@ -275,6 +314,18 @@ TEST(RetrievalDrafterTest, CudaKernelDraftsAsTheHost) {
                                              {8}), 0);
   EXPECT_GT(ExpectDeviceLookupFollowsTheHost(cuda, 50000, 30, {.max_suffix = 40, .min_suffix = 1, .max_matches = 2,
                                                                .continuation_tokens = 3}, {1, 7}), 0);
+  // Trees: a store too short for a match; ties at the threshold count
+  // across depths and threads (8192 matches over two tokens); one or two
+  // matches; candidates longer than the continuations.
+  ExpectDeviceCandidatesFollowTheHost(cuda, 1, 2, {}, {{3, 4}});
+  EXPECT_GT(ExpectDeviceCandidatesFollowTheHost(cuda, 400, 3, {}, {{1, 1}, {4, 8}, {12, 64}}), 100);
+  EXPECT_GT(ExpectDeviceCandidatesFollowTheHost(cuda, 200000, 2, {.max_suffix = 33, .min_suffix = 1,
+                                                                  .max_matches = 8192, .continuation_tokens = 10},
+                                                {{8, 64}, {10, 17}}), 100);
+  EXPECT_GT(ExpectDeviceCandidatesFollowTheHost(cuda, 200000, 4, {}, {{5, 16}, {10, 64}}), 100);
+  EXPECT_GT(ExpectDeviceCandidatesFollowTheHost(cuda, 50000, 30, {.max_suffix = 40, .min_suffix = 1,
+                                                                  .max_matches = 2, .continuation_tokens = 3},
+                                                {{7, 8}}), 10);
 }
 
 TEST(DatastoreTest, RoundTripsAndRefusesDamagedFiles) {
@@ -433,6 +484,39 @@ TEST(RetrievalDrafterTest, PipelinedChainsEqualGreedy) {
     for (const StepStats& step : out->steps) accepted += step.accepted;
     EXPECT_GT(accepted, 10) << options;
   }
+}
+
+// REST's tries pipelined: greedy's tokens at T = 0, the target's law at T = 1
+// (pipelined and step by step), trees that branch.
+TEST(RetrievalDrafterTest, PipelinedTriesEqualGreedyAndKeepTheLaw) {
+  auto target = testing::TinyModel(3, /*vocab=*/8);
+  const std::string store = TargetDatastore(*target, kPrompt, "pipelined_trie.splds");
+  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
+  ASSERT_TRUE(greedy.ok());
+  const std::string trie = "tree_builder: {type: trie, budget: 8, max_candidates: 8}, verifier: {type: point_mass}, "
+                           "length_policy: {type: fixed, gamma: 3}}";
+  auto method = testing::MethodFromYaml(
+      absl::StrCat("{name: rest, drafter: {type: retrieval, datastore: ", store, ", min_suffix: 1}, ", trie),
+      target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  auto out = GenerateSpeculative(*target, *method, kPrompt,
+                                 {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = true});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens, greedy->tokens);
+  EXPECT_THAT(out->engine_form, HasSubstr("pipelined tree"));
+  int accepted = 0;
+  for (const StepStats& step : out->steps) accepted += step.accepted;
+  EXPECT_GT(accepted, 10);
+
+  auto law_target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  auto law_method = testing::MethodFromYaml(
+      absl::StrCat("{name: rest, drafter: {type: retrieval, datastore: ",
+                   TargetDatastore(*law_target, kPrompt, "pipelined_trie_law.splds"), ", min_suffix: 1}, ", trie),
+      law_target.get());
+  ASSERT_TRUE(law_method.ok()) << law_method.status();
+  testing::ExpectTheLawPipelinedAndStepByStep(*law_target, *law_method, kPrompt,
+                                              testing::ExactTwoTokenLaw(*law_target, kPrompt, 1.0), 2000,
+                                              "retrieval trie");
 }
 
 TEST(RetrievalDrafterTest, PipelinedChainsMatchTargetLawAtTemperatureOne) {

@@ -1,6 +1,7 @@
-// The retrieval drafter's chain on CUDA (DeviceRestLookup::Draft): the
-// longest suffix of the sequence that the datastore holds, then the walk down
-// its continuations' most frequent next tokens, in one single-block launch.
+// The retrieval drafter's lookups on CUDA (DeviceRestLookup): the longest
+// suffix of the sequence that the datastore holds, then the walk down its
+// continuations' most frequent next tokens (a chain) or their most frequent
+// prefixes (a trie's candidates), in one single-block launch.
 //
 // Knows nothing of torch: device_rest_lookup.cc wraps it. Pointers are
 // device pointers; `stream` is a cudaStream_t; the launch is asynchronous,
@@ -39,6 +40,17 @@ struct LookupShape {
 // length)), length, root) (rest_lookup.h, drafters/common/fixed_length.h).
 int LaunchRestContinuation(StorePointers store, LookupShape shape, const int64_t* context, const int64_t* last_two,
                            const int64_t* start, int length, int64_t* out, void* stream);
+
+// The most candidates LaunchRestCandidates keeps.
+inline constexpr int kMaxCandidates = 64;
+
+// Writes MostFrequentPrefixes(CountContinuations(store, sequence, shape,
+// max_tokens), max_candidates) (rest_lookup.h): candidate c is tokens[c *
+// max_tokens ..] of lengths[c] tokens (0 past the last found; the entries
+// past a candidate hold the root). max_candidates <= kMaxCandidates.
+int LaunchRestCandidates(StorePointers store, LookupShape shape, const int64_t* context, const int64_t* last_two,
+                         const int64_t* start, int max_tokens, int max_candidates, int64_t* tokens, int64_t* lengths,
+                         void* stream);
 
 }  // namespace retrieval
 }  // namespace speclab
