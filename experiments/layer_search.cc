@@ -159,7 +159,7 @@ absl::Status RunLayerSearch(const LayerSearchFlags& flags) {
                                   ")\n");
   if (found) {
     absl::StrAppend(&yaml, "# The kept layers of the best predicted chain speedup:\n",
-                    "drafter: {type: self_speculative, layers: [", absl::StrJoin(result.best.layers, ", "), "]}\n",
+                    "drafter: {type: layer_skip, layers: [", absl::StrJoin(result.best.layers, ", "), "]}\n",
                     "best: ", ScoreYaml(result.best), "\n");
   } else {
     absl::StrAppend(&yaml, "# No set of the target's layers is predicted to beat autoregressive decoding.\nbest: null\n");

@@ -1,5 +1,5 @@
 // `speclab layer-search`: which of the target's layers a self-speculative
-// drafter (drafters/self_speculative, `layers: [...]`) should keep, searched
+// drafter (drafters/layer_skip, `layers: [...]`) should keep, searched
 // on held-out text (SWIFT's and Draft & Verify's layer search; docs/algorithms.md §4.5).
 //
 //   speclab layer-search --target models/speclab-target --text data/corpus/valid.txt --out results/layers.yaml

@@ -51,7 +51,7 @@ constexpr char kUsage[] =
     "                         [--trace DIR]\n"
     "  speclab datastore --tokenizer PATH --out FILE.splds TEXT...   (the retrieval drafter's datastore)\n"
     "  speclab layer-search --target DIR --text FILE --out FILE.yaml [--windows N --seq-len N --temperature T\n"
-    "      --max-gamma N --device D --seed N]   (the layers a self_speculative drafter keeps)\n"
+    "      --max-gamma N --device D --seed N]   (the layers a layer_skip drafter keeps)\n"
     "  speclab datastore --token-files --vocab-size N --out FILE.splds IDS.i32...\n"
     "  speclab report RUN_DIR [--group-by KEY,...] [--out DIR]   (tables, SVG plots, HTML of a run or sweep)\n"
     "  speclab --version | COMMAND --help\n";

@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 
 // Repetitive, so that prompt lookup has something to propose.
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3, 7, 2, 5, 3, 7, 2, 5};
-constexpr char kDrafter[] = "{type: self_speculative, exit_layer: 1}";
+constexpr char kDrafter[] = "{type: layer_skip, exit_layer: 1}";
 constexpr char kProposer[] = "{type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 4}";
 
 std::string Cascade(const std::string& rest) {

@@ -96,7 +96,7 @@ TEST(MergeDrafterTest, RefusesMixedKindsAndBadOptions) {
               HasSubstr("unknown key"));
   auto target = testing::TinyModel(1);
   auto logits = testing::MethodFromYaml(
-      "{name: m, drafter: {type: merge, drafters: [{type: prompt_lookup}, {type: self_speculative, exit_layer: 1}]}, "
+      "{name: m, drafter: {type: merge, drafters: [{type: prompt_lookup}, {type: layer_skip, exit_layer: 1}]}, "
       "verifier: {type: greedy}}",
       target.get());
   EXPECT_THAT(std::string(logits.status().message()),

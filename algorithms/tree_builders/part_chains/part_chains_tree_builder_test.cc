@@ -23,8 +23,8 @@ namespace {
 using ::testing::HasSubstr;
 
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5};
-constexpr char kFirst[] = "{type: self_speculative, exit_layer: 1}";
-constexpr char kSecond[] = "{type: self_speculative, exit_layer: 2}";
+constexpr char kFirst[] = "{type: layer_skip, exit_layer: 1}";
+constexpr char kSecond[] = "{type: layer_skip, exit_layer: 2}";
 
 std::string Merged(const std::string& second = kSecond) {
   return absl::StrCat("{type: merge, drafters: [", kFirst, ", ", second, "]}");

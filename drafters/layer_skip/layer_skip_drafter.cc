@@ -1,4 +1,4 @@
-// The self-speculative drafter (docs/algorithms.md §4.5): the target's own
+// `layer_skip`: self-speculative drafting (docs/algorithms.md §4.5): the target's own
 // layers drafting for it. `exit_layer: E` runs the first E decoder layers
 // and then the target's final norm and LM head (LayerSkip's early exit);
 // `layers: [i, j, ...]` runs the listed ones in order (Draft & Verify's
@@ -41,12 +41,12 @@ absl::StatusOr<std::vector<int>> ChosenLayers(Options& options, int64_t target_l
 }
 
 const bool kRegistered = DrafterRegistry::Add({
-    .name = "self_speculative",
+    .name = "layer_skip",
     .description = "the target's own layers (early exit or skipped layers; LayerSkip, Draft & Verify); gives q rows",
     .lossless = "-",
     .create = [](Options& options, const DrafterEnvironment& env) -> absl::StatusOr<std::unique_ptr<Drafter>> {
       const auto* target = dynamic_cast<const LlamaModel*>(env.target);
-      if (target == nullptr) return options.Error("type", "self_speculative drafts with a LlamaModel target's layers");
+      if (target == nullptr) return options.Error("type", "layer_skip drafts with a LlamaModel target's layers");
       ASSIGN_OR_RETURN(std::vector<int> layers, ChosenLayers(options, target->config().num_hidden_layers));
       ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model, LlamaModel::ShareLayers(*target, layers, env.kv_capacity));
       return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(std::move(model)));

@@ -1,4 +1,4 @@
-// The self-speculative drafter: the target's tensors read in place, greedy
+// The layer_skip drafter: the target's tensors read in place, greedy
 // equality at T = 0 (every draft accepted when it runs every layer), the
 // exact law at T = 1, and its option errors.
 #include <gmock/gmock.h>
@@ -22,11 +22,11 @@ using ::testing::HasSubstr;
 const std::vector<int32_t> kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
 std::string Method(const std::string& drafter_options, const std::string& verifier) {
-  return absl::StrCat("{name: m, drafter: {type: self_speculative, ", drafter_options, "}, verifier: {type: ", verifier,
+  return absl::StrCat("{name: m, drafter: {type: layer_skip, ", drafter_options, "}, verifier: {type: ", verifier,
                       "}, length_policy: {type: fixed, gamma: 3}}");
 }
 
-TEST(SelfSpeculativeDrafterTest, ReadsTheTargetsTensorsInPlace) {
+TEST(LayerSkipDrafterTest, ReadsTheTargetsTensorsInPlace) {
   auto target = TinyModel(1, /*vocab=*/16, /*layers=*/3);
   auto method = MethodFromYaml(Method("layers: [0, 2]", "greedy"), target.get());
   ASSERT_TRUE(method.ok()) << method.status();
@@ -44,7 +44,7 @@ TEST(SelfSpeculativeDrafterTest, ReadsTheTargetsTensorsInPlace) {
   EXPECT_EQ(find(mine, "model.embed_tokens.weight"), find(theirs, "model.embed_tokens.weight"));
 }
 
-TEST(SelfSpeculativeDrafterTest, EqualsGreedyAtTemperatureZero) {
+TEST(LayerSkipDrafterTest, EqualsGreedyAtTemperatureZero) {
   auto target = TinyModel(1, 16, 3);
   const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 24};
   auto greedy = GenerateAutoregressive(*target, kPrompt, options);
@@ -61,7 +61,7 @@ TEST(SelfSpeculativeDrafterTest, EqualsGreedyAtTemperatureZero) {
   }
 }
 
-TEST(SelfSpeculativeDrafterTest, RejectionSamplingKeepsTheTargetsLaw) {
+TEST(LayerSkipDrafterTest, RejectionSamplingKeepsTheTargetsLaw) {
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/2, /*logit_scale=*/40);
   const testing::TwoTokenLaw law = testing::ExactTwoTokenLaw(*target, kPrompt, 1.0);
@@ -73,7 +73,7 @@ TEST(SelfSpeculativeDrafterTest, RejectionSamplingKeepsTheTargetsLaw) {
   EXPECT_GT(sample.accepted, kRuns / 10) << "drafts were rarely accepted; the test would not exercise acceptance";
 }
 
-TEST(SelfSpeculativeDrafterTest, OptionErrorsNameTheKey) {
+TEST(LayerSkipDrafterTest, OptionErrorsNameTheKey) {
   auto target = TinyModel(1, 16, 2);
   auto status = [&](const std::string& options) {
     return std::string(MethodFromYaml(Method(options, "greedy"), target.get()).status().message());
