@@ -27,22 +27,67 @@
 // drafts the step. Every step goes to every drafter (Reset, BeginStep,
 // EndStep, each with the target features it asked for), so each keeps its
 // own state. A merged trie is deterministic: verify with greedy or
-// point_mass.
+// point_mass. Where every part gives its candidates on the device
+// (DeviceDrafter::ContinuationsAt: prompt_lookup, retrieval, ngram_cache),
+// so does the merge, and its tries run pipelined.
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "drafters/merge/cuda/merge_kernel.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
+
+#ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace speclab {
 namespace {
 
-class MergeDrafter final : public Drafter {
+using Candidates = std::vector<std::vector<int32_t>>;
+
+// The parts' candidates in the merge's order (`interleave`: the parts' first
+// candidates, then their second, ...; else every candidate of the first
+// part, then the second's, ...), the empty and repeated ones dropped, at
+// most max_candidates.
+Candidates MergeInOrder(const std::vector<Candidates>& each, bool interleave, int max_candidates) {
+  Candidates merged;
+  auto add = [&](const std::vector<int32_t>& candidate) {
+    if (static_cast<int>(merged.size()) < max_candidates && !candidate.empty() &&
+        std::find(merged.begin(), merged.end(), candidate) == merged.end())
+      merged.push_back(candidate);
+  };
+  if (interleave) {
+    for (size_t rank = 0;; ++rank) {
+      bool any = false;
+      for (const Candidates& candidates : each) {
+        if (rank >= candidates.size()) continue;
+        any = true;
+        add(candidates[rank]);
+      }
+      if (!any) break;
+    }
+  } else {
+    for (const Candidates& candidates : each)
+      for (const auto& candidate : candidates) add(candidate);
+  }
+  return merged;
+}
+
+class MergeDrafter final : public Drafter, public DeviceDrafter {
  public:
-  MergeDrafter(std::vector<std::unique_ptr<Drafter>> drafters, bool interleave)
-      : drafters_(std::move(drafters)), kind_(drafters_.front()->kind()), interleave_(interleave) {}
+  MergeDrafter(std::vector<std::unique_ptr<Drafter>> drafters, std::vector<std::string> names, bool interleave)
+      : drafters_(std::move(drafters)),
+        names_(std::move(names)),
+        kind_(drafters_.front()->kind()),
+        interleave_(interleave) {}
 
   DrafterKind kind() const override { return kind_; }
 
@@ -116,32 +161,77 @@ class MergeDrafter final : public Drafter {
 
   absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
                                                                   int max_candidates) override {
-    std::vector<std::vector<std::vector<int32_t>>> each;
+    std::vector<Candidates> each;
     for (auto& d : drafters_) {
       ASSIGN_OR_RETURN(auto candidates, d->Continuations(tree, node, max_tokens, max_candidates));
       each.push_back(std::move(candidates));
     }
-    std::vector<std::vector<int32_t>> merged;
-    auto add = [&](const std::vector<int32_t>& candidate) {
-      if (static_cast<int>(merged.size()) < max_candidates && !candidate.empty() &&
-          std::find(merged.begin(), merged.end(), candidate) == merged.end())
-        merged.push_back(candidate);
-    };
-    if (interleave_) {
-      for (size_t rank = 0;; ++rank) {
-        bool any = false;
-        for (const auto& candidates : each) {
-          if (rank >= candidates.size()) continue;
-          any = true;
-          add(candidates[rank]);
-        }
-        if (!any) break;
-      }
-    } else {
-      for (const auto& candidates : each)
-        for (const auto& candidate : candidates) add(candidate);
+    return MergeInOrder(each, interleave_, max_candidates);
+  }
+
+  // Chains take the first part that proposes anything, which only the host
+  // knows (a part's device chain is filled to its length).
+  absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot&, int) override {
+    return absl::UnimplementedError("merge: a chain is the first part's that proposes anything; it steps on the host");
+  }
+
+  // Every part's ContinuationsAt, merged as Continuations() merges them: one
+  // launch on CUDA (cuda/merge_kernel.h).
+  absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                      int max_candidates) override {
+    if (kind_ != DrafterKind::kTokensOnly)
+      return absl::UnimplementedError("merge: drafters of logits draft a branch each (part_chains)");
+    std::vector<at::Tensor> tokens, lengths;
+    for (size_t i = 0; i < drafters_.size(); ++i) {
+      DeviceDrafter* device = DeviceFormOf(*drafters_[i]);
+      if (device == nullptr)
+        return absl::UnimplementedError(absl::StrCat("merge: part ", i, " (", names_[i], ") has no device form"));
+      auto part = device->ContinuationsAt(root, max_tokens, max_candidates);
+      if (!part.ok())
+        return absl::Status(part.status().code(),
+                            absl::StrCat("merge: part ", i, " (", names_[i], "): ", part.status().message()));
+      tokens.push_back(part->tokens);
+      lengths.push_back(part->lengths.to(part->tokens.device()));
     }
-    return merged;
+    // [parts, candidates, tokens], in the merge's order.
+    at::Tensor all_tokens = at::stack(tokens), all_lengths = at::stack(lengths);
+    if (interleave_) {
+      all_tokens = all_tokens.transpose(0, 1);
+      all_lengths = all_lengths.transpose(0, 1);
+    }
+    all_tokens = all_tokens.reshape({-1, max_tokens}).to(at::kLong).contiguous();
+    all_lengths = all_lengths.reshape({-1}).to(at::kLong).contiguous();
+    const c10::Device device = all_tokens.device();
+    const at::Tensor root_token = root.last_two.narrow(0, 1, 1).to(device, at::kLong).contiguous();
+#ifdef SPECLAB_WITH_CUDA
+    if (device.is_cuda()) {
+      const int count = static_cast<int>(all_lengths.size(0));
+      if (count > merge::kMaxMergedCandidates)
+        return absl::UnimplementedError(absl::StrCat("merge: the device merge reads at most ",
+                                                     merge::kMaxMergedCandidates, " candidates, the parts give ",
+                                                     count));
+      const c10::cuda::CUDAGuard guard(device);
+      DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, all_tokens.options()),
+                              .lengths = at::empty({max_candidates}, all_tokens.options())};
+      const int error = merge::LaunchMergeCandidates(
+          all_tokens.data_ptr<int64_t>(), all_lengths.data_ptr<int64_t>(), count, max_tokens, max_candidates,
+          root_token.data_ptr<int64_t>(), out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
+          c10::cuda::getCurrentCUDAStream(device.index()).stream());
+      if (error != 0) return absl::InternalError(absl::StrCat("merge: merge kernel launch failed (", error, ")"));
+      return out;
+    }
+#endif
+    if (!device.is_cpu())
+      return absl::UnimplementedError(absl::StrCat("merge: no device-rooted candidates on ", device.str()));
+    // The same merge on the host (the CPU runs tests): the parts' rows in order.
+    const at::Tensor host_tokens = all_tokens.cpu(), host_lengths = all_lengths.cpu();
+    Candidates in_order;
+    for (int64_t c = 0; c < host_lengths.size(0); ++c) {
+      const int64_t* row = host_tokens.data_ptr<int64_t>() + c * max_tokens;
+      in_order.emplace_back(row, row + host_lengths.data_ptr<int64_t>()[c]);
+    }
+    return ToDeviceContinuations(MergeInOrder({in_order}, false, max_candidates), max_candidates, max_tokens,
+                                 root_token.item<int64_t>(), device);
   }
 
   // Each drafter's riders (lookahead's window) ride in the one forward.
@@ -196,7 +286,8 @@ class MergeDrafter final : public Drafter {
   }
 
   std::vector<std::unique_ptr<Drafter>> drafters_;
-  const DrafterKind kind_;  // every part's
+  std::vector<std::string> names_;  // the parts' registry names
+  const DrafterKind kind_;          // every part's
   bool interleave_;
   RiderParts riders_;
 };
@@ -208,8 +299,10 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
   if (order != "priority" && order != "interleave")
     return options.Error("order", absl::StrCat("expected priority or interleave, got '", order, "'"));
   std::vector<std::unique_ptr<Drafter>> drafters;
+  std::vector<std::string> names;
   for (size_t i = 0; i < specs.size(); ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter, DrafterRegistry::Create(specs[i], "drafter", env));
+    names.push_back(*specs[i].GetString("type"));
     if (!drafters.empty() && drafter->kind() != drafters.front()->kind())
       return specs[i].Error("type", drafter->kind() == DrafterKind::kTokensOnly
                                         ? "merge takes drafters of one kind: the first gives next-token logits, "
@@ -218,7 +311,7 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
                                           "next-token logits");
     drafters.push_back(std::move(drafter));
   }
-  return std::unique_ptr<Drafter>(std::make_unique<MergeDrafter>(std::move(drafters), order == "interleave"));
+  return std::unique_ptr<Drafter>(std::make_unique<MergeDrafter>(std::move(drafters), std::move(names), order == "interleave"));
 }
 
 const bool kRegistered = DrafterRegistry::Add({

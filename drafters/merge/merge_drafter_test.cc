@@ -1,11 +1,17 @@
 // The merge drafter: candidates of several token-only drafters in one tree,
-// in priority and interleaved order; greedy's tokens at T = 0 and the
-// target's law at T = 1; refusals.
+// in priority and interleaved order, on the host and on the device; greedy's
+// tokens at T = 0 and the target's law at T = 1, pipelined and step by step;
+// refusals.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+
 #include "absl/strings/str_cat.h"
+#include "framework/device/device_drafter.h"
+#include "framework/device_transfer.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/cuda_tests.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -79,6 +85,87 @@ TEST(MergeDrafterTest, EqualsGreedyAndMatchesTargetLawInOneTree) {
   EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
   EXPECT_GT(accepted, kRuns / 20);
   EXPECT_GT(branching, kRuns / 2) << "the trees branched";
+}
+
+// ContinuationsAt on the test device: the parts' device candidates merged
+// as Continuations() merges the host's (a fresh drafter each way, the
+// sequence's first half as the prompt, so that the n-gram cache learns the
+// rest on the device), in both orders.
+TEST(MergeDrafterTest, ContinuationsAtMergeThePartsAsTheHost) {
+  const c10::Device device = testing::TestDevice();
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  int found = 0;
+  for (const char* order : {"priority", "interleave"}) {
+    const std::string yaml = absl::StrCat(
+        "{type: merge, order: ", order, ", drafters: [{type: prompt_lookup, max_ngram_size: 2, num_pred_tokens: 3}, ",
+        "{type: ngram_cache, leader: 1, follower: 2}, {type: prompt_lookup, max_ngram_size: 1, num_pred_tokens: 5}]}");
+    for (int vocab : {3, 6, 40}) {
+      for (int64_t length : {4, 9, 200}) {
+        const at::Tensor random = at::randint(vocab, {length}, gen, at::TensorOptions().dtype(at::kLong));
+        const Tokens sequence(random.data_ptr<int64_t>(), random.data_ptr<int64_t>() + length);
+        const Tokens prompt(sequence.begin(), sequence.begin() + length / 2);
+        for (auto [max_tokens, max_candidates] : {std::pair{3, 4}, std::pair{6, 16}}) {
+          auto host = MergeFromYaml(yaml);
+          auto on_device = MergeFromYaml(yaml);
+          ASSERT_TRUE(host.ok() && on_device.ok());
+          ASSERT_TRUE((*host)->Reset(prompt, {}).ok() && (*host)->BeginStep(sequence).ok());
+          auto expected = (*host)->Continuations(TokenTree(sequence.back()), 0, max_tokens, max_candidates);
+          ASSERT_TRUE(expected.ok()) << expected.status();
+          ASSERT_TRUE((*on_device)->Reset(prompt, {}).ok());
+          const DeviceRoot root{
+              .last_two = LongsToDevice({sequence[length - 2], sequence[length - 1]}, device),
+              .position = {.start = LongsToDevice({length - 2}, device), .max_start = length - 2},
+              .context = LongsToDevice(std::vector<int64_t>(sequence.begin(), sequence.end()), device)};
+          auto got = DeviceFormOf(**on_device)->ContinuationsAt(root, max_tokens, max_candidates);
+          ASSERT_TRUE(got.ok()) << got.status();
+          const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
+          const std::string where = absl::StrCat(order, ", vocab ", vocab, ", sequence of ", length, ", ",
+                                                 max_candidates, " of ", max_tokens);
+          for (int c = 0; c < max_candidates; ++c) {
+            const Tokens want = c < static_cast<int>(expected->size()) ? (*expected)[c] : Tokens{};
+            EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", " << c;
+            for (int t = 0; t < max_tokens; ++t)
+              EXPECT_EQ(tokens.data_ptr<int64_t>()[c * max_tokens + t],
+                        t < static_cast<int>(want.size()) ? want[t] : sequence.back())
+                  << where << ", candidate " << c << ", token " << t;
+          }
+          found += static_cast<int>(expected->size());
+        }
+      }
+    }
+  }
+  EXPECT_GT(found, 100);
+}
+
+// Merged tries of parts with device forms run pipelined: greedy's tokens at
+// T = 0 and the target's law at T = 1, pipelined and step by step; a part
+// without one (suffix_tree) steps on the host and says which.
+TEST(MergeDrafterTest, PipelinedTriesEqualGreedyAndKeepTheLaw) {
+  auto target = testing::TinyModel(7, /*vocab=*/8, /*layers=*/1, /*logit_scale=*/40);
+  const Tokens prompt = {2, 3, 5, 4, 2, 3, 6, 1, 2, 3};
+  auto greedy = GenerateAutoregressive(*target, prompt, {.sampling = {.temperature = 0}, .max_new_tokens = 20});
+  ASSERT_TRUE(greedy.ok());
+  auto spec = [](const char* second) {
+    return absl::StrCat("{name: merged, drafter: {type: merge, order: interleave, drafters: [{type: prompt_lookup, "
+                        "max_ngram_size: 2, num_pred_tokens: 3}, ", second, "]}, tree_builder: {type: trie, budget: 8, "
+                        "max_candidates: 8}, verifier: {type: point_mass}, length_policy: {type: fixed, gamma: 3}}");
+  };
+  for (auto [second, form] : {std::pair{"{type: ngram_cache, leader: 1, follower: 2, transient: true}",
+                                        "pipelined tree"},
+                              std::pair{"{type: suffix_tree}", "part 1 (suffix_tree) has no device form"}}) {
+    auto method = testing::MethodFromYaml(spec(second), target.get());
+    ASSERT_TRUE(method.ok()) << method.status();
+    auto out = GenerateSpeculative(*target, *method, prompt,
+                                   {.sampling = {.temperature = 0}, .max_new_tokens = 20, .pipeline = true});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tokens, greedy->tokens) << second;
+    EXPECT_THAT(out->engine_form, HasSubstr(form));
+  }
+  auto method = testing::MethodFromYaml(spec("{type: ngram_cache, leader: 1, follower: 2, transient: true}"),
+                                        target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, prompt, testing::ExactTwoTokenLaw(*target, prompt, 1.0),
+                                              2000, "merged trie");
 }
 
 TEST(MergeDrafterTest, RefusesMixedKindsAndBadOptions) {
