@@ -181,6 +181,8 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
                                                       int max_candidates) override {
     if (kind_ != DrafterKind::kTokensOnly)
       return absl::UnimplementedError("merge: drafters of logits draft a branch each (part_chains)");
+    if (!root.context.defined())
+      return absl::UnimplementedError("merge: the step handed over no context on the device");
     std::vector<at::Tensor> tokens, lengths;
     for (size_t i = 0; i < drafters_.size(); ++i) {
       DeviceDrafter* device = DeviceFormOf(*drafters_[i]);
@@ -190,8 +192,9 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
       if (!part.ok())
         return absl::Status(part.status().code(),
                             absl::StrCat("merge: part ", i, " (", names_[i], "): ", part.status().message()));
-      tokens.push_back(part->tokens);
-      lengths.push_back(part->lengths.to(part->tokens.device()));
+      // On the context's device, whichever device a part keeps its state on.
+      tokens.push_back(part->tokens.to(root.context.device()));
+      lengths.push_back(part->lengths.to(root.context.device()));
     }
     // [parts, candidates, tokens], in the merge's order.
     at::Tensor all_tokens = at::stack(tokens), all_lengths = at::stack(lengths);

@@ -21,9 +21,10 @@ namespace {
 using ::testing::HasSubstr;
 using Tokens = std::vector<int32_t>;
 
-absl::StatusOr<std::unique_ptr<Drafter>> MergeFromYaml(const std::string& yaml) {
+absl::StatusOr<std::unique_ptr<Drafter>> MergeFromYaml(const std::string& yaml,
+                                                       c10::Device device = c10::Device(c10::kCPU)) {
   Options spec = *Options::FromString(yaml, "m.yaml");
-  return DrafterRegistry::Create(spec, "drafter", DrafterEnvironment{});
+  return DrafterRegistry::Create(spec, "drafter", DrafterEnvironment{.device = device});
 }
 
 // prompt_lookup's matches of "2 3" are 5 4 and 6 1; suffix_tree's best after
@@ -106,7 +107,7 @@ TEST(MergeDrafterTest, ContinuationsAtMergeThePartsAsTheHost) {
         const Tokens prompt(sequence.begin(), sequence.begin() + length / 2);
         for (auto [max_tokens, max_candidates] : {std::pair{3, 4}, std::pair{6, 16}}) {
           auto host = MergeFromYaml(yaml);
-          auto on_device = MergeFromYaml(yaml);
+          auto on_device = MergeFromYaml(yaml, device);
           ASSERT_TRUE(host.ok() && on_device.ok());
           ASSERT_TRUE((*host)->Reset(prompt, {}).ok() && (*host)->BeginStep(sequence).ok());
           auto expected = (*host)->Continuations(TokenTree(sequence.back()), 0, max_tokens, max_candidates);
