@@ -3,7 +3,7 @@
 // (max_depth 64, as the suffix_tree drafter's default): a chain, as the
 // `chain` builder asks, and a tree of 16 tokens. The text repeats stretches
 // of itself over a vocabulary of 8000 ids, as code and structured text do.
-// Run: build/speclab_bench --benchmark_filter=SuffixTrie
+// Run: build/speclab_bench --benchmark_filter='SuffixTrie|EarlierTrie'
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -40,6 +40,31 @@ void BM_SuffixTrieSpeculate(benchmark::State& state, bool tree) {
 }
 BENCHMARK_CAPTURE(BM_SuffixTrieSpeculate, chain, false)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SuffixTrieSpeculate, tree, true)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
+
+// The earlier generations' trie (16 outputs of 512 tokens, every one ended)
+// asked at the end of a generation that repeats a stretch of one: walking
+// from the root for each match length, or with a cursor advanced over the
+// generation (SuffixCursor), as suffix_tree and hierarchy ask it.
+void BM_EarlierTrieSpeculate(benchmark::State& state, bool with_cursor) {
+  const std::vector<int32_t> text = RepetitiveText(16 * 512 + 256);
+  SuffixTrie earlier(64);
+  for (size_t start = 0; start < 16 * 512; start += 512) {
+    earlier.Extend(absl::MakeConstSpan(text).subspan(start, 512));
+    earlier.EndSequence();
+  }
+  // A generation of new text that ends by repeating 48 tokens of the fourth output.
+  std::vector<int32_t> generation(text.begin() + 16 * 512, text.end());
+  generation.insert(generation.end(), text.begin() + 3 * 512 + 100, text.begin() + 3 * 512 + 148);
+  SuffixCursor cursor;
+  cursor.Advance(earlier, generation);
+  SpeculationLimits limits;
+  limits.max_tokens = 16;
+  limits.max_path = 6;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(earlier.Speculate(generation, limits, with_cursor ? &cursor : nullptr));
+}
+BENCHMARK_CAPTURE(BM_EarlierTrieSpeculate, walks, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_EarlierTrieSpeculate, cursor, true)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace speclab::suffix_decoding

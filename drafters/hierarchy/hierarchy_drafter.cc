@@ -98,7 +98,8 @@ class HierarchyDrafter final : public Drafter {
     SpeculationLimits limits = Limits(max_tokens, max_tokens);
     limits.tree = false;
     for (const SuffixTrie* level : {&tries_.generation(), &tries_.earlier()}) {
-      Draft draft = level->Speculate(sequence, limits);
+      // The cursor is earlier()'s; Speculate takes it only there.
+      Draft draft = level->Speculate(sequence, limits, &tries_.earlier_cursor());
       if (!draft.tokens.empty()) return std::move(draft.tokens);
     }
     if (corpus_ == nullptr) return std::vector<int32_t>{};
@@ -111,7 +112,7 @@ class HierarchyDrafter final : public Drafter {
     DraftPaths paths(max_candidates);
     for (const SuffixTrie* level : {&tries_.generation(), &tries_.earlier()}) {
       if (paths.full()) break;
-      paths.AddDraft(level->Speculate(sequence, Limits(max_tokens, max_candidates)));
+      paths.AddDraft(level->Speculate(sequence, Limits(max_tokens, max_candidates), &tries_.earlier_cursor()));
     }
     if (corpus_ != nullptr && !paths.full()) {
       const retrieval::PrefixCounts counts = retrieval::CountContinuations(*corpus_, sequence, o_.corpus, max_tokens);

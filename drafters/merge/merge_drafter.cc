@@ -314,7 +314,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
                                           "next-token logits");
     drafters.push_back(std::move(drafter));
   }
-  return std::unique_ptr<Drafter>(std::make_unique<MergeDrafter>(std::move(drafters), std::move(names), order == "interleave"));
+  return std::unique_ptr<Drafter>(
+      std::make_unique<MergeDrafter>(std::move(drafters), std::move(names), order == "interleave"));
 }
 
 const bool kRegistered = DrafterRegistry::Add({

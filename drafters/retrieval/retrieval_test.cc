@@ -267,8 +267,9 @@ int ExpectDeviceCandidatesFollowTheHost(c10::Device device, size_t n, int vocab,
     std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
     context.resize(context.size() + 8, vocab + 7);
     for (auto [max_tokens, max_candidates] : shapes) {
-      auto got = lookup.Candidates(LongsToDevice(context, device), LongsToDevice({sequence[s], sequence[s + 1]}, device),
-                                   LongsToDevice({s}, device), max_tokens, max_candidates);
+      auto got = lookup.Candidates(LongsToDevice(context, device),
+                                   LongsToDevice({sequence[s], sequence[s + 1]}, device), LongsToDevice({s}, device),
+                                   max_tokens, max_candidates);
       EXPECT_TRUE(got.ok()) << got.status();
       if (!got.ok()) return found;
       const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();

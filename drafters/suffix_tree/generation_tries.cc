@@ -15,6 +15,8 @@ void GenerationTries::Reset(absl::Span<const int32_t> prompt) {
   output_.clear();
   generation_ = SuffixTrie(max_depth_);
   generation_.Extend(prompt);
+  earlier_cursor_.Reset();
+  earlier_cursor_.Advance(earlier_, prompt);
   context_.assign(prompt.begin(), prompt.end());
   seen_ = prompt.size();
 }
@@ -24,6 +26,7 @@ absl::Status GenerationTries::BeginStep(absl::Span<const int32_t> context, const
     return absl::FailedPreconditionError(absl::StrCat(drafter, ": the context shrank between steps"));
   const absl::Span<const int32_t> fresh = context.subspan(seen_);
   generation_.Extend(fresh);
+  earlier_cursor_.Advance(earlier_, fresh);
   output_.insert(output_.end(), fresh.begin(), fresh.end());
   context_.assign(context.begin(), context.end());
   seen_ = context.size();

@@ -30,6 +30,8 @@ class GenerationTries {
 
   const SuffixTrie& generation() const { return generation_; }
   const SuffixTrie& earlier() const { return earlier_; }
+  // Advanced over this generation's context, for earlier().Speculate().
+  const SuffixCursor& earlier_cursor() const { return earlier_cursor_; }
   const std::vector<int32_t>& context() const { return context_; }
 
  private:
@@ -37,6 +39,7 @@ class GenerationTries {
   bool keep_earlier_;
   SuffixTrie generation_;  // this prompt and its generation so far
   SuffixTrie earlier_;     // earlier generations' outputs
+  SuffixCursor earlier_cursor_;
   std::vector<int32_t> output_;
   std::vector<int32_t> context_;
   size_t seen_ = 0;

@@ -87,7 +87,7 @@ class SuffixTreeDrafter final : public Drafter {
     const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
     Draft own = tries_.generation().Speculate(sequence, limits);
     if (!o_.global_cache) return own;
-    Draft earlier = tries_.earlier().Speculate(sequence, limits);
+    Draft earlier = tries_.earlier().Speculate(sequence, limits, &tries_.earlier_cursor());
     return own.score >= earlier.score ? own : earlier;
   }
 

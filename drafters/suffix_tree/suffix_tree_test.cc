@@ -112,6 +112,63 @@ TEST(SuffixTrieTest, SpeculatesAtTheSequencesEndAsFromTheRoot) {
   EXPECT_GT(compared, 12);
 }
 
+// A cursor advanced over a text against another trie (the earlier
+// generations', of three sequences the text copies from) gives the nodes
+// the walks from the root find: the same drafts at the text's end, at any
+// depth; elsewhere, and against another trie, it is not taken.
+TEST(SuffixTrieTest, CursorFindsWhatWalksFromTheRootFind) {
+  std::mt19937 rng(5);
+  int compared = 0;
+  for (int vocab : {3, 20}) {
+    for (int depth : {1, 5, 64}) {
+      SuffixTrie earlier(depth), other(depth);
+      std::vector<Tokens> outputs(3);
+      for (Tokens& output : outputs) {
+        output.resize(80 + rng() % 80);
+        for (auto& t : output) t = static_cast<int32_t>(rng() % vocab);
+        earlier.Extend(output);
+        earlier.EndSequence();
+      }
+      other.Extend(outputs[0]);
+      Tokens text;
+      SuffixCursor cursor;
+      for (int piece = 0; piece < 12; ++piece) {  // noise, then a stretch of an earlier output
+        Tokens add(1 + rng() % 4);
+        for (auto& t : add) t = static_cast<int32_t>(rng() % vocab);
+        const Tokens& from = outputs[rng() % 3];
+        const size_t at = rng() % from.size(), length = rng() % 20;
+        for (size_t k = 0; k < length && at + k < from.size(); ++k) add.push_back(from[at + k]);
+        cursor.Advance(earlier, add);
+        text.insert(text.end(), add.begin(), add.end());
+        int longest = 0;  // the longest suffix of the text the trie holds
+        while (longest < std::min<int>(depth, text.size()) &&
+               earlier.Count(absl::MakeSpan(text).subspan(text.size() - longest - 1)) > 0)
+          ++longest;
+        EXPECT_EQ(cursor.matched(), longest) << "vocab " << vocab << ", depth " << depth;
+        for (bool tree : {false, true}) {
+          SpeculationLimits limits;
+          limits.tree = tree;
+          limits.max_tokens = tree ? 12 : 6;
+          limits.max_path = 6;
+          limits.max_spec_factor = 2.0;
+          limits.min_token_prob = 0.05;
+          for (size_t cut : {text.size(), text.size() / 2}) {
+            const absl::Span<const int32_t> context = absl::MakeSpan(text).subspan(0, cut);
+            const Draft a = earlier.Speculate(context, limits, &cursor), b = earlier.Speculate(context, limits);
+            EXPECT_EQ(a.tokens, b.tokens) << "vocab " << vocab << ", depth " << depth << ", cut " << cut;
+            EXPECT_EQ(a.parents, b.parents);
+            EXPECT_EQ(a.probabilities, b.probabilities);
+            EXPECT_EQ(a.match_length, b.match_length);
+            EXPECT_EQ(other.Speculate(context, limits, &cursor).tokens, other.Speculate(context, limits).tokens);
+            compared += !a.tokens.empty();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
 TEST(SuffixTreeDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
   auto target = testing::TinyModel(3, /*vocab=*/8);
   auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});

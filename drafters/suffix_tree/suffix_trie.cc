@@ -103,16 +103,58 @@ Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const Specula
   return draft;
 }
 
-Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits) const {
+namespace {
+
+// Whether `context` ends with `tail` (a text's last tokens), which is not empty.
+bool EndsWith(absl::Span<const int32_t> context, const std::vector<int32_t>& tail) {
+  return !tail.empty() && context.size() >= tail.size() &&
+         std::equal(tail.begin(), tail.end(), context.end() - tail.size());
+}
+
+}  // namespace
+
+void SuffixCursor::Reset() {
+  trie_ = nullptr;
+  nodes_.clear();
+  tail_.clear();
+}
+
+void SuffixCursor::Advance(const SuffixTrie& trie, absl::Span<const int32_t> tokens) {
+  trie_ = &trie;
+  for (int32_t token : tokens) {
+    // The substrings ending here, shortest first, while the trie holds them
+    // (it holds every suffix of a substring it holds).
+    std::vector<int> next;
+    for (int i = -1; i < static_cast<int>(nodes_.size()); ++i) {
+      const int from = i < 0 ? 0 : nodes_[i];
+      if (trie.nodes_[from].depth >= trie.max_depth_) break;
+      const int child = trie.Child(from, token);
+      if (child < 0) break;
+      next.push_back(child);
+    }
+    nodes_ = std::move(next);
+    tail_.push_back(token);
+    if (static_cast<int>(tail_.size()) > trie.max_depth_) tail_.erase(tail_.begin());
+  }
+}
+
+Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits,
+                            const SuffixCursor* cursor) const {
   Draft best;
   // The node of the last m tokens: where the context ends with the current
   // sequence (a generation's own trie, asked at its end), the one Extend()
-  // left in active_; else found afresh, walking from the root.
-  const bool at_end = !tail_.empty() && context.size() >= tail_.size() &&
-                      std::equal(tail_.begin(), tail_.end(), context.end() - tail_.size());
+  // left in active_; where it ends as the cursor's text, the cursor's; else
+  // found afresh, walking from the root.
+  const std::vector<int>* known = nullptr;
+  if (EndsWith(context, tail_)) {
+    known = &active_;
+  } else if (cursor != nullptr && cursor->trie_ == this && EndsWith(context, cursor->tail_)) {
+    known = &cursor->nodes_;
+  }
   for (int m = 1; m < static_cast<int>(context.size()) && m <= max_depth_; ++m) {
-    const int node = at_end && m <= static_cast<int>(active_.size()) ? active_[m - 1]
-                                                                      : Find(context.subspan(context.size() - m));
+    const int node = known != nullptr && m <= static_cast<int>(known->size())
+                         ? (*known)[m - 1]
+                         : Find(context.subspan(context.size() - m));
     if (node < 0) break;
     const int max_tokens = std::max(
         0, std::min(limits.max_tokens, static_cast<int>(m * limits.max_spec_factor + limits.max_spec_offset + 1e-6)));

@@ -33,6 +33,29 @@ struct SpeculationLimits {
   bool tree = true;              // false: one path, each node's most frequent child
 };
 
+class SuffixTrie;
+
+// The nodes of a text's last substrings in a trie the text is not part of
+// (the earlier generations' trie, matched against a generation as it
+// grows): what Speculate() would find by walking from the root for each
+// match length, kept up to date token by token. Valid while the trie does
+// not change: Reset() after it grows.
+class SuffixCursor {
+ public:
+  // An empty text.
+  void Reset();
+  // The text grows by `tokens`; `trie` is the one matched against.
+  void Advance(const SuffixTrie& trie, absl::Span<const int32_t> tokens);
+  // The longest suffix of the text that the trie holds (at most max_depth).
+  int matched() const { return static_cast<int>(nodes_.size()); }
+
+ private:
+  friend class SuffixTrie;
+  const SuffixTrie* trie_ = nullptr;  // the trie the nodes are of
+  std::vector<int> nodes_;            // of the text's last 1, 2, ... tokens, while the trie holds them
+  std::vector<int32_t> tail_;         // the text's last max_depth tokens
+};
+
 class SuffixTrie {
  public:
   explicit SuffixTrie(int max_depth);
@@ -49,8 +72,11 @@ class SuffixTrie {
   // count(node), at most min(max_tokens, factor * m + offset) tokens (with
   // `tree` false: the path of most frequent children, while its probability
   // stays above min_token_prob). The draft of largest score (ties: the
-  // longer match) is returned.
-  Draft Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits) const;
+  // longer match) is returned. `cursor`, where given, is one advanced over
+  // a text against this trie: where the context ends as that text does, its
+  // nodes are taken instead of walks from the root (the same drafts).
+  Draft Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits,
+                  const SuffixCursor* cursor = nullptr) const;
 
   // How often `substring` (1..max_depth tokens) occurs within the sequences.
   int64_t Count(absl::Span<const int32_t> substring) const;
@@ -59,6 +85,7 @@ class SuffixTrie {
   int64_t size() const { return static_cast<int64_t>(nodes_.size()); }
 
  private:
+  friend class SuffixCursor;
   struct Node {
     int64_t count = 0;
     int depth = 0;
