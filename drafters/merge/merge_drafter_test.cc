@@ -12,6 +12,7 @@
 #include "framework/device_transfer.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
+#include "tests/support/device_roots.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -113,23 +114,12 @@ TEST(MergeDrafterTest, ContinuationsAtMergeThePartsAsTheHost) {
           auto expected = (*host)->Continuations(TokenTree(sequence.back()), 0, max_tokens, max_candidates);
           ASSERT_TRUE(expected.ok()) << expected.status();
           ASSERT_TRUE((*on_device)->Reset(prompt, {}).ok());
-          const DeviceRoot root{
-              .last_two = LongsToDevice({sequence[length - 2], sequence[length - 1]}, device),
-              .position = {.start = LongsToDevice({length - 2}, device), .max_start = length - 2},
-              .context = LongsToDevice(std::vector<int64_t>(sequence.begin(), sequence.end()), device)};
-          auto got = DeviceFormOf(**on_device)->ContinuationsAt(root, max_tokens, max_candidates);
+          auto got = DeviceFormOf(**on_device)
+                         ->ContinuationsAt(testing::RootOfSequence(sequence, device), max_tokens, max_candidates);
           ASSERT_TRUE(got.ok()) << got.status();
-          const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
-          const std::string where = absl::StrCat(order, ", vocab ", vocab, ", sequence of ", length, ", ",
-                                                 max_candidates, " of ", max_tokens);
-          for (int c = 0; c < max_candidates; ++c) {
-            const Tokens want = c < static_cast<int>(expected->size()) ? (*expected)[c] : Tokens{};
-            EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", " << c;
-            for (int t = 0; t < max_tokens; ++t)
-              EXPECT_EQ(tokens.data_ptr<int64_t>()[c * max_tokens + t],
-                        t < static_cast<int>(want.size()) ? want[t] : sequence.back())
-                  << where << ", candidate " << c << ", token " << t;
-          }
+          testing::ExpectContinuations(*got, *expected, sequence.back(),
+                                       absl::StrCat(order, ", vocab ", vocab, ", sequence of ", length, ", ",
+                                                    max_candidates, " of ", max_tokens));
           found += static_cast<int>(expected->size());
         }
       }

@@ -15,6 +15,7 @@
 #include "drafters/ngram_cache/ngram_cache_drafter.h"
 #include "framework/device_transfer.h"
 #include "tests/support/cuda_tests.h"
+#include "tests/support/device_roots.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
@@ -84,11 +85,7 @@ std::vector<std::vector<int64_t>> RunDeviceSteps(c10::Device device, const Token
     sequence = prompt;
     size_t learned = sequence.size();
     for (size_t step = 0; step < accepted.size(); ++step) {
-      const int64_t n = static_cast<int64_t>(sequence.size());
-      const DeviceRoot root{.last_two = LongsToDevice({sequence[n - 2], sequence[n - 1]}, device),
-                            .position = {.start = LongsToDevice({n - 2}, device), .max_start = n - 2},
-                            .context = LongsToDevice(std::vector<int64_t>(sequence.begin(), sequence.end()), device)};
-      auto tokens = drafter.ContinuationAt(root, length);
+      auto tokens = drafter.ContinuationAt(testing::RootOfSequence(sequence, device), length);
       EXPECT_TRUE(tokens.ok()) << tokens.status();
       const at::Tensor out = tokens->cpu();
       drafted.emplace_back(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + length + 1);
@@ -193,10 +190,7 @@ int ExpectDeviceCandidatesOfTheHost(c10::Device device, const Tokens& prompt, co
   size_t learned = sequence.size();
   int found = 0;
   for (size_t step = 0; step < accepted.size(); ++step) {
-    const int64_t n = static_cast<int64_t>(sequence.size());
-    const DeviceRoot root{.last_two = LongsToDevice({sequence[n - 2], sequence[n - 1]}, device),
-                          .position = {.start = LongsToDevice({n - 2}, device), .max_start = n - 2},
-                          .context = LongsToDevice(std::vector<int64_t>(sequence.begin(), sequence.end()), device)};
+    const DeviceRoot root = testing::RootOfSequence(sequence, device);
     host.Learn(absl::MakeConstSpan(sequence).subspan(learned));
     learned = sequence.size();
     const std::string where = absl::StrCat(device.str(), ", vocab ", vocab, ", step ", step, ", ", max_candidates,
@@ -212,17 +206,9 @@ int ExpectDeviceCandidatesOfTheHost(c10::Device device, const Tokens& prompt, co
       auto got = drafter.ContinuationsAt(root, max_tokens, max_candidates);
       EXPECT_TRUE(got.ok()) << got.status();
       if (!got.ok()) return found;
-      const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
       const auto expected = CachedContinuations(host, sequence, max_tokens, max_candidates, options.recursive);
       found += static_cast<int>(expected.size());
-      for (int c = 0; c < max_candidates; ++c) {
-        const Tokens want = c < static_cast<int>(expected.size()) ? expected[c] : Tokens{};
-        EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", candidate " << c;
-        for (int t = 0; t < max_tokens; ++t)
-          EXPECT_EQ(tokens.data_ptr<int64_t>()[c * max_tokens + t], t < static_cast<int>(want.size()) ? want[t]
-                                                                                                      : sequence.back())
-              << where << ", candidate " << c << ", token " << t;
-      }
+      testing::ExpectContinuations(*got, expected, sequence.back(), where);
       if (!expected.empty()) next = expected.back();  // the deepest branch, say
     }
     for (int j = 0; j < accepted[step] && j < static_cast<int>(next.size()); ++j) sequence.push_back(next[j]);

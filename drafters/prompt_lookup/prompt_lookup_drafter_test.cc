@@ -10,6 +10,7 @@
 #include "framework/device_transfer.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
+#include "tests/support/device_roots.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -147,28 +148,16 @@ int ExpectCandidatesOfTheHost(c10::Device device, int vocab, int64_t length, int
   at::Generator gen = at::detail::createCPUGenerator(seed);
   const at::Tensor random = at::randint(vocab, {length}, gen, at::TensorOptions().dtype(at::kLong));
   const std::vector<int32_t> sequence(random.data_ptr<int64_t>(), random.data_ptr<int64_t>() + length);
-  std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
-  context.resize(context.size() + 16, vocab + 3);  // stale entries at and past the root's slots
   PromptLookupDrafter drafter(max_ngram, /*num_pred_tokens=*/8);
-  const DeviceRoot root{.last_two = LongsToDevice({sequence[length - 2], sequence[length - 1]}, device),
-                        .position = {.start = LongsToDevice({length - 2}, device), .max_start = length - 2},
-                        .context = LongsToDevice(context, device)};
-  auto got = drafter.ContinuationsAt(root, max_tokens, max_candidates);
+  // Stale entries at and past the root's slots.
+  auto got = drafter.ContinuationsAt(testing::RootOfSequence(sequence, device, 16, vocab + 3), max_tokens,
+                                     max_candidates);
   EXPECT_TRUE(got.ok()) << got.status();
   if (!got.ok()) return 0;
-  const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
   const auto expected = LookupCandidates(sequence, max_ngram, std::min(max_tokens, 8), max_candidates);
-  const std::string where = absl::StrCat(device.str(), ", vocab ", vocab, ", sequence of ", length, ", max_ngram ",
-                                         max_ngram, ", ", max_candidates, " of ", max_tokens);
-  for (int c = 0; c < max_candidates; ++c) {
-    const std::vector<int32_t> want = c < static_cast<int>(expected.size()) ? expected[c] : std::vector<int32_t>{};
-    EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", candidate " << c;
-    for (int t = 0; t < max_tokens; ++t) {
-      const int64_t token = tokens.data_ptr<int64_t>()[c * max_tokens + t];
-      EXPECT_EQ(token, t < static_cast<int>(want.size()) ? want[t] : sequence.back())
-          << where << ", candidate " << c << ", token " << t;
-    }
-  }
+  testing::ExpectContinuations(*got, expected, sequence.back(),
+                               absl::StrCat(device.str(), ", vocab ", vocab, ", sequence of ", length, ", max_ngram ",
+                                            max_ngram, ", ", max_candidates, " of ", max_tokens));
   return static_cast<int>(expected.size());
 }
 

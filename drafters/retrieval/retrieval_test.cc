@@ -23,6 +23,7 @@
 #include "framework/device_transfer.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
+#include "tests/support/device_roots.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -232,12 +233,10 @@ int ExpectDeviceLookupFollowsTheHost(c10::Device device, size_t n, int vocab, Re
   int found = 0;
   for (const Tokens& sequence : cases.sequences) {
     if (sequence.size() < 2) continue;
-    const int64_t s = static_cast<int64_t>(sequence.size()) - 2;
-    std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
-    context.resize(context.size() + 8, vocab + 7);  // stale entries past the root are never read
+    // Stale entries past the root are never read.
+    const DeviceRoot root = testing::RootOfSequence(sequence, device, 8, vocab + 7);
     for (int length : lengths) {
-      auto drafted = lookup.Draft(LongsToDevice(context, device), LongsToDevice({sequence[s], sequence[s + 1]}, device),
-                                  LongsToDevice({s}, device), length);
+      auto drafted = lookup.Draft(root.context, root.last_two, root.position.start, length);
       EXPECT_TRUE(drafted.ok()) << drafted.status();
       if (!drafted.ok()) return found;
       const at::Tensor host = drafted->cpu();
@@ -263,28 +262,16 @@ int ExpectDeviceCandidatesFollowTheHost(c10::Device device, size_t n, int vocab,
   int found = 0;
   for (const Tokens& sequence : cases.sequences) {
     if (sequence.size() < 2) continue;
-    const int64_t s = static_cast<int64_t>(sequence.size()) - 2;
-    std::vector<int64_t> context(sequence.begin(), sequence.end() - 2);
-    context.resize(context.size() + 8, vocab + 7);
+    const DeviceRoot root = testing::RootOfSequence(sequence, device, 8, vocab + 7);
     for (auto [max_tokens, max_candidates] : shapes) {
-      auto got = lookup.Candidates(LongsToDevice(context, device),
-                                   LongsToDevice({sequence[s], sequence[s + 1]}, device), LongsToDevice({s}, device),
-                                   max_tokens, max_candidates);
+      auto got = lookup.Candidates(root.context, root.last_two, root.position.start, max_tokens, max_candidates);
       EXPECT_TRUE(got.ok()) << got.status();
       if (!got.ok()) return found;
-      const at::Tensor tokens = got->tokens.cpu(), lengths = got->lengths.cpu();
       const auto expected =
           MostFrequentPrefixes(CountContinuations(*store, sequence, options, max_tokens), max_candidates);
-      const std::string where = absl::StrCat("store of ", n, ", sequence of ", sequence.size(), ", ", max_candidates,
-                                             " of ", max_tokens);
-      for (int c = 0; c < max_candidates; ++c) {
-        const Tokens want = c < static_cast<int>(expected.size()) ? expected[c] : Tokens{};
-        EXPECT_EQ(lengths.data_ptr<int64_t>()[c], static_cast<int64_t>(want.size())) << where << ", candidate " << c;
-        for (int t = 0; t < max_tokens; ++t)
-          EXPECT_EQ(tokens.data_ptr<int64_t>()[c * max_tokens + t],
-                    t < static_cast<int>(want.size()) ? want[t] : sequence.back())
-              << where << ", candidate " << c << ", token " << t;
-      }
+      testing::ExpectContinuations(*got, expected, sequence.back(),
+                                   absl::StrCat("store of ", n, ", sequence of ", sequence.size(), ", ",
+                                                max_candidates, " of ", max_tokens));
       found += static_cast<int>(expected.size());
     }
   }
