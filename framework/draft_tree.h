@@ -41,6 +41,12 @@ struct DraftTree {
   // n - 1; past them tokens, rows and facts may be stale. Else undefined (the
   // engine then applies the stop to draft_facts).
   at::Tensor kept_length;
+  // [1] int64 on the device, for trees filled to a fixed size past the nodes
+  // the builder drafted (the `trie` builder's device form fills with copies
+  // no walk enters): how many nodes past the root it drafted, which come
+  // first and which the step's statistics count. Else undefined (every node
+  // counts).
+  at::Tensor drafted_nodes;
 
   // Set by builders that choose the tree's shape on the device, so that the
   // engine queues the target's forward without reading the draft back

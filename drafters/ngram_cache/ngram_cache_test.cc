@@ -331,8 +331,9 @@ TEST(NgramCacheDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
                                               kRuns, "ngram_cache trie");
 }
 
-// Tries pipelined: greedy's tokens, the device trie filled to its budget
-// (trie_device.h), and the table carried to the next prompt as for chains.
+// Tries pipelined: greedy's tokens, steps that count the host trie's nodes
+// (the device's is filled to its budget: trie_device.h), and the table
+// carried to the next prompt as for chains.
 TEST(NgramCacheDrafterTest, PipelinedTriesEqualGreedy) {
   auto target = testing::TinyModel(3, /*vocab=*/8);
   auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
@@ -343,7 +344,7 @@ TEST(NgramCacheDrafterTest, PipelinedTriesEqualGreedy) {
       "length_policy: {type: fixed, gamma: 6}}",
       target.get());
   ASSERT_TRUE(method.ok()) << method.status();
-  int accepted[2] = {0, 0};
+  int accepted[2] = {0, 0}, filled = 0;
   for (int run = 0; run < 2; ++run) {
     auto out = GenerateSpeculative(*target, *method, kPrompt,
                                    {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = true});
@@ -352,9 +353,12 @@ TEST(NgramCacheDrafterTest, PipelinedTriesEqualGreedy) {
     EXPECT_THAT(out->engine_form, HasSubstr("pipelined tree"));
     for (const StepStats& step : out->steps) {
       accepted[run] += step.accepted;
-      EXPECT_EQ(step.tree_nodes, 12) << "the device trie is filled to its budget";
+      EXPECT_GE(step.tree_nodes, 1);
+      EXPECT_LE(step.tree_nodes, 12);
+      filled += step.tree_nodes == 12;
     }
   }
+  EXPECT_LT(filled, 10) << "the steps count the host trie's nodes, not the device trie's filled size";
   EXPECT_GT(accepted[1], accepted[0]) << "the second run drafts the first's output";
   EXPECT_GE(accepted[1], 15);
 }

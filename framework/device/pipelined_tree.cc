@@ -74,24 +74,31 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   RETURN_IF_ERROR(target_device().CompactPathAt(walk.narrow(0, 1, path_length_ - 1), at));
   fused::TreeRootAdvance next = fused::AdvanceTreeRoot(walk, tokens, parents, positions(), context());
   AdvanceTo(std::move(next.last_two), std::move(next.positions));
+  // A tree filled past the nodes its builder drafted carries their count.
+  if (draft->drafted_nodes.defined()) return at::cat({next.record, draft->drafted_nodes.to(device, at::kLong)});
   return next.record;
 }
 
 absl::StatusOr<PipelinedRead> PipelinedTree::Read(const at::Tensor& host_record) const {
-  // Queue()'s layout, [3n + 1]: the step's size is in the record.
-  const int64_t n = (host_record.numel() - 1) / 3;
-  if (n < 2 || host_record.numel() != 3 * n + 1)
-    return absl::InternalError(absl::StrCat("pipelined tree: a record of ", host_record.numel(), " values"));
+  // Queue()'s layout, [3n + 1] (tokens, parents, walk), or [3n + 2] with the
+  // drafted nodes' count last: the step's size is in the record.
+  const int64_t values = host_record.numel();
+  const bool counted = values % 3 == 2;
+  const int64_t n = (values - (counted ? 2 : 1)) / 3;
+  if (n < 2 || (values % 3 != 1 && !counted))
+    return absl::InternalError(absl::StrCat("pipelined tree: a record of ", values, " values"));
   const int64_t* tokens = host_record.data_ptr<int64_t>();
   const int64_t* parents = tokens + n;
   const int64_t* walk = parents + n;
-  PipelinedRead read{.tree_nodes = static_cast<int>(n - 1)};
+  PipelinedRead read{.tree_nodes = static_cast<int>(counted ? walk[n + 1] : n - 1)};
+  if (read.tree_nodes < 0 || read.tree_nodes > n - 1)
+    return absl::InternalError(absl::StrCat("pipelined tree: ", read.tree_nodes, " drafted nodes of ", n - 1));
   std::vector<int> depth(n, 0);
   for (int64_t i = 1; i < n; ++i) {
     if (parents[i] < 0 || parents[i] >= i)
       return absl::InternalError(absl::StrCat("pipelined tree: node ", i, " has parent ", parents[i]));
     depth[i] = depth[parents[i]] + 1;
-    read.longest_path = std::max(read.longest_path, depth[i]);
+    if (i <= read.tree_nodes) read.longest_path = std::max(read.longest_path, depth[i]);  // (drafted nodes first)
   }
   if (walk[0] < 0 || walk[0] > read.longest_path)
     return absl::InternalError(absl::StrCat("device verifier accepted ", walk[0], " of ", n - 1, " drafts"));

@@ -45,7 +45,8 @@ class PipelinedTree final : public PipelinedSteps {
 
   // The record, int64 [3n + 1] for a tree of n nodes: the tokens (root
   // first), the parents (-1 for the root), and the verifier's walk
-  // (DeviceVerifier::VerifyTree). Each step's tree may have its own size (a
+  // (DeviceVerifier::VerifyTree); then, for a tree filled past what its
+  // builder drafted (DraftTree::drafted_nodes), that count. Each step's tree may have its own size (a
   // builder whose size follows a length policy observing late). nullopt,
   // with the target unchanged, where the builder or drafter has no
   // device-rooted trees or, at the first step, where the tree has no drafts

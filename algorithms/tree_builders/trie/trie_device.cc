@@ -18,6 +18,7 @@ namespace {
 
 struct TrieTensors {
   at::Tensor tokens, parents, depths, mask;
+  at::Tensor drafted;  // [1] int64: the host's nodes past the root
 };
 
 // The ATen formula: the reference, and the path off CUDA.
@@ -57,7 +58,8 @@ TrieTensors TrieAten(const at::Tensor& root, const DeviceContinuations& candidat
   // The nodes the host's trie lacks: copies of node 1 under the root.
   out_tokens = at::where(out_live, out_tokens, out_tokens.narrow(0, std::min<int64_t>(1, n - 1), 1)).contiguous();
   auto [mask, depths] = fused::TreeMask(out_parents);
-  return {.tokens = out_tokens, .parents = out_parents, .depths = depths, .mask = mask};
+  return {.tokens = out_tokens, .parents = out_parents, .depths = depths, .mask = mask,
+          .drafted = live.to(at::kLong).sum().clamp_min(1).reshape({1})};
 }
 
 }  // namespace
@@ -74,12 +76,14 @@ DraftTree TrieOnDevice(const at::Tensor& root_token, const DeviceContinuations& 
     const c10::cuda::CUDAGuard guard(tokens.device());
     const int64_t n = 1 + std::min<int64_t>(budget, k * length);
     tree = {.tokens = at::empty({n}, tokens.options()), .parents = at::empty({n}, tokens.options()),
-            .depths = at::empty({n}, tokens.options()), .mask = at::empty({n, n}, tokens.options().dtype(at::kBool))};
+            .depths = at::empty({n}, tokens.options()), .mask = at::empty({n, n}, tokens.options().dtype(at::kBool)),
+            .drafted = at::empty({1}, tokens.options())};
     kernel_launch::Check(
         LaunchTrieFromCandidates(tokens.data_ptr<int64_t>(), lengths.data_ptr<int64_t>(), root.data_ptr<int64_t>(),
                                  static_cast<int>(k), static_cast<int>(length), budget, tree.tokens.data_ptr<int64_t>(),
                                  tree.parents.data_ptr<int64_t>(), tree.depths.data_ptr<int64_t>(),
-                                 tree.mask.data_ptr<bool>(), kernel_launch::Stream(tokens)),
+                                 tree.mask.data_ptr<bool>(), tree.drafted.data_ptr<int64_t>(),
+                                 kernel_launch::Stream(tokens)),
         "TrieFromCandidates");
   }
 #endif
@@ -87,6 +91,7 @@ DraftTree TrieOnDevice(const at::Tensor& root_token, const DeviceContinuations& 
   DraftTree draft;
   draft.tokens = tree.tokens;
   draft.sampling = DraftSampling::kDeterministic;
+  draft.drafted_nodes = tree.drafted;
   draft.device_shape = DraftTree::DeviceShape{
       .parents = tree.parents, .depths = tree.depths, .mask = tree.mask, .depth_bound = length, .branching_bound = -1};
   return draft;

@@ -24,7 +24,9 @@ namespace speclab::tree_builders {
 
 // The tree above for candidates of at most `max_depth` tokens, rooted at
 // root_token ([1] int64): tokens [n] (root first), device_shape (parents,
-// depths, ancestor mask; depth_bound = max_depth), kDeterministic.
+// depths, ancestor mask; depth_bound = max_depth), kDeterministic, and
+// drafted_nodes: the host's trie's nodes past the root, or 1 where it has
+// none (node 1, a copy of the root's token then, is verified all the same).
 DraftTree TrieOnDevice(const at::Tensor& root_token, const DeviceContinuations& candidates, int budget);
 
 }  // namespace speclab::tree_builders

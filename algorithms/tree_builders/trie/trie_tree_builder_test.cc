@@ -101,8 +101,9 @@ TEST(TrieTreeBuilderTest, OneCandidateIsTheChainAndNoneIsTheRootAlone) {
 }
 
 // The device form (BuildAt) makes the host's trie from the same candidates:
-// its first nodes are Build()'s, in order, and the rest, to 1 + min(budget,
-// candidates * depth) nodes, copies of node 1 under the root. Candidates
+// its first nodes are Build()'s, in order (and counted as its drafted
+// nodes), and the rest, to 1 + min(budget, candidates * depth) nodes, copies
+// of node 1 under the root. Candidates
 // over a vocabulary of 3 share prefixes and repeat one another.
 TEST(TrieTreeBuilderTest, DeviceTrieIsTheHostsFilledToItsSize) {
   const c10::Device device = testing::TestDevice();
@@ -146,6 +147,8 @@ TEST(TrieTreeBuilderTest, DeviceTrieIsTheHostsFilledToItsSize) {
                                            ", max_candidates ", max_candidates, ", depth ", depth);
     ASSERT_EQ(draft->tree.size(), n) << where;
     ASSERT_LE(m, n) << where;
+    ASSERT_TRUE(draft->drafted_nodes.defined()) << where;
+    EXPECT_EQ(draft->drafted_nodes.cpu().item<int64_t>(), std::max(m - 1, 1)) << where << ": the host's nodes";
     EXPECT_EQ(tokens[0], 7) << where;
     for (int i = 1; i < n; ++i) {
       if (i < m) {

@@ -15,7 +15,7 @@ __global__ void __launch_bounds__(kThreads)
     TrieFromCandidates(const int64_t* __restrict__ tokens, const int64_t* __restrict__ lengths,
                        const int64_t* __restrict__ root, int k, int length, int budget,
                        int64_t* __restrict__ out_tokens, int64_t* __restrict__ parents, int64_t* __restrict__ depths,
-                       bool* __restrict__ mask) {
+                       bool* __restrict__ mask, int64_t* __restrict__ drafted) {
   __shared__ int32_t token[kMaxTrieEntries];     // candidate c's token i at c * length + i (the root past its end)
   __shared__ int16_t valid_length[kMaxTrieEntries];
   // The first candidate sharing c's first i + 1 tokens (-1: past c's end).
@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < total; ++e)
       if (place[e] == 0) place[e] = static_cast<int16_t>(++dead);
     live_count = live;
+    *drafted = live > 0 ? live : 1;  // node 1 is verified even as a copy of the root's token
     fill_token = token[first_live >= 0 ? first_live : 0];
   }
   __syncthreads();
@@ -90,10 +91,11 @@ __global__ void __launch_bounds__(kThreads)
 
 int LaunchTrieFromCandidates(const int64_t* tokens, const int64_t* lengths, const int64_t* root, int k, int length,
                              int budget, int64_t* out_tokens, int64_t* parents, int64_t* depths, bool* mask,
+                             int64_t* drafted,
                              void* stream) {
   if (k < 1 || length < 1 || k * length > kMaxTrieEntries || budget < 1) return cudaErrorInvalidValue;
   TrieFromCandidates<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(tokens, lengths, root, k, length, budget,
-                                                                            out_tokens, parents, depths, mask);
+                                                                            out_tokens, parents, depths, mask, drafted);
   return cudaGetLastError();
 }
 

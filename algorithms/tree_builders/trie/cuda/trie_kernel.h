@@ -20,10 +20,11 @@ inline constexpr int kMaxTrieEntries = 4096;
 // tokens [k, length] and lengths [k] int64 (DeviceContinuations), root [1]
 // int64, budget >= 1. With n = 1 + min(budget, k * length), writes
 // out_tokens, parents, depths [n] int64 and mask [n, n] bool: TrieOnDevice's
-// tree.
+// tree; and drafted[0]: how many of its nodes past the root the host's trie
+// has (the rest fill it), at least 1 (node 1, verified whatever it holds).
 int LaunchTrieFromCandidates(const int64_t* tokens, const int64_t* lengths, const int64_t* root, int k, int length,
                              int budget, int64_t* out_tokens, int64_t* parents, int64_t* depths, bool* mask,
-                             void* stream);
+                             int64_t* drafted, void* stream);
 
 }  // namespace tree_builders
 }  // namespace speclab
