@@ -84,7 +84,6 @@ std::vector<std::vector<int32_t>> CachedContinuations(const LruNgramTable& table
   return paths;
 }
 
-
 absl::Status NgramCacheDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {
   TakeDeviceTable();
   if (o_.transient) table_ = LruNgramTable(o_.shape);

@@ -75,6 +75,18 @@ TEST(SuffixTrieTest, SpeculatesBestFirstByEmpiricalProbability) {
 
 const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
+// Limits that let short matches draft (factor 2, continuations of 5% and
+// more): a chain of 6, or a tree of 12 on paths of 6.
+SpeculationLimits WideLimits(bool tree) {
+  SpeculationLimits limits;
+  limits.tree = tree;
+  limits.max_tokens = tree ? 12 : 6;
+  limits.max_path = 6;
+  limits.max_spec_factor = 2.0;
+  limits.min_token_prob = 0.05;
+  return limits;
+}
+
 // Asked at the end of its current sequence, the trie takes the nodes of the
 // context's suffixes from what Extend() left (no walk from the root): the
 // same drafts as a trie of the same counts whose sequence was ended.
@@ -91,12 +103,7 @@ TEST(SuffixTrieTest, SpeculatesAtTheSequencesEndAsFromTheRoot) {
       ended.Extend(text);
       ended.EndSequence();
       for (bool tree : {false, true}) {
-        SpeculationLimits limits;
-        limits.tree = tree;
-        limits.max_tokens = tree ? 12 : 6;
-        limits.max_path = 6;
-        limits.max_spec_factor = 2.0;
-        limits.min_token_prob = 0.05;
+        const SpeculationLimits limits = WideLimits(tree);
         for (size_t cut : {text.size(), text.size() - 1, size_t{50}}) {  // at the end, and elsewhere
           const absl::Span<const int32_t> context = absl::MakeSpan(text).subspan(0, cut);
           const Draft a = live.Speculate(context, limits), b = ended.Speculate(context, limits);
@@ -146,12 +153,7 @@ TEST(SuffixTrieTest, CursorFindsWhatWalksFromTheRootFind) {
           ++longest;
         EXPECT_EQ(cursor.matched(), longest) << "vocab " << vocab << ", depth " << depth;
         for (bool tree : {false, true}) {
-          SpeculationLimits limits;
-          limits.tree = tree;
-          limits.max_tokens = tree ? 12 : 6;
-          limits.max_path = 6;
-          limits.max_spec_factor = 2.0;
-          limits.min_token_prob = 0.05;
+          const SpeculationLimits limits = WideLimits(tree);
           for (size_t cut : {text.size(), text.size() / 2}) {
             const absl::Span<const int32_t> context = absl::MakeSpan(text).subspan(0, cut);
             const Draft a = earlier.Speculate(context, limits, &cursor), b = earlier.Speculate(context, limits);

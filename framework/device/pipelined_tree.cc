@@ -90,9 +90,10 @@ absl::StatusOr<PipelinedRead> PipelinedTree::Read(const at::Tensor& host_record)
   const int64_t* tokens = host_record.data_ptr<int64_t>();
   const int64_t* parents = tokens + n;
   const int64_t* walk = parents + n;
-  PipelinedRead read{.tree_nodes = static_cast<int>(counted ? walk[n + 1] : n - 1)};
-  if (read.tree_nodes < 0 || read.tree_nodes > n - 1)
-    return absl::InternalError(absl::StrCat("pipelined tree: ", read.tree_nodes, " drafted nodes of ", n - 1));
+  const int64_t drafted = counted ? walk[n + 1] : n - 1;
+  if (drafted < 0 || drafted > n - 1)
+    return absl::InternalError(absl::StrCat("pipelined tree: ", drafted, " drafted nodes of ", n - 1));
+  PipelinedRead read{.tree_nodes = static_cast<int>(drafted)};
   std::vector<int> depth(n, 0);
   for (int64_t i = 1; i < n; ++i) {
     if (parents[i] < 0 || parents[i] >= i)
