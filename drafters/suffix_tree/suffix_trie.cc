@@ -34,26 +34,22 @@ int SuffixTrie::AddChild(int node, int32_t token) {
 
 void SuffixTrie::Extend(absl::Span<const int32_t> tokens) {
   for (int32_t token : tokens) {
-    // The substrings ending here: each active one extended, and the token alone.
+    // The substrings ending here: the token alone, and each one ending before
+    // it extended by it (added where new), each counted once more.
     std::vector<int> next;
-    active_.insert(active_.begin(), 0);  // the empty substring, extended to the token alone
-    for (int node : active_) {
-      if (nodes_[node].depth >= max_depth_) continue;
-      const int child = AddChild(node, token);
+    for (int i = -1; i < static_cast<int>(own_.nodes_.size()); ++i) {
+      const int from = i < 0 ? 0 : own_.nodes_[i];
+      if (nodes_[from].depth >= max_depth_) break;
+      const int child = AddChild(from, token);
       ++nodes_[child].count;
       next.push_back(child);
     }
     ++nodes_[0].count;
-    active_ = std::move(next);
-    tail_.push_back(token);
-    if (static_cast<int>(tail_.size()) > max_depth_) tail_.erase(tail_.begin());
+    own_.Push(token, std::move(next), max_depth_);
   }
 }
 
-void SuffixTrie::EndSequence() {
-  active_.clear();
-  tail_.clear();
-}
+void SuffixTrie::EndSequence() { own_.Reset(); }
 
 int SuffixTrie::Find(absl::Span<const int32_t> substring) const {
   int node = 0;
@@ -103,16 +99,6 @@ Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const Specula
   return draft;
 }
 
-namespace {
-
-// Whether `context` ends with `tail` (a text's last tokens), which is not empty.
-bool EndsWith(absl::Span<const int32_t> context, const std::vector<int32_t>& tail) {
-  return !tail.empty() && context.size() >= tail.size() &&
-         std::equal(tail.begin(), tail.end(), context.end() - tail.size());
-}
-
-}  // namespace
-
 void SuffixCursor::Reset() {
   trie_ = nullptr;
   nodes_.clear();
@@ -132,10 +118,19 @@ void SuffixCursor::Advance(const SuffixTrie& trie, absl::Span<const int32_t> tok
       if (child < 0) break;
       next.push_back(child);
     }
-    nodes_ = std::move(next);
-    tail_.push_back(token);
-    if (static_cast<int>(tail_.size()) > trie.max_depth_) tail_.erase(tail_.begin());
+    Push(token, std::move(next), trie.max_depth_);
   }
+}
+
+void SuffixCursor::Push(int32_t token, std::vector<int> nodes, int max_depth) {
+  nodes_ = std::move(nodes);
+  tail_.push_back(token);
+  if (static_cast<int>(tail_.size()) > max_depth) tail_.erase(tail_.begin());
+}
+
+bool SuffixCursor::EndsWith(absl::Span<const int32_t> context) const {
+  return !tail_.empty() && context.size() >= tail_.size() &&
+         std::equal(tail_.begin(), tail_.end(), context.end() - tail_.size());
 }
 
 Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const SpeculationLimits& limits,
@@ -143,12 +138,12 @@ Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const Speculation
   Draft best;
   // The node of the last m tokens: where the context ends with the current
   // sequence (a generation's own trie, asked at its end), the one Extend()
-  // left in active_; where it ends as the cursor's text, the cursor's; else
-  // found afresh, walking from the root.
+  // left; where it ends as the cursor's text, the cursor's; else found
+  // afresh, walking from the root.
   const std::vector<int>* known = nullptr;
-  if (EndsWith(context, tail_)) {
-    known = &active_;
-  } else if (cursor != nullptr && cursor->trie_ == this && EndsWith(context, cursor->tail_)) {
+  if (own_.EndsWith(context)) {
+    known = &own_.nodes_;
+  } else if (cursor != nullptr && cursor->trie_ == this && cursor->EndsWith(context)) {
     known = &cursor->nodes_;
   }
   for (int m = 1; m < static_cast<int>(context.size()) && m <= max_depth_; ++m) {

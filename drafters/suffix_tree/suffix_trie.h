@@ -35,11 +35,12 @@ struct SpeculationLimits {
 
 class SuffixTrie;
 
-// The nodes of a text's last substrings in a trie the text is not part of
-// (the earlier generations' trie, matched against a generation as it
-// grows): what Speculate() would find by walking from the root for each
-// match length, kept up to date token by token. Valid while the trie does
-// not change: Reset() after it grows.
+// The nodes of a text's last substrings in a trie: what Speculate() would
+// find by walking from the root for each match length, kept up to date token
+// by token. A trie keeps one over the sequence it is extending; one
+// advanced over a text the trie is not part of (a generation, matched
+// against the earlier generations' trie) is valid while the trie does not
+// change: Reset() after it grows.
 class SuffixCursor {
  public:
   // An empty text.
@@ -51,7 +52,12 @@ class SuffixCursor {
 
  private:
   friend class SuffixTrie;
-  const SuffixTrie* trie_ = nullptr;  // the trie the nodes are of
+  // The text grew by `token`, whose substrings ending here are `nodes`.
+  void Push(int32_t token, std::vector<int> nodes, int max_depth);
+  // Whether `context` ends as the text does (an empty text: never).
+  bool EndsWith(absl::Span<const int32_t> context) const;
+
+  const SuffixTrie* trie_ = nullptr;  // the trie the nodes are of (Advance's)
   std::vector<int> nodes_;            // of the text's last 1, 2, ... tokens, while the trie holds them
   std::vector<int32_t> tail_;         // the text's last max_depth tokens
 };
@@ -101,8 +107,7 @@ class SuffixTrie {
   std::vector<Node> nodes_;                    // nodes_[0]: the root
   std::vector<int32_t> node_token_;            // the token into each node
   std::unordered_map<uint64_t, int> edges_;    // (node << 32 | token) -> child
-  std::vector<int> active_;                    // nodes of the current sequence's last substrings, shortest first
-  std::vector<int32_t> tail_;                  // the current sequence's last max_depth tokens
+  SuffixCursor own_;                           // over the sequence being extended
 };
 
 }  // namespace speclab::suffix_decoding
