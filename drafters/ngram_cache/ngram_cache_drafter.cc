@@ -121,26 +121,25 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> NgramCacheDrafter::Continuatio
 }
 
 absl::StatusOr<at::Tensor> NgramCacheDrafter::ContinuationAt(const DeviceRoot& root, int length) {
-  if (!root.context.defined())
-    return absl::UnimplementedError("ngram_cache: the step handed over no context on the device");
-  PutTableOnDevice();
+  RETURN_IF_ERROR(PutTableOnDevice(root));
   return device_table_->LearnAndDraft(root.context, root.last_two, root.position.start, length, o_.recursive);
 }
 
 absl::StatusOr<DeviceContinuations> NgramCacheDrafter::ContinuationsAt(const DeviceRoot& root, int max_tokens,
                                                                        int max_candidates) {
-  if (!root.context.defined())
-    return absl::UnimplementedError("ngram_cache: the step handed over no context on the device");
-  PutTableOnDevice();
+  RETURN_IF_ERROR(PutTableOnDevice(root));
   return device_table_->LearnAndBranch(root.context, root.last_two, root.position.start, max_tokens, max_candidates,
                                        o_.recursive);
 }
 
-void NgramCacheDrafter::PutTableOnDevice() {
-  if (on_device_) return;
+absl::Status NgramCacheDrafter::PutTableOnDevice(const DeviceRoot& root) {
+  if (!root.context.defined())
+    return absl::UnimplementedError("ngram_cache: the step handed over no context on the device");
+  if (on_device_) return absl::OkStatus();
   if (!device_table_) device_table_.emplace(o_.shape, device_);
   device_table_->Load(table_, static_cast<int64_t>(context_.size()));
   on_device_ = true;
+  return absl::OkStatus();
 }
 
 void NgramCacheDrafter::TakeDeviceTable() {

@@ -72,8 +72,8 @@ class NgramCacheDrafter final : public Drafter, public DeviceDrafter {
 
  private:
   // The host's table, and the text it learned, onto the device, where the
-  // host learned last.
-  void PutTableOnDevice();
+  // host learned last; Unimplemented where the step handed over no context.
+  absl::Status PutTableOnDevice(const DeviceRoot& root);
   // The device table's rows into the host's, where the device learned last.
   void TakeDeviceTable();
 
