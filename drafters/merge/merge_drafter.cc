@@ -32,54 +32,20 @@
 // so does the merge, and its tries run pipelined.
 #include <ATen/ATen.h>
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "drafters/merge/cuda/merge_kernel.h"
+#include "drafters/merge/merge_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
-#ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 namespace speclab {
 namespace {
 
-using Candidates = std::vector<std::vector<int32_t>>;
-
-// The parts' candidates in the merge's order (`interleave`: the parts' first
-// candidates, then their second, ...; else every candidate of the first
-// part, then the second's, ...), the empty and repeated ones dropped, at
-// most max_candidates.
-Candidates MergeInOrder(const std::vector<Candidates>& each, bool interleave, int max_candidates) {
-  Candidates merged;
-  auto add = [&](const std::vector<int32_t>& candidate) {
-    if (static_cast<int>(merged.size()) < max_candidates && !candidate.empty() &&
-        std::find(merged.begin(), merged.end(), candidate) == merged.end())
-      merged.push_back(candidate);
-  };
-  if (interleave) {
-    for (size_t rank = 0;; ++rank) {
-      bool any = false;
-      for (const Candidates& candidates : each) {
-        if (rank >= candidates.size()) continue;
-        any = true;
-        add(candidates[rank]);
-      }
-      if (!any) break;
-    }
-  } else {
-    for (const Candidates& candidates : each)
-      for (const auto& candidate : candidates) add(candidate);
-  }
-  return merged;
-}
+using merge::Candidates;
 
 class MergeDrafter final : public Drafter, public DeviceDrafter {
  public:
@@ -166,7 +132,7 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
       ASSIGN_OR_RETURN(auto candidates, d->Continuations(tree, node, max_tokens, max_candidates));
       each.push_back(std::move(candidates));
     }
-    return MergeInOrder(each, interleave_, max_candidates);
+    return merge::MergeInOrder(each, interleave_, max_candidates);
   }
 
   // Chains take the first part that proposes anything, which only the host
@@ -175,15 +141,15 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
     return absl::UnimplementedError("merge: a chain is the first part's that proposes anything; it steps on the host");
   }
 
-  // Every part's ContinuationsAt, merged as Continuations() merges them: one
-  // launch on CUDA (cuda/merge_kernel.h).
+  // Every part's ContinuationsAt, merged as Continuations() merges them
+  // (merge_device.h).
   absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
                                                       int max_candidates) override {
     if (kind_ != DrafterKind::kTokensOnly)
       return absl::UnimplementedError("merge: drafters of logits draft a branch each (part_chains)");
     if (!root.context.defined())
       return absl::UnimplementedError("merge: the step handed over no context on the device");
-    std::vector<at::Tensor> tokens, lengths;
+    std::vector<DeviceContinuations> parts;
     for (size_t i = 0; i < drafters_.size(); ++i) {
       DeviceDrafter* device = DeviceFormOf(*drafters_[i]);
       if (device == nullptr)
@@ -192,49 +158,10 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
       if (!part.ok())
         return absl::Status(part.status().code(),
                             absl::StrCat("merge: part ", i, " (", names_[i], "): ", part.status().message()));
-      // On the context's device, whichever device a part keeps its state on.
-      tokens.push_back(part->tokens.to(root.context.device()));
-      lengths.push_back(part->lengths.to(root.context.device()));
+      parts.push_back(*std::move(part));
     }
-    // [parts, candidates, tokens], in the merge's order.
-    at::Tensor all_tokens = at::stack(tokens), all_lengths = at::stack(lengths);
-    if (interleave_) {
-      all_tokens = all_tokens.transpose(0, 1);
-      all_lengths = all_lengths.transpose(0, 1);
-    }
-    all_tokens = all_tokens.reshape({-1, max_tokens}).to(at::kLong).contiguous();
-    all_lengths = all_lengths.reshape({-1}).to(at::kLong).contiguous();
-    const c10::Device device = all_tokens.device();
-    const at::Tensor root_token = root.last_two.narrow(0, 1, 1).to(device, at::kLong).contiguous();
-#ifdef SPECLAB_WITH_CUDA
-    if (device.is_cuda()) {
-      const int count = static_cast<int>(all_lengths.size(0));
-      if (count > merge::kMaxMergedCandidates)
-        return absl::UnimplementedError(absl::StrCat("merge: the device merge reads at most ",
-                                                     merge::kMaxMergedCandidates, " candidates, the parts give ",
-                                                     count));
-      const c10::cuda::CUDAGuard guard(device);
-      DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, all_tokens.options()),
-                              .lengths = at::empty({max_candidates}, all_tokens.options())};
-      const int error = merge::LaunchMergeCandidates(
-          all_tokens.data_ptr<int64_t>(), all_lengths.data_ptr<int64_t>(), count, max_tokens, max_candidates,
-          root_token.data_ptr<int64_t>(), out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
-          c10::cuda::getCurrentCUDAStream(device.index()).stream());
-      if (error != 0) return absl::InternalError(absl::StrCat("merge: merge kernel launch failed (", error, ")"));
-      return out;
-    }
-#endif
-    if (!device.is_cpu())
-      return absl::UnimplementedError(absl::StrCat("merge: no device-rooted candidates on ", device.str()));
-    // The same merge on the host (the CPU runs tests): the parts' rows in order.
-    const at::Tensor host_tokens = all_tokens.cpu(), host_lengths = all_lengths.cpu();
-    Candidates in_order;
-    for (int64_t c = 0; c < host_lengths.size(0); ++c) {
-      const int64_t* row = host_tokens.data_ptr<int64_t>() + c * max_tokens;
-      in_order.emplace_back(row, row + host_lengths.data_ptr<int64_t>()[c]);
-    }
-    return ToDeviceContinuations(MergeInOrder({in_order}, false, max_candidates), max_candidates, max_tokens,
-                                 root_token.item<int64_t>(), device);
+    return merge::MergeOnDevice(parts, interleave_, max_candidates,
+                                root.last_two.narrow(0, 1, 1).to(root.context.device()));
   }
 
   // Each drafter's riders (lookahead's window) ride in the one forward.

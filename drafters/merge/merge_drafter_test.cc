@@ -7,12 +7,16 @@
 
 #include <ATen/ATen.h>
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
+#include "drafters/merge/merge_device.h"
 #include "framework/device/device_drafter.h"
 #include "framework/device_transfer.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
 #include "tests/support/device_roots.h"
+#include "tests/support/long_tensors.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -126,6 +130,42 @@ TEST(MergeDrafterTest, ContinuationsAtMergeThePartsAsTheHost) {
     }
   }
   EXPECT_GT(found, 100);
+}
+
+// The device form against the host's rule on random parts: candidates over
+// three tokens (so that parts repeat one another), empty ones among them,
+// both orders, caps below and above what the parts give.
+TEST(MergeDrafterTest, MergeOnDeviceIsMergeInOrder) {
+  const c10::Device device = testing::TestDevice();
+  std::mt19937 rng(9);
+  int merged = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int parts = 1 + trial % 3, per_part = 1 + static_cast<int>(rng() % 6), width = 1 + trial % 4;
+    std::vector<merge::Candidates> each(parts);
+    std::vector<DeviceContinuations> on_device;
+    for (merge::Candidates& candidates : each) {
+      candidates.resize(rng() % (per_part + 1));  // fewer than the rows: the rest empty
+      for (auto& candidate : candidates) {
+        candidate.resize(rng() % (width + 1));
+        for (int32_t& t : candidate) t = static_cast<int32_t>(rng() % 3);
+      }
+      on_device.push_back(ToDeviceContinuations(candidates, per_part, width, 7, device));
+    }
+    for (bool interleave : {false, true}) {
+      for (int max_candidates : {1, 4, 64}) {
+        // The host's rule takes the parts' rows as the device does: empty past the last candidate.
+        std::vector<merge::Candidates> rows = each;
+        for (merge::Candidates& part_rows : rows) part_rows.resize(per_part);
+        const merge::Candidates expected = merge::MergeInOrder(rows, interleave, max_candidates);
+        auto got = merge::MergeOnDevice(on_device, interleave, max_candidates, testing::LongTensor({7}, device));
+        ASSERT_TRUE(got.ok()) << got.status();
+        testing::ExpectContinuations(*got, expected, 7,
+                                     absl::StrCat("trial ", trial, ", interleave ", interleave, ", ", max_candidates));
+        merged += static_cast<int>(expected.size());
+      }
+    }
+  }
+  EXPECT_GT(merged, 200);
 }
 
 // Merged tries of parts with device forms run pipelined: greedy's tokens at
