@@ -11,7 +11,10 @@
 // (drafters/retrieval/rest_lookup.h: the most frequent continuations of the
 // longest matching suffix). Gives tokens only: verify with greedy or
 // point_mass; the `trie` builder takes the merged drafts as a tree, `chain`
-// the most local level's path.
+// the most local level's path. Chains and tries have a device form (levels
+// 1 and 2 by drafters/suffix_tree/device_suffix_speculation.h, level 3 by
+// REST's device lookup, the tree's levels merged by merge_device.h) and run
+// pipelined on CUDA.
 //
 //   drafter: {type: hierarchy, datastore: results/corpus.splds}
 //   tree_builder: {type: trie, budget: 16, max_candidates: 16}
@@ -20,17 +23,25 @@
 // (0.1: continuations estimated less likely are dropped), datastore (none),
 // max_suffix (16) and min_suffix (2) for the datastore's lookup,
 // continuation_tokens (10).
+#include <ATen/ATen.h>
+
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "drafters/common/fixed_length.h"
+#include "drafters/merge/merge_device.h"
 #include "drafters/retrieval/datastore.h"
+#include "drafters/retrieval/device_rest_lookup.h"
 #include "drafters/retrieval/rest_lookup.h"
-#include "drafters/suffix_tree/generation_tries.h"
+#include "drafters/suffix_tree/device_suffix_speculation.h"
+#include "drafters/suffix_tree/pipelined_tries.h"
 #include "drafters/suffix_tree/suffix_trie.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
 namespace speclab {
@@ -38,10 +49,12 @@ namespace {
 
 using retrieval::Datastore;
 using retrieval::RestOptions;
+using suffix_decoding::DeviceSuffixSpeculation;
 using suffix_decoding::Draft;
-using suffix_decoding::GenerationTries;
+using suffix_decoding::PipelinedTries;
 using suffix_decoding::SpeculationLimits;
 using suffix_decoding::SuffixTrie;
+using suffix_decoding::TextChoice;
 
 struct HierarchyOptions {
   int max_depth = 32;
@@ -76,43 +89,100 @@ class DraftPaths {
   std::set<std::vector<int32_t>> seen_;
 };
 
-class HierarchyDrafter final : public Drafter {
+class HierarchyDrafter final : public Drafter, public DeviceDrafter {
  public:
-  HierarchyDrafter(HierarchyOptions o, std::shared_ptr<const Datastore> corpus)
-      : o_(o), corpus_(std::move(corpus)), tries_(o.max_depth, /*keep_earlier=*/true) {}
+  HierarchyDrafter(HierarchyOptions o, std::shared_ptr<const Datastore> corpus, c10::Device device)
+      : o_(o), corpus_(std::move(corpus)), device_(device),
+        tries_(o.max_depth, /*keep_earlier=*/true, device, "hierarchy") {}
 
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
 
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) override {
-    tries_.Reset(prompt);
-    return absl::OkStatus();
+    return tries_.Reset(prompt);
   }
 
-  absl::Status BeginStep(absl::Span<const int32_t> context) override {
-    return tries_.BeginStep(context, "hierarchy");
-  }
+  absl::Status BeginStep(absl::Span<const int32_t> context) override { return tries_.BeginStep(context); }
 
-  // The most local level's path that drafts anything.
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
-    const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
-    SpeculationLimits limits = Limits(max_tokens, max_tokens);
-    limits.tree = false;
-    for (const SuffixTrie* level : {&tries_.generation(), &tries_.earlier()}) {
-      // The cursor is earlier()'s; Speculate takes it only there.
-      Draft draft = level->Speculate(sequence, limits, &tries_.earlier_cursor());
-      if (!draft.tokens.empty()) return std::move(draft.tokens);
-    }
-    if (corpus_ == nullptr) return std::vector<int32_t>{};
-    return retrieval::MostFrequentPath(retrieval::CountContinuations(*corpus_, sequence, o_.corpus, max_tokens));
+    return Path(SequenceThrough(tries_.host().context(), tree, node), max_tokens);
   }
 
   absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
                                                                   int max_candidates) override {
-    const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
+    return Paths(SequenceThrough(tries_.host().context(), tree, node), max_tokens, max_candidates);
+  }
+
+  absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
+    return absl::OkStatus();
+  }
+
+  // Continuation() of the root's sequence as `length` tokens
+  // (ToFixedLength): on CUDA the two levels' speculation, and the corpus's
+  // chain where neither drafts; the host's levels elsewhere.
+  absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override {
+    if (DeviceSuffixSpeculation* device = tries_.device()) {
+      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("hierarchy", o_.max_depth, length));
+      ASSIGN_OR_RETURN(DeviceSuffixSpeculation::Chain chain,
+                       device->ChainOf(root, ChainLimits(length), TextChoice::kEach, length));
+      if (corpus_ == nullptr) return chain.tokens;
+      ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, CorpusLookup(root));
+      ASSIGN_OR_RETURN(at::Tensor corpus, lookup->Draft(root.context, root.last_two, root.position.start, length));
+      return at::where(chain.found.to(at::kBool), chain.tokens, corpus);
+    }
+    ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
+    const std::vector<int32_t> drafts = ToFixedLength(Path(sequence, length), length, sequence.back());
+    std::vector<int64_t> out = {sequence.back()};
+    out.insert(out.end(), drafts.begin(), drafts.end());
+    return at::tensor(out, at::TensorOptions().dtype(at::kLong)).to(device_);
+  }
+
+  // Continuations() of the root's sequence: on CUDA the two levels' drafts
+  // and the corpus's prefixes, merged in that order on the device.
+  absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                      int max_candidates) override {
+    if (DeviceSuffixSpeculation* device = tries_.device()) {
+      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("hierarchy", o_.max_depth, max_candidates));
+      ASSIGN_OR_RETURN(DeviceContinuations levels, device->Candidates(root, Limits(max_tokens, max_candidates),
+                                                                      TextChoice::kEach, max_candidates, max_tokens));
+      std::vector<DeviceContinuations> parts;
+      for (int level = 0; level < 2; ++level)
+        parts.push_back({.tokens = levels.tokens.narrow(0, level * max_candidates, max_candidates),
+                         .lengths = levels.lengths.narrow(0, level * max_candidates, max_candidates)});
+      if (corpus_ != nullptr) {
+        ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, CorpusLookup(root));
+        ASSIGN_OR_RETURN(DeviceContinuations prefixes, lookup->Candidates(root.context, root.last_two,
+                                                                          root.position.start, max_tokens,
+                                                                          max_candidates));
+        parts.push_back(std::move(prefixes));
+      }
+      return merge::MergeOnDevice(parts, /*interleave=*/false, max_candidates, root.last_two.narrow(0, 1, 1));
+    }
+    ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
+    return ToDeviceContinuations(Paths(sequence, max_tokens, max_candidates), max_candidates, max_tokens,
+                                 sequence.back(), device_);
+  }
+
+ private:
+  // The most local level's path that drafts anything.
+  std::vector<int32_t> Path(absl::Span<const int32_t> sequence, int max_tokens) const {
+    const auto& tries = tries_.host();
+    for (const SuffixTrie* level : {&tries.generation(), &tries.earlier()}) {
+      // The cursor is earlier()'s; Speculate takes it only there.
+      Draft draft = level->Speculate(sequence, ChainLimits(max_tokens), &tries.earlier_cursor());
+      if (!draft.tokens.empty()) return std::move(draft.tokens);
+    }
+    if (corpus_ == nullptr) return {};
+    return retrieval::MostFrequentPath(retrieval::CountContinuations(*corpus_, sequence, o_.corpus, max_tokens));
+  }
+
+  // The levels' drafts, the most local first.
+  std::vector<std::vector<int32_t>> Paths(absl::Span<const int32_t> sequence, int max_tokens,
+                                          int max_candidates) const {
+    const auto& tries = tries_.host();
     DraftPaths paths(max_candidates);
-    for (const SuffixTrie* level : {&tries_.generation(), &tries_.earlier()}) {
+    for (const SuffixTrie* level : {&tries.generation(), &tries.earlier()}) {
       if (paths.full()) break;
-      paths.AddDraft(level->Speculate(sequence, Limits(max_tokens, max_candidates), &tries_.earlier_cursor()));
+      paths.AddDraft(level->Speculate(sequence, Limits(max_tokens, max_candidates), &tries.earlier_cursor()));
     }
     if (corpus_ != nullptr && !paths.full()) {
       const retrieval::PrefixCounts counts = retrieval::CountContinuations(*corpus_, sequence, o_.corpus, max_tokens);
@@ -125,11 +195,6 @@ class HierarchyDrafter final : public Drafter {
     return std::move(paths).Take();
   }
 
-  absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
-    return absl::OkStatus();
-  }
-
- private:
   SpeculationLimits Limits(int max_path, int max_tokens) const {
     SpeculationLimits limits;
     limits.max_tokens = max_tokens;
@@ -142,9 +207,24 @@ class HierarchyDrafter final : public Drafter {
     return limits;
   }
 
+  SpeculationLimits ChainLimits(int length) const {
+    SpeculationLimits limits = Limits(length, length);
+    limits.tree = false;
+    return limits;
+  }
+
+  // REST's device lookup of the corpus, made at the first pipelined step.
+  absl::StatusOr<const retrieval::DeviceRestLookup*> CorpusLookup(const DeviceRoot& root) {
+    RETURN_IF_ERROR(retrieval::DeviceRestLookup::Takes(o_.corpus));
+    if (!corpus_lookup_) corpus_lookup_.emplace(corpus_, o_.corpus, root.context.device());
+    return &*corpus_lookup_;
+  }
+
   HierarchyOptions o_;
   std::shared_ptr<const Datastore> corpus_;  // null: no third level
-  GenerationTries tries_;                    // levels 1 and 2
+  c10::Device device_;
+  PipelinedTries tries_;  // levels 1 and 2
+  std::optional<retrieval::DeviceRestLookup> corpus_lookup_;
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
@@ -176,14 +256,14 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
                                                      ": build it with the target's tokenizer"));
     corpus = std::make_shared<const Datastore>(*std::move(store));
   }
-  return std::unique_ptr<Drafter>(std::make_unique<HierarchyDrafter>(o, std::move(corpus)));
+  return std::unique_ptr<Drafter>(std::make_unique<HierarchyDrafter>(o, std::move(corpus), env.device));
 }
 
 const bool kRegistered = DrafterRegistry::Add({
     .name = "hierarchy",
     .description = "Hierarchy Drafting: n-gram databases queried from the most local down (this generation, "
                    "earlier generations, a `speclab datastore` corpus) until enough drafts are found; gives tokens "
-                   "only (trie builder for trees)",
+                   "only (trie builder for trees); chains and tries pipelined on the device",
     .lossless = "-",
     .create = Create,
 });

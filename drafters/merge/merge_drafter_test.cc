@@ -183,7 +183,10 @@ TEST(MergeDrafterTest, PipelinedTriesEqualGreedyAndKeepTheLaw) {
   };
   for (auto [second, form] : {std::pair{"{type: ngram_cache, leader: 1, follower: 2, transient: true}",
                                         "pipelined tree"},
-                              std::pair{"{type: suffix_tree}", "part 1 (suffix_tree) has no device form"}}) {
+                              std::pair{"{type: suffix_tree}", "pipelined tree"},
+                              std::pair{"{type: hierarchy}", "pipelined tree"},
+                              std::pair{"{type: lookahead, window: 3, level: 3, guess_set: 3}",
+                                        "part 1 (lookahead) has no device form"}}) {
     auto method = testing::MethodFromYaml(spec(second), target.get());
     ASSERT_TRUE(method.ok()) << method.status();
     auto out = GenerateSpeculative(*target, *method, prompt,

@@ -33,6 +33,8 @@ class GenerationTries {
   // Advanced over this generation's context, for earlier().Speculate().
   const SuffixCursor& earlier_cursor() const { return earlier_cursor_; }
   const std::vector<int32_t>& context() const { return context_; }
+  // This generation's output so far (what joins the earlier ones at Reset).
+  const std::vector<int32_t>& output() const { return output_; }
 
  private:
   int max_depth_;

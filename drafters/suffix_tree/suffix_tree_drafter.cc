@@ -13,23 +13,33 @@
 // outputs are searched too; a generation's output joins them when the next
 // prompt starts). Each step speculates from the generation's own tree and
 // from the global one and keeps the draft of larger score (ties: its own).
+//
+// Chains and tries have a device form (device_suffix_speculation.h) and run
+// pipelined on CUDA; on the CPU pipelined steps ask the host tries.
+#include <ATen/ATen.h>
+
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "drafters/suffix_tree/generation_tries.h"
+#include "drafters/common/fixed_length.h"
+#include "drafters/suffix_tree/device_suffix_speculation.h"
+#include "drafters/suffix_tree/pipelined_tries.h"
 #include "drafters/suffix_tree/suffix_trie.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
 namespace speclab {
 namespace {
 
+using suffix_decoding::DeviceSuffixSpeculation;
 using suffix_decoding::Draft;
-using suffix_decoding::GenerationTries;
+using suffix_decoding::PipelinedTries;
 using suffix_decoding::SpeculationLimits;
 using suffix_decoding::SuffixTrie;
+using suffix_decoding::TextChoice;
 
 struct SuffixOptions {
   int max_depth = 64;
@@ -38,64 +48,104 @@ struct SuffixOptions {
   bool global_cache = true;
 };
 
-class SuffixTreeDrafter final : public Drafter {
+// Each drafted node as its path: inserted in order, each adds one node.
+std::vector<std::vector<int32_t>> DraftPaths(const Draft& draft) {
+  std::vector<std::vector<int32_t>> paths;
+  for (size_t i = 0; i < draft.tokens.size(); ++i) {
+    std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : paths[draft.parents[i]];
+    path.push_back(draft.tokens[i]);
+    paths.push_back(std::move(path));
+  }
+  return paths;
+}
+
+class SuffixTreeDrafter final : public Drafter, public DeviceDrafter {
  public:
-  explicit SuffixTreeDrafter(SuffixOptions o) : o_(o), tries_(o.max_depth, o.global_cache) {}
+  SuffixTreeDrafter(SuffixOptions o, c10::Device device)
+      : o_(o), device_(device), tries_(o.max_depth, o.global_cache, device, "suffix_tree") {}
 
   DrafterKind kind() const override { return DrafterKind::kTokensOnly; }
 
   absl::Status Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) override {
-    tries_.Reset(prompt);
-    return absl::OkStatus();
+    return tries_.Reset(prompt);
   }
 
-  absl::Status BeginStep(absl::Span<const int32_t> context) override {
-    return tries_.BeginStep(context, "suffix_tree");
-  }
+  absl::Status BeginStep(absl::Span<const int32_t> context) override { return tries_.BeginStep(context); }
 
   absl::StatusOr<std::vector<int32_t>> Continuation(const TokenTree& tree, int node, int max_tokens) override {
-    SpeculationLimits limits = o_.limits;
-    limits.tree = false;
-    limits.max_tokens = limits.max_path = CapTokens(max_tokens);
-    return Speculate(tree, node, limits).tokens;
+    return Speculate(SequenceThrough(tries_.host().context(), tree, node), ChainLimits(max_tokens)).tokens;
   }
 
   absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node, int max_tokens,
                                                                   int max_candidates) override {
-    SpeculationLimits limits = o_.limits;
-    limits.max_tokens = CapTokens(max_candidates);
-    limits.max_path = max_tokens;
-    const Draft draft = Speculate(tree, node, limits);
-    // Each drafted node as its path: inserted in order, each adds one node.
-    std::vector<std::vector<int32_t>> paths;
-    for (size_t i = 0; i < draft.tokens.size(); ++i) {
-      std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : paths[draft.parents[i]];
-      path.push_back(draft.tokens[i]);
-      paths.push_back(std::move(path));
-    }
-    return paths;
+    return DraftPaths(
+        Speculate(SequenceThrough(tries_.host().context(), tree, node), TreeLimits(max_tokens, max_candidates)));
   }
 
   absl::Status EndStep(const TokenTree&, absl::Span<const int>, const TargetFeatures&) override {
     return absl::OkStatus();
   }
 
+  // Continuation() of the root's sequence as `length` tokens
+  // (ToFixedLength): one speculation on CUDA, the host tries elsewhere.
+  absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override {
+    const SpeculationLimits limits = ChainLimits(length);
+    if (DeviceSuffixSpeculation* device = tries_.device()) {
+      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("suffix_tree", o_.max_depth, limits.max_tokens));
+      ASSIGN_OR_RETURN(DeviceSuffixSpeculation::Chain chain, device->ChainOf(root, limits, TextChoice::kBetter, length));
+      return chain.tokens;
+    }
+    ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
+    const std::vector<int32_t> drafts = ToFixedLength(Speculate(sequence, limits).tokens, length, sequence.back());
+    std::vector<int64_t> out = {sequence.back()};
+    out.insert(out.end(), drafts.begin(), drafts.end());
+    return at::tensor(out, at::TensorOptions().dtype(at::kLong)).to(device_);
+  }
+
+  // Continuations() of the root's sequence, likewise.
+  absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                      int max_candidates) override {
+    const SpeculationLimits limits = TreeLimits(max_tokens, max_candidates);
+    if (DeviceSuffixSpeculation* device = tries_.device()) {
+      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("suffix_tree", o_.max_depth, limits.max_tokens));
+      return device->Candidates(root, limits, TextChoice::kBetter, max_candidates, max_tokens);
+    }
+    ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
+    return ToDeviceContinuations(DraftPaths(Speculate(sequence, limits)), max_candidates, max_tokens,
+                                 sequence.back(), device_);
+  }
+
  private:
   int CapTokens(int asked) const { return o_.max_spec_tokens > 0 ? std::min(asked, o_.max_spec_tokens) : asked; }
 
-  Draft Speculate(const TokenTree& tree, int node, const SpeculationLimits& limits) const {
-    const std::vector<int32_t> sequence = SequenceThrough(tries_.context(), tree, node);
-    Draft own = tries_.generation().Speculate(sequence, limits);
+  SpeculationLimits ChainLimits(int max_tokens) const {
+    SpeculationLimits limits = o_.limits;
+    limits.tree = false;
+    limits.max_tokens = limits.max_path = CapTokens(max_tokens);
+    return limits;
+  }
+
+  SpeculationLimits TreeLimits(int max_tokens, int max_candidates) const {
+    SpeculationLimits limits = o_.limits;
+    limits.max_tokens = CapTokens(max_candidates);
+    limits.max_path = max_tokens;
+    return limits;
+  }
+
+  Draft Speculate(absl::Span<const int32_t> sequence, const SpeculationLimits& limits) const {
+    const auto& tries = tries_.host();
+    Draft own = tries.generation().Speculate(sequence, limits);
     if (!o_.global_cache) return own;
-    Draft earlier = tries_.earlier().Speculate(sequence, limits, &tries_.earlier_cursor());
+    Draft earlier = tries.earlier().Speculate(sequence, limits, &tries.earlier_cursor());
     return own.score >= earlier.score ? own : earlier;
   }
 
   SuffixOptions o_;
-  GenerationTries tries_;
+  c10::Device device_;
+  PipelinedTries tries_;
 };
 
-absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment&) {
+absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {
   SuffixOptions o;
   ASSIGN_OR_RETURN(int64_t depth, options.GetIntIn("max_depth", o.max_depth, 1, 1024));
   o.max_depth = static_cast<int>(depth);
@@ -113,13 +163,14 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
   if (!(o.limits.min_token_prob >= 0 && o.limits.min_token_prob <= 1))
     return options.Error("min_token_prob", "expected a probability in [0, 1]");
   ASSIGN_OR_RETURN(o.global_cache, options.GetBool("global_cache", o.global_cache));
-  return std::unique_ptr<Drafter>(std::make_unique<SuffixTreeDrafter>(o));
+  return std::unique_ptr<Drafter>(std::make_unique<SuffixTreeDrafter>(o, env.device));
 }
 
 const bool kRegistered = DrafterRegistry::Add({
     .name = "suffix_tree",
     .description = "SuffixDecoding: frequency-scored speculation from suffix trees of the prompt, the generation "
-                   "and earlier generations, sized by the match length; gives tokens only (trie builder for trees)",
+                   "and earlier generations, sized by the match length; gives tokens only (trie builder for trees); chains "
+                   "and tries pipelined on the device",
     .lossless = "-",
     .create = Create,
 });

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "drafters/suffix_tree/suffix_trie.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/cuda_tests.h"
+#include "tests/support/device_roots.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -177,20 +179,25 @@ TEST(SuffixTreeDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
   ASSERT_TRUE(greedy.ok());
   for (const char* builder : {"{type: chain}", "{type: trie, budget: 12, max_candidates: 12}"}) {
     for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
-      auto method = testing::MethodFromYaml(
-          absl::StrCat("{name: suffix, drafter: {type: suffix_tree, max_spec_factor: 4}, tree_builder: ", builder,
-                       ", verifier: ", verifier, ", length_policy: {type: fixed, gamma: 8}}"),
-          target.get());
-      ASSERT_TRUE(method.ok()) << method.status();
-      int accepted[2] = {0, 0};
-      for (int run = 0; run < 2; ++run) {  // the same prompt again: the first output is in the global cache
-        auto out = GenerateSpeculative(*target, *method, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
-        ASSERT_TRUE(out.ok()) << out.status();
-        EXPECT_EQ(out->tokens, greedy->tokens) << builder << " " << verifier << " run " << run;
-        for (const StepStats& step : out->steps) accepted[run] += step.accepted;
+      for (bool pipeline : {false, true}) {
+        auto method = testing::MethodFromYaml(
+            absl::StrCat("{name: suffix, drafter: {type: suffix_tree, max_spec_factor: 4}, tree_builder: ", builder,
+                         ", verifier: ", verifier, ", length_policy: {type: fixed, gamma: 8}}"),
+            target.get());
+        ASSERT_TRUE(method.ok()) << method.status();
+        const std::string where = absl::StrCat(builder, " ", verifier, pipeline ? " pipelined" : " step by step");
+        int accepted[2] = {0, 0};
+        for (int run = 0; run < 2; ++run) {  // the same prompt again: the first output is in the global cache
+          auto out = GenerateSpeculative(*target, *method, kPrompt,
+                                         {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = pipeline});
+          ASSERT_TRUE(out.ok()) << out.status();
+          EXPECT_EQ(out->tokens, greedy->tokens) << where << " run " << run;
+          if (pipeline) EXPECT_THAT(out->engine_form, HasSubstr("pipelined")) << where;
+          for (const StepStats& step : out->steps) accepted[run] += step.accepted;
+        }
+        EXPECT_GT(accepted[1], accepted[0]) << where << ": the second run drafts the first's output";
+        EXPECT_GE(accepted[1], 20) << where;
       }
-      EXPECT_GT(accepted[1], accepted[0]) << builder << ": the second run drafts the first's output";
-      EXPECT_GE(accepted[1], 20) << builder;
     }
   }
 }
@@ -205,12 +212,61 @@ TEST(SuffixTreeDrafterTest, TrieMatchesTargetLawAtTemperatureOne) {
       "length_policy: {type: fixed, gamma: 3}}",
       target.get());
   ASSERT_TRUE(method.ok()) << method.status();
-  const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, prompt, kRuns, 1000);
-  const testing::ChiSquareResult result =
-      testing::ChiSquareTest(sample.counts, testing::ExactTwoTokenLaw(*target, prompt, 1.0), kRuns);
-  EXPECT_LT(result.statistic, result.critical) << "dof " << result.degrees_of_freedom;
-  EXPECT_GT(sample.accepted, kRuns / 20);
-  EXPECT_GT(sample.branching, kRuns / 2) << "the trees branched";
+  const testing::TwoTokenSample sample = testing::SampleTwoTokens(*target, *method, prompt, 200, 1000, false);
+  EXPECT_GT(sample.branching, 100) << "the trees branched";
+  testing::ExpectTheLawPipelinedAndStepByStep(*target, *method, prompt, testing::ExactTwoTokenLaw(*target, prompt, 1.0),
+                                              kRuns, "suffix_tree trie");
+}
+
+std::vector<Tokens> RandomPrompts(std::mt19937& rng, int count, int length, int vocab) {
+  std::vector<Tokens> prompts(count);
+  for (Tokens& prompt : prompts) {
+    prompt.resize(length);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % vocab);
+  }
+  return prompts;
+}
+
+TEST(SuffixTreeDrafterTest, PipelinedDraftsAreTheHostTriesDrafts) {
+  const c10::Device device = testing::TestDevice();
+  std::mt19937 rng(17);
+  int compared = 0;
+  for (int vocab : {3, 8, 50}) {
+    for (int length : {2, 40, 300}) {
+      const std::vector<Tokens> prompts = RandomPrompts(rng, 3, length, vocab);
+      for (const char* options :
+           {"", ", max_depth: 5, max_spec_factor: 4, min_token_prob: 0", ", max_depth: 1, max_spec_offset: 3",
+            ", max_spec_factor: 2, max_spec_offset: 1, min_token_prob: 0.3, max_spec_tokens: 5",
+            ", max_spec_factor: 8, min_token_prob: 0.05, global_cache: false"}) {
+        for (auto [max_tokens, max_candidates] : {std::pair{6, 16}, std::pair{1, 1}, std::pair{16, 64}})
+          compared += testing::ExpectPipelinedDraftsOfTheHost(device, absl::StrCat("{type: suffix_tree", options, "}"),
+                                                              prompts, 9, max_tokens, max_candidates, vocab);
+      }
+    }
+  }
+  EXPECT_GT(compared, 3000);
+}
+
+// Thousands of occurrences of the last token, followed by thousands of
+// distinct tokens: more (node, token) groups than the device's table holds
+// at once (its rounds), every one of them likely enough (min_token_prob 0).
+TEST(SuffixTreeDrafterTest, PipelinedDraftsOfManyDistinctContinuations) {
+  const c10::Device device = testing::TestDevice();
+  std::mt19937 rng(23);
+  constexpr int kVocab = 5000;
+  Tokens prompt;
+  for (int i = 0; i < 3000; ++i) {
+    prompt.push_back(0);
+    prompt.push_back(1 + static_cast<int32_t>(rng() % (kVocab - 1)));
+    if (i % 7 == 0) prompt.push_back(1 + static_cast<int32_t>(rng() % 5));  // a few frequent ones
+  }
+  prompt.push_back(0);
+  prompt.push_back(0);  // "0 0" occurs nowhere else: the match of one token drafts
+  int compared = 0;
+  for (const char* options : {", max_spec_factor: 40, min_token_prob: 0", ", max_spec_factor: 40"})
+    compared += testing::ExpectPipelinedDraftsOfTheHost(device, absl::StrCat("{type: suffix_tree", options, "}"),
+                                                        {prompt}, 3, 8, 64, kVocab);
+  EXPECT_GE(compared, 40) << "the first step drafts 40 of the followers";
 }
 
 TEST(SuffixTreeDrafterTest, OptionErrorsNameTheKey) {

@@ -62,15 +62,24 @@ int64_t SuffixTrie::Count(absl::Span<const int32_t> substring) const {
   return node < 0 ? 0 : nodes_[node].count;
 }
 
+int MatchBudget(const SpeculationLimits& limits, int match_length) {
+  return std::max(0, std::min(limits.max_tokens, static_cast<int>(match_length * limits.max_spec_factor +
+                                                                   limits.max_spec_offset + 1e-6)));
+}
+
 Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const SpeculationLimits& limits) const {
   Draft draft;
   draft.match_length = match_length;
   // (probability, -order, trie node, draft parent, path length): best first,
-  // ties to the candidate pushed first.
+  // ties to the candidate pushed first. A node's probability, its parent's
+  // times count(node) / count(parent), telescopes to count(node) /
+  // count(match): computed so, equal counts tie exactly and the order is
+  // the counts' (which the device form, device_suffix_speculation.h, follows).
   using Item = std::tuple<double, int64_t, int, int, int>;
   std::priority_queue<Item> queue;
   int64_t order = 0;
-  auto push_children = [&](int from, double probability, int parent, int path) {
+  const double matched = static_cast<double>(nodes_[node].count);
+  auto push_children = [&](int from, int parent, int path) {
     if (path >= limits.max_path) return;
     int most_frequent = -1;  // the first child of the largest count
     for (int child : nodes_[from].children) {
@@ -78,15 +87,15 @@ Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const Specula
         if (most_frequent < 0 || nodes_[child].count > nodes_[most_frequent].count) most_frequent = child;
         continue;
       }
-      const double p = probability * static_cast<double>(nodes_[child].count) / nodes_[from].count;
+      const double p = static_cast<double>(nodes_[child].count) / matched;
       if (p >= limits.min_token_prob) queue.emplace(p, -order++, child, parent, path + 1);
     }
     if (most_frequent >= 0) {
-      const double p = probability * static_cast<double>(nodes_[most_frequent].count) / nodes_[from].count;
+      const double p = static_cast<double>(nodes_[most_frequent].count) / matched;
       if (p >= limits.min_token_prob) queue.emplace(p, -order++, most_frequent, parent, path + 1);
     }
   };
-  push_children(node, 1.0, -1, 0);
+  push_children(node, -1, 0);
   while (static_cast<int>(draft.tokens.size()) < max_tokens && !queue.empty()) {
     const auto [probability, unused, child, parent, path] = queue.top();
     queue.pop();
@@ -94,7 +103,7 @@ Draft SuffixTrie::Grow(int node, int match_length, int max_tokens, const Specula
     draft.parents.push_back(parent);
     draft.probabilities.push_back(probability);
     draft.score += probability;
-    push_children(child, probability, static_cast<int>(draft.tokens.size()) - 1, path);
+    push_children(child, static_cast<int>(draft.tokens.size()) - 1, path);
   }
   return draft;
 }
@@ -151,9 +160,7 @@ Draft SuffixTrie::Speculate(absl::Span<const int32_t> context, const Speculation
                          ? (*known)[m - 1]
                          : Find(context.subspan(context.size() - m));
     if (node < 0) break;
-    const int max_tokens = std::max(
-        0, std::min(limits.max_tokens, static_cast<int>(m * limits.max_spec_factor + limits.max_spec_offset + 1e-6)));
-    Draft draft = Grow(node, m, max_tokens, limits);
+    Draft draft = Grow(node, m, MatchBudget(limits, m), limits);
     if (draft.score >= best.score) best = std::move(draft);
   }
   return best;

@@ -33,6 +33,10 @@ struct SpeculationLimits {
   bool tree = true;              // false: one path, each node's most frequent child
 };
 
+// The tokens a match of `match_length` tokens may draft: min(max_tokens,
+// factor * m + offset), at least 0.
+int MatchBudget(const SpeculationLimits& limits, int match_length);
+
 class SuffixTrie;
 
 // The nodes of a text's last substrings in a trie: what Speculate() would
@@ -75,7 +79,8 @@ class SuffixTrie {
   // For match lengths m = 1, 2, ... (while the context's last m tokens occur
   // and m < |context|, m <= max_depth): the tree grown best first from their
   // node, each child's probability its parent's times count(child) /
-  // count(node), at most min(max_tokens, factor * m + offset) tokens (with
+  // count(node) (computed as count(child) / count(match node), to which the
+  // product telescopes), at most MatchBudget(limits, m) tokens (with
   // `tree` false: the path of most frequent children, while its probability
   // stays above min_token_prob). The draft of largest score (ties: the
   // longer match) is returned. `cursor`, where given, is one advanced over

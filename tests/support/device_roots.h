@@ -26,6 +26,18 @@ DeviceRoot RootOfSequence(const std::vector<int32_t>& sequence, c10::Device devi
 void ExpectContinuations(const DeviceContinuations& got, const std::vector<std::vector<int32_t>>& expected,
                          int64_t root, const std::string& where);
 
+// Pipelined steps of a token-only drafter (`drafter_yaml`, say "{type:
+// suffix_tree}") made on `device` against one made on the CPU stepping on
+// the host, over `prompts` in turn (each after the first copies the last
+// two thirds of the output before it, which the drafters may have kept):
+// every step's candidates (ContinuationsAt; every third step a chain,
+// ContinuationAt) must be the host's Continuations() (or its Continuation()
+// to the fixed length, ToFixedLength). The sequence grows by a few of the
+// drafts and a token of `vocab`'s. Returns the drafted tokens compared.
+int ExpectPipelinedDraftsOfTheHost(c10::Device device, const std::string& drafter_yaml,
+                                   const std::vector<std::vector<int32_t>>& prompts, int steps, int max_tokens,
+                                   int max_candidates, int vocab);
+
 }  // namespace speclab::testing
 
 #endif  // SPECLAB_TESTS_SUPPORT_DEVICE_ROOTS_H_
