@@ -42,6 +42,7 @@
 #include "drafters/suffix_tree/suffix_trie.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_drafter.h"
+#include "framework/device/side_streams.h"
 #include "framework/drafter.h"
 
 namespace speclab {
@@ -122,11 +123,24 @@ class HierarchyDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override {
     if (DeviceSuffixSpeculation* device = tries_.device()) {
       RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("hierarchy", o_.max_depth, length));
-      ASSIGN_OR_RETURN(DeviceSuffixSpeculation::Chain chain,
-                       device->ChainOf(root, ChainLimits(length), TextChoice::kEach, length));
+      // The two lookups side by side on the device.
+      DeviceSuffixSpeculation::Chain chain;
+      at::Tensor corpus;
+      std::vector<SideWork> lookups = {[&](std::vector<at::Tensor>& made) -> absl::Status {
+        ASSIGN_OR_RETURN(chain, device->ChainOf(root, ChainLimits(length), TextChoice::kEach, length));
+        made = {chain.tokens, chain.found};
+        return absl::OkStatus();
+      }};
+      if (corpus_ != nullptr) {
+        lookups.push_back([&](std::vector<at::Tensor>& made) -> absl::Status {
+          ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, CorpusLookup(root));
+          ASSIGN_OR_RETURN(corpus, lookup->Draft(root.context, root.last_two, root.position.start, length));
+          made = {corpus};
+          return absl::OkStatus();
+        });
+      }
+      RETURN_IF_ERROR(RunSideBySide(root.context.device(), lookups));
       if (corpus_ == nullptr) return chain.tokens;
-      ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, CorpusLookup(root));
-      ASSIGN_OR_RETURN(at::Tensor corpus, lookup->Draft(root.context, root.last_two, root.position.start, length));
       return at::where(chain.found.to(at::kBool), chain.tokens, corpus);
     }
     ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
@@ -142,19 +156,29 @@ class HierarchyDrafter final : public Drafter, public DeviceDrafter {
                                                       int max_candidates) override {
     if (DeviceSuffixSpeculation* device = tries_.device()) {
       RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("hierarchy", o_.max_depth, max_candidates));
-      ASSIGN_OR_RETURN(DeviceContinuations levels, device->Candidates(root, Limits(max_tokens, max_candidates),
-                                                                      TextChoice::kEach, max_candidates, max_tokens));
+      // The two lookups side by side on the device, then their drafts merged.
+      DeviceContinuations levels, prefixes;
+      std::vector<SideWork> lookups = {[&](std::vector<at::Tensor>& made) -> absl::Status {
+        ASSIGN_OR_RETURN(levels, device->Candidates(root, Limits(max_tokens, max_candidates), TextChoice::kEach,
+                                                    max_candidates, max_tokens));
+        made = {levels.tokens, levels.lengths};
+        return absl::OkStatus();
+      }};
+      if (corpus_ != nullptr) {
+        lookups.push_back([&](std::vector<at::Tensor>& made) -> absl::Status {
+          ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, CorpusLookup(root));
+          ASSIGN_OR_RETURN(prefixes, lookup->Candidates(root.context, root.last_two, root.position.start, max_tokens,
+                                                        max_candidates));
+          made = {prefixes.tokens, prefixes.lengths};
+          return absl::OkStatus();
+        });
+      }
+      RETURN_IF_ERROR(RunSideBySide(root.context.device(), lookups));
       std::vector<DeviceContinuations> parts;
       for (int level = 0; level < 2; ++level)
         parts.push_back({.tokens = levels.tokens.narrow(0, level * max_candidates, max_candidates),
                          .lengths = levels.lengths.narrow(0, level * max_candidates, max_candidates)});
-      if (corpus_ != nullptr) {
-        ASSIGN_OR_RETURN(const retrieval::DeviceRestLookup* lookup, CorpusLookup(root));
-        ASSIGN_OR_RETURN(DeviceContinuations prefixes, lookup->Candidates(root.context, root.last_two,
-                                                                          root.position.start, max_tokens,
-                                                                          max_candidates));
-        parts.push_back(std::move(prefixes));
-      }
+      if (corpus_ != nullptr) parts.push_back(std::move(prefixes));
       return merge::MergeOnDevice(parts, /*interleave=*/false, max_candidates, root.last_two.narrow(0, 1, 1));
     }
     ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));

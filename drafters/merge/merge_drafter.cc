@@ -40,6 +40,7 @@
 #include "drafters/merge/merge_device.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_drafter.h"
+#include "framework/device/side_streams.h"
 #include "framework/drafter.h"
 
 namespace speclab {
@@ -149,17 +150,24 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
       return absl::UnimplementedError("merge: drafters of logits draft a branch each (part_chains)");
     if (!root.context.defined())
       return absl::UnimplementedError("merge: the step handed over no context on the device");
-    std::vector<DeviceContinuations> parts;
-    for (size_t i = 0; i < drafters_.size(); ++i) {
-      DeviceDrafter* device = DeviceFormOf(*drafters_[i]);
-      if (device == nullptr)
+    for (size_t i = 0; i < drafters_.size(); ++i)
+      if (DeviceFormOf(*drafters_[i]) == nullptr)
         return absl::UnimplementedError(absl::StrCat("merge: part ", i, " (", names_[i], ") has no device form"));
-      auto part = device->ContinuationsAt(root, max_tokens, max_candidates);
-      if (!part.ok())
-        return absl::Status(part.status().code(),
-                            absl::StrCat("merge: part ", i, " (", names_[i], "): ", part.status().message()));
-      parts.push_back(*std::move(part));
+    // The parts' lookups side by side on the device.
+    std::vector<DeviceContinuations> parts(drafters_.size());
+    std::vector<SideWork> lookups;
+    for (size_t i = 0; i < drafters_.size(); ++i) {
+      lookups.push_back([&, i](std::vector<at::Tensor>& made) -> absl::Status {
+        auto part = DeviceFormOf(*drafters_[i])->ContinuationsAt(root, max_tokens, max_candidates);
+        if (!part.ok())
+          return absl::Status(part.status().code(),
+                              absl::StrCat("merge: part ", i, " (", names_[i], "): ", part.status().message()));
+        parts[i] = *std::move(part);
+        made = {parts[i].tokens, parts[i].lengths};
+        return absl::OkStatus();
+      });
     }
+    RETURN_IF_ERROR(RunSideBySide(root.context.device(), lookups));
     return merge::MergeOnDevice(parts, interleave_, max_candidates,
                                 root.last_two.narrow(0, 1, 1).to(root.context.device()));
   }
