@@ -15,6 +15,7 @@
 #include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
 #include "tests/support/device_roots.h"
+#include "tests/support/pipelined_agreement.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -82,8 +83,6 @@ const Tokens kPrompt = {1, 5, 3, 7, 2, 5, 3};
 
 TEST(HierarchyDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
   auto target = testing::TinyModel(3, /*vocab=*/8);
-  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
-  ASSERT_TRUE(greedy.ok());
   const std::string corpus = CorpusFile({5, 3, 7, 2, 1, 4, 6, 5, 3, 7, 0});
   for (const char* builder : {"{type: chain}", "{type: trie, budget: 12, max_candidates: 12}"}) {
     for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
@@ -94,15 +93,8 @@ TEST(HierarchyDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
             target.get());
         ASSERT_TRUE(method.ok()) << method.status();
         const std::string where = absl::StrCat(builder, " ", verifier, pipeline ? " pipelined" : " step by step");
-        int accepted[2] = {0, 0};
-        for (int run = 0; run < 2; ++run) {  // the same prompt again: the first output is an earlier generation
-          auto out = GenerateSpeculative(*target, *method, kPrompt,
-                                         {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = pipeline});
-          ASSERT_TRUE(out.ok()) << out.status();
-          EXPECT_EQ(out->tokens, greedy->tokens) << where << " run " << run;
-          if (pipeline) EXPECT_THAT(out->engine_form, HasSubstr("pipelined")) << where;
-          for (const StepStats& step : out->steps) accepted[run] += step.accepted;
-        }
+        // The same prompt again: the first output is an earlier generation.
+        const std::array<int, 2> accepted = testing::AcceptedInTwoRuns(*target, *method, kPrompt, 30, pipeline, where);
         EXPECT_GT(accepted[1], accepted[0]) << where << ": the second run drafts the first's output";
       }
     }

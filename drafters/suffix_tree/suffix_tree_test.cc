@@ -11,6 +11,7 @@
 #include "framework/speculative_decoder.h"
 #include "tests/support/cuda_tests.h"
 #include "tests/support/device_roots.h"
+#include "tests/support/pipelined_agreement.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -175,8 +176,6 @@ TEST(SuffixTrieTest, CursorFindsWhatWalksFromTheRootFind) {
 
 TEST(SuffixTreeDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
   auto target = testing::TinyModel(3, /*vocab=*/8);
-  auto greedy = GenerateAutoregressive(*target, kPrompt, {.sampling = {.temperature = 0}, .max_new_tokens = 30});
-  ASSERT_TRUE(greedy.ok());
   for (const char* builder : {"{type: chain}", "{type: trie, budget: 12, max_candidates: 12}"}) {
     for (const char* verifier : {"{type: greedy}", "{type: point_mass}"}) {
       for (bool pipeline : {false, true}) {
@@ -186,15 +185,8 @@ TEST(SuffixTreeDrafterTest, EqualsGreedyAndLearnsFromEarlierGenerations) {
             target.get());
         ASSERT_TRUE(method.ok()) << method.status();
         const std::string where = absl::StrCat(builder, " ", verifier, pipeline ? " pipelined" : " step by step");
-        int accepted[2] = {0, 0};
-        for (int run = 0; run < 2; ++run) {  // the same prompt again: the first output is in the global cache
-          auto out = GenerateSpeculative(*target, *method, kPrompt,
-                                         {.sampling = {.temperature = 0}, .max_new_tokens = 30, .pipeline = pipeline});
-          ASSERT_TRUE(out.ok()) << out.status();
-          EXPECT_EQ(out->tokens, greedy->tokens) << where << " run " << run;
-          if (pipeline) EXPECT_THAT(out->engine_form, HasSubstr("pipelined")) << where;
-          for (const StepStats& step : out->steps) accepted[run] += step.accepted;
-        }
+        // The same prompt again: the first output is in the global cache.
+        const std::array<int, 2> accepted = testing::AcceptedInTwoRuns(*target, *method, kPrompt, 30, pipeline, where);
         EXPECT_GT(accepted[1], accepted[0]) << where << ": the second run drafts the first's output";
         EXPECT_GE(accepted[1], 20) << where;
       }

@@ -39,4 +39,22 @@ void ExpectGreedyPipelinedAndStepByStep(LlamaModel& target, Method& method, cons
   EXPECT_EQ(out->tokens, greedy->tokens);
 }
 
+std::array<int, 2> AcceptedInTwoRuns(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
+                                     int max_new_tokens, bool pipeline, const std::string& where) {
+  std::array<int, 2> accepted = {0, 0};
+  auto greedy = GenerateAutoregressive(target, prompt, {.sampling = {.temperature = 0}, .max_new_tokens = max_new_tokens});
+  EXPECT_TRUE(greedy.ok()) << greedy.status();
+  if (!greedy.ok()) return accepted;
+  for (int run = 0; run < 2; ++run) {
+    auto out = GenerateSpeculative(target, method, prompt,
+                                   {.sampling = {.temperature = 0}, .max_new_tokens = max_new_tokens, .pipeline = pipeline});
+    EXPECT_TRUE(out.ok()) << where << ": " << out.status();
+    if (!out.ok()) return accepted;
+    EXPECT_EQ(out->tokens, greedy->tokens) << where << ", run " << run;
+    if (pipeline) EXPECT_THAT(out->engine_form, ::testing::HasSubstr("pipelined")) << where;
+    for (const StepStats& step : out->steps) accepted[run] += step.accepted;
+  }
+  return accepted;
+}
+
 }  // namespace speclab::testing

@@ -3,6 +3,7 @@
 #ifndef SPECLAB_TESTS_SUPPORT_PIPELINED_AGREEMENT_H_
 #define SPECLAB_TESTS_SUPPORT_PIPELINED_AGREEMENT_H_
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,14 @@ StepAgreement ExpectPipelinedAsStepByStep(LlamaModel& target, Method& method, co
 // pipelined as step by step over 40 tokens (some drafts accepted, so that the
 // comparison sees them), and 24 tokens equal to greedy decoding's.
 void ExpectGreedyPipelinedAndStepByStep(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt);
+
+// For drafters that learn across generations: decodes `prompt` twice at T =
+// 0 with `method` (pipelined or step by step), expecting greedy decoding's
+// tokens each time and, where `pipeline`, a pipelined engine; `where` names
+// the case in failures. Returns the drafts accepted in each run (the second
+// drafts from the first's output).
+std::array<int, 2> AcceptedInTwoRuns(LlamaModel& target, Method& method, const std::vector<int32_t>& prompt,
+                                     int max_new_tokens, bool pipeline, const std::string& where);
 
 }  // namespace speclab::testing
 
