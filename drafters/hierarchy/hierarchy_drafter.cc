@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "drafters/common/fixed_length.h"
+#include "drafters/common/device_chain.h"
 #include "drafters/merge/merge_device.h"
 #include "drafters/retrieval/datastore.h"
 #include "drafters/retrieval/device_rest_lookup.h"
@@ -74,13 +74,7 @@ class DraftPaths {
   }
   // A speculation's nodes, each as its path.
   void AddDraft(const Draft& draft) {
-    std::vector<std::vector<int32_t>> own;
-    for (size_t i = 0; i < draft.tokens.size(); ++i) {
-      std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : own[draft.parents[i]];
-      path.push_back(draft.tokens[i]);
-      own.push_back(path);
-      Add(std::move(path));
-    }
+    for (std::vector<int32_t>& path : suffix_decoding::DraftPaths(draft)) Add(std::move(path));
   }
   std::vector<std::vector<int32_t>> Take() && { return std::move(paths_); }
 
@@ -144,10 +138,7 @@ class HierarchyDrafter final : public Drafter, public DeviceDrafter {
       return at::where(chain.found.to(at::kBool), chain.tokens, corpus);
     }
     ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
-    const std::vector<int32_t> drafts = ToFixedLength(Path(sequence, length), length, sequence.back());
-    std::vector<int64_t> out = {sequence.back()};
-    out.insert(out.end(), drafts.begin(), drafts.end());
-    return at::tensor(out, at::TensorOptions().dtype(at::kLong)).to(device_);
+    return ToDeviceChain(sequence.back(), Path(sequence, length), length, device_);
   }
 
   // Continuations() of the root's sequence: on CUDA the two levels' drafts

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "drafters/common/device_chain.h"
 #include "drafters/retrieval/cuda/rest_kernel.h"
 #include "framework/device/device_drafter.h"
 
@@ -76,10 +77,10 @@ absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, co
   const at::Tensor ctx = context.to(device_, at::kLong).contiguous();
   const at::Tensor two = last_two.to(device_, at::kLong).contiguous();
   const at::Tensor at_start = start.to(device_, at::kLong).contiguous();
-  at::Tensor out = at::empty({length + 1}, ctx.options());
 #ifdef SPECLAB_WITH_CUDA
   if (device_.is_cuda()) {
     const c10::cuda::CUDAGuard guard(device_);
+    at::Tensor out = at::empty({length + 1}, ctx.options());
     const int error = LaunchRestContinuation(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
                                              at_start.data_ptr<int64_t>(), length, out.data_ptr<int64_t>(),
                                              c10::cuda::getCurrentCUDAStream(device_.index()).stream());
@@ -91,12 +92,7 @@ absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, co
     return absl::UnimplementedError(absl::StrCat("retrieval: no device-rooted continuations on ", device_.str()));
   // The kernel's walk on the host (the CPU runs tests).
   const std::vector<int32_t> sequence = HostSequence(ctx, two, at_start);
-  const int32_t root = sequence.back();
-  const std::vector<int32_t> drafts = ToFixedLength(RunWalkPath(*store_, sequence, options_, length), length, root);
-  int64_t* tokens = out.data_ptr<int64_t>();
-  tokens[0] = root;
-  for (int j = 0; j < length; ++j) tokens[1 + j] = drafts[j];
-  return out;
+  return ToDeviceChain(sequence.back(), RunWalkPath(*store_, sequence, options_, length), length, device_);
 }
 
 absl::StatusOr<DeviceContinuations> DeviceRestLookup::Candidates(const at::Tensor& context, const at::Tensor& last_two,

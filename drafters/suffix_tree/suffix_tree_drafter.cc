@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "drafters/common/fixed_length.h"
+#include "drafters/common/device_chain.h"
 #include "drafters/suffix_tree/device_suffix_speculation.h"
 #include "drafters/suffix_tree/pipelined_tries.h"
 #include "drafters/suffix_tree/suffix_trie.h"
@@ -36,6 +36,7 @@ namespace {
 
 using suffix_decoding::DeviceSuffixSpeculation;
 using suffix_decoding::Draft;
+using suffix_decoding::DraftPaths;
 using suffix_decoding::PipelinedTries;
 using suffix_decoding::SpeculationLimits;
 using suffix_decoding::SuffixTrie;
@@ -47,17 +48,6 @@ struct SuffixOptions {
   SpeculationLimits limits;
   bool global_cache = true;
 };
-
-// Each drafted node as its path: inserted in order, each adds one node.
-std::vector<std::vector<int32_t>> DraftPaths(const Draft& draft) {
-  std::vector<std::vector<int32_t>> paths;
-  for (size_t i = 0; i < draft.tokens.size(); ++i) {
-    std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : paths[draft.parents[i]];
-    path.push_back(draft.tokens[i]);
-    paths.push_back(std::move(path));
-  }
-  return paths;
-}
 
 class SuffixTreeDrafter final : public Drafter, public DeviceDrafter {
  public:
@@ -96,10 +86,7 @@ class SuffixTreeDrafter final : public Drafter, public DeviceDrafter {
       return chain.tokens;
     }
     ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
-    const std::vector<int32_t> drafts = ToFixedLength(Speculate(sequence, limits).tokens, length, sequence.back());
-    std::vector<int64_t> out = {sequence.back()};
-    out.insert(out.end(), drafts.begin(), drafts.end());
-    return at::tensor(out, at::TensorOptions().dtype(at::kLong)).to(device_);
+    return ToDeviceChain(sequence.back(), Speculate(sequence, limits).tokens, length, device_);
   }
 
   // Continuations() of the root's sequence, likewise.

@@ -62,6 +62,16 @@ int64_t SuffixTrie::Count(absl::Span<const int32_t> substring) const {
   return node < 0 ? 0 : nodes_[node].count;
 }
 
+std::vector<std::vector<int32_t>> DraftPaths(const Draft& draft) {
+  std::vector<std::vector<int32_t>> paths;
+  for (size_t i = 0; i < draft.tokens.size(); ++i) {
+    std::vector<int32_t> path = draft.parents[i] < 0 ? std::vector<int32_t>{} : paths[draft.parents[i]];
+    path.push_back(draft.tokens[i]);
+    paths.push_back(std::move(path));
+  }
+  return paths;
+}
+
 int MatchBudget(const SpeculationLimits& limits, int match_length) {
   return std::max(0, std::min(limits.max_tokens, static_cast<int>(match_length * limits.max_spec_factor +
                                                                    limits.max_spec_offset + 1e-6)));

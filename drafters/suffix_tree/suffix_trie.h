@@ -33,6 +33,10 @@ struct SpeculationLimits {
   bool tree = true;              // false: one path, each node's most frequent child
 };
 
+// Each drafted node of `draft` as its path from the root, in the order
+// drafted (a trie inserting them in turn adds one node each).
+std::vector<std::vector<int32_t>> DraftPaths(const Draft& draft);
+
 // The tokens a match of `match_length` tokens may draft: min(max_tokens,
 // factor * m + offset), at least 0.
 int MatchBudget(const SpeculationLimits& limits, int match_length);
