@@ -116,7 +116,6 @@ class HierarchyDrafter final : public Drafter, public DeviceDrafter {
   // chain where neither drafts; the host's levels elsewhere.
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override {
     if (DeviceSuffixSpeculation* device = tries_.device()) {
-      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("hierarchy", o_.max_depth, length));
       // The two lookups side by side on the device.
       DeviceSuffixSpeculation::Chain chain;
       at::Tensor corpus;
@@ -146,7 +145,6 @@ class HierarchyDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
                                                       int max_candidates) override {
     if (DeviceSuffixSpeculation* device = tries_.device()) {
-      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("hierarchy", o_.max_depth, max_candidates));
       // The two lookups side by side on the device, then their drafts merged.
       DeviceContinuations levels, prefixes;
       std::vector<SideWork> lookups = {[&](std::vector<at::Tensor>& made) -> absl::Status {

@@ -13,16 +13,6 @@
 
 namespace speclab::suffix_decoding {
 
-absl::Status DeviceSuffixSpeculation::Takes(const char* drafter, int max_depth, int max_tokens) {
-  if (max_depth > kKernelMaxDepth)
-    return absl::UnimplementedError(absl::StrCat(drafter, ": the device form counts substrings of at most ",
-                                                 kKernelMaxDepth, " tokens; max_depth is ", max_depth));
-  if (max_tokens > kKernelMaxTokens)
-    return absl::UnimplementedError(absl::StrCat(drafter, ": the device form drafts at most ", kKernelMaxTokens,
-                                                 " tokens a step, the builder asks ", max_tokens));
-  return absl::OkStatus();
-}
-
 void DeviceSuffixSpeculation::AddEarlier(absl::Span<const int32_t> output) {
   earlier_.push_back(-1);
   earlier_.insert(earlier_.end(), output.begin(), output.end());
@@ -42,19 +32,24 @@ const at::Tensor& DeviceSuffixSpeculation::Budgets(const SpeculationLimits& limi
 absl::StatusOr<DeviceSuffixSpeculation::Call> DeviceSuffixSpeculation::Prepare(const DeviceRoot& root,
                                                                                const SpeculationLimits& limits) {
   if (!root.context.defined())
-    return absl::UnimplementedError("suffix speculation: the step handed over no context on the device");
+    return absl::UnimplementedError(absl::StrCat(drafter_, ": the step handed over no context on the device"));
   if (!device_.is_cuda())
-    return absl::UnimplementedError(absl::StrCat("suffix speculation: no device form on ", device_.str()));
-  if (limits.max_tokens > kKernelMaxTokens || max_depth_ > kKernelMaxDepth)
-    return absl::InvalidArgumentError("suffix speculation: limits past the kernel's (Takes() says so)");
-  Call call{.context = root.context.to(device_, at::kLong).contiguous(),
+    return absl::UnimplementedError(absl::StrCat(drafter_, ": no device form on ", device_.str()));
+  if (max_depth_ > kKernelMaxDepth)
+    return absl::UnimplementedError(absl::StrCat(drafter_, ": the device form counts substrings of at most ",
+                                                 kKernelMaxDepth, " tokens; max_depth is ", max_depth_));
+  if (limits.max_tokens > kKernelMaxTokens)
+    return absl::UnimplementedError(absl::StrCat(drafter_, ": the device form drafts at most ", kKernelMaxTokens,
+                                                 " tokens a step, the builder asks ", limits.max_tokens));
+  const at::Tensor context = root.context.to(device_, at::kLong).contiguous();
+  Call call{.context = context,
             .last_two = root.last_two.to(device_, at::kLong).contiguous(),
-            .start = root.position.start.to(device_, at::kLong).contiguous()};
+            .start = root.position.start.to(device_, at::kLong).contiguous(),
+            .stride = std::max<int64_t>(context.size(0) + 2, static_cast<int64_t>(earlier_.size()))};
   if (!earlier_on_device_.defined() && !earlier_.empty())
     earlier_on_device_ = at::tensor(earlier_, at::TensorOptions().dtype(at::kLong)).to(device_);
 #ifdef SPECLAB_WITH_CUDA
-  const int64_t stride = std::max<int64_t>(call.context.size(0) + 2, static_cast<int64_t>(earlier_.size()));
-  const int64_t bytes = SpeculationWorkspaceBytes(stride, limits.max_tokens);
+  const int64_t bytes = SpeculationWorkspaceBytes(call.stride, limits.max_tokens);
   if (!workspace_.defined() || workspace_.numel() < bytes)
     workspace_ = at::empty({bytes + bytes / 2}, at::TensorOptions().dtype(at::kByte).device(device_));
 #endif
@@ -81,8 +76,7 @@ absl::Status DeviceSuffixSpeculation::Launch(const Call& call, const Speculation
                                .tree = limits.tree,
                                .min_token_prob = limits.min_token_prob};
   out.seen = seen_.data_ptr<int64_t>();
-  const int64_t stride = std::max<int64_t>(texts.sequence_capacity, texts.earlier_size);
-  const int error = LaunchSuffixSpeculation(texts, shape, out, workspace_.data_ptr(), stride,
+  const int error = LaunchSuffixSpeculation(texts, shape, out, workspace_.data_ptr(), call.stride,
                                             c10::cuda::getCurrentCUDAStream(device_.index()).stream());
   if (error != 0) return absl::InternalError(absl::StrCat("suffix speculation: kernel launch failed (", error, ")"));
   return absl::OkStatus();

@@ -30,13 +30,13 @@ namespace speclab::suffix_decoding {
 
 class DeviceSuffixSpeculation {
  public:
-  // OK where a launch takes tries of `max_depth` and drafts of `max_tokens`
-  // (cuda/suffix_kernel.h's limits); else Unimplemented, naming `drafter`
-  // and what is too large.
-  static absl::Status Takes(const char* drafter, int max_depth, int max_tokens);
-
-  // Tries counting substrings of up to `max_depth` tokens, on a CUDA `device`.
-  DeviceSuffixSpeculation(int max_depth, c10::Device device) : max_depth_(max_depth), device_(device) {}
+  // Tries counting substrings of up to `max_depth` tokens, on a CUDA
+  // `device`; `drafter` names the caller in errors. A call whose limits pass
+  // the kernel's (cuda/suffix_kernel.h: max_depth, drafts a step) returns
+  // Unimplemented, naming the drafter and what is too large: the engine
+  // then steps on the host.
+  DeviceSuffixSpeculation(int max_depth, c10::Device device, const char* drafter)
+      : max_depth_(max_depth), device_(device), drafter_(drafter) {}
 
   // An earlier generation's output joins those searched.
   void AddEarlier(absl::Span<const int32_t> output);
@@ -70,6 +70,7 @@ class DeviceSuffixSpeculation {
  private:
   struct Call {
     at::Tensor context, last_two, start;
+    int64_t stride;  // the longer text's positions: the sequence's bound, or the earlier outputs'
   };
   absl::StatusOr<Call> Prepare(const DeviceRoot& root, const SpeculationLimits& limits);
   absl::Status Launch(const Call& call, const SpeculationLimits& limits, SpeculationOutput out);
@@ -77,6 +78,7 @@ class DeviceSuffixSpeculation {
 
   const int max_depth_;
   const c10::Device device_;
+  const char* drafter_;
   std::vector<int64_t> earlier_;  // each output after a -1
   at::Tensor earlier_on_device_;  // earlier_ where current
   at::Tensor workspace_;          // bytes

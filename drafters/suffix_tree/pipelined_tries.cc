@@ -7,7 +7,7 @@ namespace speclab::suffix_decoding {
 
 PipelinedTries::PipelinedTries(int max_depth, bool keep_earlier, c10::Device device, const char* drafter)
     : drafter_(drafter), keep_earlier_(keep_earlier), tries_(max_depth, keep_earlier) {
-  if (device.is_cuda()) device_.emplace(max_depth, device);
+  if (device.is_cuda()) device_.emplace(max_depth, device, drafter);
 }
 
 absl::Status PipelinedTries::Reset(absl::Span<const int32_t> prompt) {

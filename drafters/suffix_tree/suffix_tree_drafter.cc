@@ -81,7 +81,6 @@ class SuffixTreeDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override {
     const SpeculationLimits limits = ChainLimits(length);
     if (DeviceSuffixSpeculation* device = tries_.device()) {
-      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("suffix_tree", o_.max_depth, limits.max_tokens));
       ASSIGN_OR_RETURN(DeviceSuffixSpeculation::Chain chain, device->ChainOf(root, limits, TextChoice::kBetter, length));
       return chain.tokens;
     }
@@ -94,7 +93,6 @@ class SuffixTreeDrafter final : public Drafter, public DeviceDrafter {
                                                       int max_candidates) override {
     const SpeculationLimits limits = TreeLimits(max_tokens, max_candidates);
     if (DeviceSuffixSpeculation* device = tries_.device()) {
-      RETURN_IF_ERROR(DeviceSuffixSpeculation::Takes("suffix_tree", o_.max_depth, limits.max_tokens));
       return device->Candidates(root, limits, TextChoice::kBetter, max_candidates, max_tokens);
     }
     ASSIGN_OR_RETURN(const std::vector<int32_t> sequence, tries_.LearnRoot(root));
