@@ -121,8 +121,9 @@ class Drafter {
   virtual absl::StatusOr<std::vector<std::vector<int32_t>>> Continuations(const TokenTree& tree, int node,
                                                                           int max_tokens, int max_candidates);
 
-  // Riders for the step whose tree was just built; none by default. Riders
-  // are scored step by step only: a drafter that has them has no device form.
+  // Riders for the step whose tree was just built; none by default. A
+  // drafter with riders and a device form gives them there too
+  // (DeviceDrafter::RidersAt), for pipelined steps.
   virtual absl::StatusOr<RiderTokens> Riders() { return RiderTokens(); }
   // The target's logits of the step's riders, [r, vocab] float32 on its
   // device as the forward gave them (not warped), before EndStep.

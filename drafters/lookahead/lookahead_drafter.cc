@@ -11,11 +11,12 @@
 
 namespace speclab::lookahead {
 
-LookaheadDrafter::LookaheadDrafter(LookaheadOptions options, uint64_t seed, int64_t eos)
+LookaheadDrafter::LookaheadDrafter(LookaheadOptions options, uint64_t seed, int64_t eos, int64_t vocab)
     : o_(options),
       eos_(eos),
       random_(seed),
-      pool_({.leader_length = 1, .follower_length = options.level - 1, .rows = 1 << 24, .columns = options.guess_set}) {}
+      pool_({.leader_length = 1, .follower_length = options.level - 1, .rows = 1 << 24, .columns = options.guess_set}),
+      vocab_(vocab) {}
 
 absl::Status LookaheadDrafter::Reset(absl::Span<const int32_t> prompt, const TargetFeatures&) {
   if (prompt.empty()) return absl::InvalidArgumentError("lookahead: empty prompt");
@@ -26,8 +27,11 @@ absl::Status LookaheadDrafter::Reset(absl::Span<const int32_t> prompt, const Tar
   std::vector<int32_t> initial((o_.level - 1) * o_.window);
   for (int32_t& token : initial) token = PromptToken();
   window_.emplace(o_.level - 1, o_.window, std::move(initial));
+  standins_.resize(static_cast<size_t>(kStandInRows) * o_.window);
+  for (int32_t& token : standins_) token = PromptToken();
   context_.assign(prompt.begin(), prompt.end());
   guesses_.reset();
+  device_.reset();
   return absl::OkStatus();
 }
 
@@ -81,15 +85,60 @@ absl::Status LookaheadDrafter::EndStep(const TokenTree&, absl::Span<const int>, 
   guesses_.reset();
   // A column's n-gram is the target's trajectory once every level after the
   // first has been guessed by it (the authors' fill phase).
-  const bool trajectories = window_->iterations() >= window_->levels() - 1;
+  const int iteration = window_->iterations();
+  const bool trajectories = iteration >= window_->levels() - 1;
   ASSIGN_OR_RETURN(std::vector<Ngram> ngrams, window_->Advance(guesses));
   if (trajectories)
     for (const Ngram& ngram : ngrams) pool_.Remember({ngram.key}, ngram.follower);
   // The n-grams keep an EOS guess; the window does not iterate past it.
   const int last = window_->levels() - 1;
+  const int32_t* standins = standins_.data() + static_cast<size_t>(iteration % kStandInRows) * o_.window;
   for (int c = 0; c < window_->width(); ++c)
-    if (window_->at(last, c) == eos_) window_->Replace(last, c, PromptToken());
+    if (window_->at(last, c) == eos_) window_->Replace(last, c, standins[c]);
   return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceLookahead*> LookaheadDrafter::DeviceState(c10::Device device) {
+  if (device_) {
+    if (device_->riders().tokens.device() != device)
+      return absl::InternalError(absl::StrCat("lookahead: a device step on ", device.str(), " after one on ",
+                                              device_->riders().tokens.device().str()));
+    return &*device_;
+  }
+  if (!window_) return absl::FailedPreconditionError("lookahead: a device step before Reset()");
+  if (vocab_ < 1) return absl::UnimplementedError("lookahead: the target's vocabulary size is unknown");
+  if (!DeviceLookahead::Runs(device))
+    return absl::UnimplementedError(absl::StrCat("lookahead: no device form on ", device.str()));
+  device_.emplace(*window_, pool_, static_cast<int64_t>(context_.size()), o_.pool_from_prompt, standins_, vocab_, eos_,
+                  device);
+  return &*device_;
+}
+
+absl::StatusOr<DeviceContinuations> LookaheadDrafter::ContinuationsAt(const DeviceRoot& root, int max_tokens,
+                                                                      int max_candidates) {
+  ASSIGN_OR_RETURN(DeviceLookahead * state, DeviceState(root.context.device()));
+  return state->LearnAndBranch(root, max_tokens, max_candidates);
+}
+
+absl::StatusOr<at::Tensor> LookaheadDrafter::ContinuationAt(const DeviceRoot& root, int length) {
+  ASSIGN_OR_RETURN(const DeviceContinuations best, ContinuationsAt(root, length, 1));
+  // The most recent n-gram filled to `length` as ToFixedLength fills
+  // (fixed_length.h): entry i of (root, drafts) for i <= the drafts' count,
+  // then the last of them.
+  const at::Tensor root_token = root.last_two.narrow(0, 1, 1).to(best.tokens.device(), at::kLong);
+  const at::Tensor with_root = at::cat({root_token, best.tokens.select(0, 0)});
+  const at::Tensor take = at::minimum(at::arange(1, length + 1, with_root.options()), best.lengths.narrow(0, 0, 1));
+  return at::cat({root_token, with_root.index_select(0, take)});
+}
+
+absl::StatusOr<DeviceRiders> LookaheadDrafter::RidersAt() {
+  if (!device_) return absl::FailedPreconditionError("lookahead: riders asked on the device before its drafts");
+  return device_->riders();
+}
+
+absl::Status LookaheadDrafter::RidersScoredAt(const at::Tensor& logits) {
+  if (!device_) return absl::FailedPreconditionError("lookahead: riders scored on the device before its drafts");
+  return device_->Advance(logits);
 }
 
 int32_t LookaheadDrafter::PromptToken() {
@@ -106,7 +155,8 @@ absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterE
   ASSIGN_OR_RETURN(o.guess_set, options.GetIntIn("guess_set", o.guess_set, 1, 256));
   ASSIGN_OR_RETURN(o.pool_from_prompt, options.GetBool("pool_from_prompt", o.pool_from_prompt));
   const int64_t eos = env.target != nullptr ? env.target->config().eos_token_id : -1;
-  return std::unique_ptr<Drafter>(std::make_unique<LookaheadDrafter>(o, env.seed, eos));
+  const int64_t vocab = env.target != nullptr ? env.target->config().vocab_size : -1;
+  return std::unique_ptr<Drafter>(std::make_unique<LookaheadDrafter>(o, env.seed, eos, vocab));
 }
 
 const bool kRegistered = DrafterRegistry::Add({

@@ -59,6 +59,12 @@ absl::StatusOr<DeviceContinuations> DeviceDrafter::ContinuationsAt(const DeviceR
   return absl::UnimplementedError("this drafter has no device-rooted candidate continuations");
 }
 
+absl::StatusOr<DeviceRiders> DeviceDrafter::RidersAt() { return DeviceRiders(); }
+
+absl::Status DeviceDrafter::RidersScoredAt(const at::Tensor&) {
+  return absl::InternalError("riders scored for a drafter that gave none on the device");
+}
+
 DeviceDrafter* DeviceFormOf(Drafter& drafter) { return dynamic_cast<DeviceDrafter*>(&drafter); }
 
 DeviceGraphs* DraftGraphsOf(Drafter& drafter) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "framework/device/device_model.h"
+#include "framework/device/device_riders.h"
 #include "framework/target_features.h"
 
 namespace speclab {
@@ -134,6 +135,18 @@ class DeviceDrafter {
   // Unimplemented (the default): the engine then runs its step-by-step loop.
   virtual absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,
                                                               int max_candidates);
+
+  // Drafter::Riders() for a pipelined step, on the device: they ride in the
+  // step's verification forward after the tree's nodes (or the chain's).
+  // Called once a step, after its draft; none (the default) where the
+  // drafter has none. A drafter with riders that drafts from device roots
+  // must give them here, as lookahead does.
+  virtual absl::StatusOr<DeviceRiders> RidersAt();
+  // The target's logits of the step's riders ([r, vocab] float32 on the
+  // device, not warped), queued after that forward, where RidersAt() gave
+  // some: the drafter's state moves on there (Drafter::RidersScored and
+  // EndStep's share of it) without the host.
+  virtual absl::Status RidersScoredAt(const at::Tensor& logits);
 
   // The drafter's own device work outside any model's forward (heads,
   // picks), where it runs it through a DeviceGraphs: its runs are counted

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
@@ -57,7 +59,34 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   if (gamma < 1 || gamma > gamma_)
     return absl::InternalError(absl::StrCat("pipelined chain: drafted ", gamma, " tokens, not 1 to ", gamma_));
   const at::Tensor tokens = draft->tokens.to(device);
-  ASSIGN_OR_RETURN(at::Tensor logits, target_device().ForwardAt(tokens, RootAt(min_root, max_root)));
+  // The drafter's riders (lookahead's window) follow the chain in the
+  // forward, whose room Check() did not count: a first step without it steps
+  // on the host instead.
+  ASSIGN_OR_RETURN(const DeviceRiders riders, RidersOfStep());
+  const int64_t r = riders.size();
+  std::string unfit;
+  if (gamma + 1 + r > kMaxStepTokens) {
+    unfit = absl::StrCat("a chain of ", gamma, " drafts and ", r, " riders is past ", kMaxStepTokens, " tokens");
+  } else if (max_root + gamma + 1 + r > target().capacity()) {
+    unfit = absl::StrCat("a queued chain and its riders need ", max_root + gamma + 1 + r,
+                         " KV slots, past the capacity ", target().capacity(), " (models.kv_capacity)");
+  }
+  if (!unfit.empty()) {
+    if (queued_ > 0) return absl::FailedPreconditionError(absl::StrCat("pipelined chain, step ", queued_ + 1, ": ", unfit));
+    Refuse(unfit);
+    return std::nullopt;
+  }
+  ++queued_;
+  const DevicePosition at = RootAt(min_root, max_root);
+  at::Tensor logits;
+  if (r == 0) {
+    ASSIGN_OR_RETURN(logits, target_device().ForwardAt(tokens, at));
+  } else {
+    // The chain as a tree of one path, so that the riders can follow it.
+    const at::Tensor depths = at::arange(gamma + 1, tokens.options());
+    const at::Tensor causal = at::ones({gamma + 1, gamma + 1}, tokens.options().dtype(at::kBool)).tril();
+    ASSIGN_OR_RETURN(logits, ForwardTreeWithRiders(tokens, depths, causal, at, riders));
+  }
 
   DeviceChainProblem problem{.tokens = tokens, .target_probs = TargetRows(logits, sampling()),
                              .draft_probs = draft->draft_probs.defined() ? draft->draft_probs.to(device) : at::Tensor(),
@@ -74,6 +103,9 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
     }
     answer = CutChainAnswer(answer, kept, problem.target_probs, sampling().greedy(), verify_generator());
   }
+  // With riders the forward was a tree's: its chain, in place already,
+  // becomes context, and the riders' slots lie past it.
+  if (r > 0) RETURN_IF_ERROR(target_device().CompactPathAt(at::arange(1, gamma + 1, tokens.options()), at));
   // The root and the accepted drafts' target features, for drafters that read them.
   if (reads_target_features()) RETURN_IF_ERROR(KeepPathFeatures(answer.narrow(0, 0, 1) + 1));
   // The next step's root is the extra token, after the last accepted token;

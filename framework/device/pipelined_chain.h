@@ -53,6 +53,7 @@ class PipelinedChain final : public PipelinedSteps {
 
  private:
   int gamma_;
+  int64_t queued_ = 0;  // steps queued so far
 };
 
 }  // namespace speclab

@@ -68,6 +68,23 @@ absl::StatusOr<std::optional<DraftTree>> PipelinedSteps::DraftAt(int64_t min_roo
   return *std::move(draft);
 }
 
+absl::StatusOr<DeviceRiders> PipelinedSteps::RidersOfStep() {
+  DeviceDrafter* device = DeviceFormOf(*method_.drafter);
+  if (device == nullptr) return DeviceRiders();
+  return device->RidersAt();
+}
+
+absl::StatusOr<at::Tensor> PipelinedSteps::ForwardTreeWithRiders(const at::Tensor& tokens, const at::Tensor& depths,
+                                                                 const at::Tensor& mask, const DevicePosition& at,
+                                                                 const DeviceRiders& riders) {
+  if (riders.size() == 0) return target_.ForwardTreeAt(tokens, depths, mask, at);
+  ASSIGN_OR_RETURN(const TreeWithRiders in, AppendRiders(tokens, depths, mask, riders));
+  ASSIGN_OR_RETURN(at::Tensor logits, target_.ForwardTreeAt(in.tokens, in.depths, in.mask, at));
+  const int64_t n = tokens.size(0);
+  RETURN_IF_ERROR(DeviceFormOf(*method_.drafter)->RidersScoredAt(logits.narrow(0, n, riders.size())));
+  return logits.narrow(0, 0, n);
+}
+
 DevicePosition PipelinedSteps::RootAt(int64_t min_root, int64_t max_root) const {
   return {.start = positions_.narrow(0, 1, 1), .max_start = max_root, .min_start = min_root};
 }

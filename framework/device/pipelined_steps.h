@@ -81,6 +81,16 @@ class PipelinedSteps {
   // last_two() whose root lies in [min_root, max_root], with context().
   // nullopt where the builder or drafter cannot draft from a device root.
   absl::StatusOr<std::optional<DraftTree>> DraftAt(int64_t min_root, int64_t max_root);
+  // The drafter's riders for the step being queued (DeviceDrafter::RidersAt;
+  // none where it has no device form).
+  absl::StatusOr<DeviceRiders> RidersOfStep();
+  // The target's forward of a tree (tokens [n], depths, mask: ForwardTreeAt's)
+  // at `at` with `riders` after its nodes, which no node sees; the riders'
+  // logits go to the drafter (DeviceDrafter::RidersScoredAt). Returns the
+  // tree's logits [n, vocab].
+  absl::StatusOr<at::Tensor> ForwardTreeWithRiders(const at::Tensor& tokens, const at::Tensor& depths,
+                                                   const at::Tensor& mask, const DevicePosition& at,
+                                                   const DeviceRiders& riders);
   // The next root's position for the target's forward.
   DevicePosition RootAt(int64_t min_root, int64_t max_root) const;
   // Moves on to the next step's root: the token before it and the root, and their positions ([2] int64 each).

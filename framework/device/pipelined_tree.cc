@@ -40,11 +40,15 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   // one is an error naming the limit.
   const int64_t n = tokens.size(0);
   const int64_t depth = shape.depth_bound >= 1 ? std::min(shape.depth_bound, n - 1) : n - 1;
+  // The drafter's riders (lookahead's window) follow the nodes in the forward.
+  ASSIGN_OR_RETURN(const DeviceRiders riders, RidersOfStep());
+  const int64_t r = riders.size();
   std::string unfit;
-  if (n < 2 || n > kMaxTreeNodes) {
-    unfit = absl::StrCat("the tree has ", n, " nodes, outside [2, ", kMaxTreeNodes, "]");
-  } else if (room_needed_ + depth + 1 + n > target().capacity()) {
-    unfit = absl::StrCat("a queued tree needs ", room_needed_ + depth + 1 + n, " KV slots, past the capacity ",
+  if (n < 2 || n + r > kMaxTreeNodes) {
+    unfit = absl::StrCat("the tree has ", n, " nodes", r > 0 ? absl::StrCat(" and ", r, " riders") : "",
+                         ", outside [2, ", kMaxTreeNodes, "]");
+  } else if (room_needed_ + depth + 1 + n + r > target().capacity()) {
+    unfit = absl::StrCat("a queued tree needs ", room_needed_ + depth + 1 + n + r, " KV slots, past the capacity ",
                          target().capacity(), " (models.kv_capacity)");
   }
   if (!unfit.empty()) {
@@ -56,7 +60,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedTree::Queue(int64_t min_root,
   path_length_ = depth + 1;
   const DevicePosition at = RootAt(min_root, max_root);
   ASSIGN_OR_RETURN(at::Tensor logits,
-                   target_device().ForwardTreeAt(tokens, shape.depths.to(device), shape.mask.to(device), at));
+                   ForwardTreeWithRiders(tokens, shape.depths.to(device), shape.mask.to(device), at, riders));
   const at::Tensor parents = shape.parents.to(device);
   const int64_t draft_top_k = method().drafter_sampling.For(sampling()).top_k;
   DeviceTreeProblem problem{.tokens = tokens, .parents = parents, .target_probs = TargetRows(logits, sampling()),
