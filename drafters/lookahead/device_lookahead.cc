@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
 
 #ifdef SPECLAB_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -67,6 +68,20 @@ PoolPointers DeviceLookahead::Pointers() {
 
 absl::StatusOr<DeviceContinuations> DeviceLookahead::LearnAndBranch(const DeviceRoot& root, int max_tokens,
                                                                     int max_candidates) {
+  DeviceContinuations out;
+  RETURN_IF_ERROR(Draft(root, max_tokens, max_candidates, &out, nullptr));
+  return out;
+}
+
+absl::StatusOr<at::Tensor> DeviceLookahead::LearnAndChain(const DeviceRoot& root, int length) {
+  DeviceContinuations best;
+  at::Tensor chain;
+  RETURN_IF_ERROR(Draft(root, length, 1, &best, &chain));
+  return chain;
+}
+
+absl::Status DeviceLookahead::Draft(const DeviceRoot& root, int max_tokens, int max_candidates,
+                                    DeviceContinuations* out, at::Tensor* chain) {
   if (max_tokens < 1 || max_candidates < 1)
     return absl::InvalidArgumentError(absl::StrCat("lookahead: ", max_candidates, " candidates of ", max_tokens,
                                                    " tokens"));
@@ -74,54 +89,61 @@ absl::StatusOr<DeviceContinuations> DeviceLookahead::LearnAndBranch(const Device
   const at::Tensor context = root.context.to(device, at::kLong).contiguous();
   const at::Tensor last_two = root.last_two.to(device, at::kLong).contiguous();
   const at::Tensor start = root.position.start.to(device, at::kLong).contiguous();
-  DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, window_.options()),
-                          .lengths = at::empty({max_candidates}, window_.options())};
+  out->tokens = at::empty({max_candidates, max_tokens}, window_.options());
+  out->lengths = at::empty({max_candidates}, window_.options());
+  if (chain != nullptr) *chain = at::empty({max_tokens + 1}, window_.options());
+  int64_t* chain_data = chain != nullptr ? chain->data_ptr<int64_t>() : nullptr;
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
     const c10::cuda::CUDAGuard guard(device);
     const int error = LaunchLearnAndBranch(Pointers(), context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(),
                                            start.data_ptr<int64_t>(), learned_.data_ptr<int64_t>(), learn_,
-                                           max_tokens, max_candidates, out.tokens.data_ptr<int64_t>(),
-                                           out.lengths.data_ptr<int64_t>(),
+                                           max_tokens, max_candidates, out->tokens.data_ptr<int64_t>(),
+                                           out->lengths.data_ptr<int64_t>(), chain_data, max_tokens,
                                            c10::cuda::getCurrentCUDAStream(device.index()).stream());
     if (error != 0) return absl::InternalError(absl::StrCat("lookahead: pool kernel launch failed (", error, ")"));
-    return out;
+    return absl::OkStatus();
   }
 #endif
   if (!device.is_cpu()) return absl::UnimplementedError(absl::StrCat("lookahead: no device form on ", device.str()));
   const int64_t* two = last_two.data_ptr<int64_t>();
-  if (learn_) LearnText(Pointers(), context.data_ptr<int64_t>(), two, start.item<int64_t>(), learned_.data_ptr<int64_t>());
-  BranchFromRoot(Pointers(), two[1], max_tokens, max_candidates, out.tokens.data_ptr<int64_t>(),
-                 out.lengths.data_ptr<int64_t>());
-  return out;
+  if (learn_)
+    LearnText(Pointers(), context.data_ptr<int64_t>(), two, start.item<int64_t>(), learned_.data_ptr<int64_t>());
+  int64_t* tokens = out->tokens.data_ptr<int64_t>();
+  int64_t* lengths = out->lengths.data_ptr<int64_t>();
+  BranchFromRoot(Pointers(), two[1], max_tokens, max_candidates, tokens, lengths);
+  if (chain_data != nullptr) ChainOfFirst(tokens, lengths, two[1], max_tokens, chain_data);
+  return absl::OkStatus();
 }
 
 absl::Status DeviceLookahead::Advance(const at::Tensor& logits) {
   const int64_t r = static_cast<int64_t>(levels_) * width_;
-  if (logits.dim() != 2 || logits.size(0) != r)
-    return absl::InternalError(absl::StrCat("lookahead: logits of ", logits.dim() == 2 ? logits.size(0) : -1,
-                                            " riders for a window of ", r));
+  if (logits.dim() != 2 || logits.size(0) != r || logits.size(1) != vocab_)
+    return absl::InternalError(absl::StrCat("lookahead: logits [", logits.dim() == 2 ? logits.size(0) : -1, ", ",
+                                            logits.dim() == 2 ? logits.size(1) : -1, "] for a window of ", r,
+                                            " riders in a vocabulary of ", vocab_));
   const c10::Device device = window_.device();
-  // Jacobi iterations are greedy at every temperature: the guesses only draft.
-  const at::Tensor guesses = logits.narrow(0, r - width_, width_).argmax(-1).to(device, at::kLong).contiguous();
-  const at::Tensor standins = standins_.select(0, iterations_ % standins_.size(0)).contiguous();
+  const int64_t* standins = standins_.data_ptr<int64_t>() + (iterations_ % standins_.size(0)) * width_;
   // A column's n-gram is the target's trajectory once every level after the
   // first has been guessed by it (the authors' fill phase).
   const bool remember = iterations_ >= levels_ - 1;
   ++iterations_;
+  // Jacobi iterations are greedy at every temperature: the guesses only draft.
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
     const c10::cuda::CUDAGuard guard(device);
-    const int error = LaunchAdvanceWindow(Pointers(), window_.data_ptr<int64_t>(), levels_, width_,
-                                          guesses.data_ptr<int64_t>(), standins.data_ptr<int64_t>(), eos_, remember,
+    const at::Tensor rows = logits.to(device, at::kFloat).contiguous();
+    const int error = LaunchIterateWindow(Pointers(), window_.data_ptr<int64_t>(), levels_, width_,
+                                          rows.data_ptr<float>(), standins, eos_, remember,
                                           c10::cuda::getCurrentCUDAStream(device.index()).stream());
     if (error != 0) return absl::InternalError(absl::StrCat("lookahead: window kernel launch failed (", error, ")"));
     return absl::OkStatus();
   }
 #endif
   if (!device.is_cpu()) return absl::UnimplementedError(absl::StrCat("lookahead: no device form on ", device.str()));
-  AdvanceWindow(Pointers(), window_.data_ptr<int64_t>(), levels_, width_, guesses.data_ptr<int64_t>(),
-                standins.data_ptr<int64_t>(), eos_, remember);
+  const at::Tensor guesses = logits.narrow(0, r - width_, width_).argmax(-1).to(device, at::kLong).contiguous();
+  AdvanceWindow(Pointers(), window_.data_ptr<int64_t>(), levels_, width_, guesses.data_ptr<int64_t>(), standins, eos_,
+                remember);
   return absl::OkStatus();
 }
 

@@ -5,9 +5,9 @@
 //
 // The pool has a row per vocabulary entry (pool_rules.h): the host's table
 // keyed by one token never drops a key, so the two hold the same lists in the
-// same order. On CUDA each step is three launches (the drafts; after the
-// forward, the guesses' argmax and the iteration: cuda/lookahead_kernel.h);
-// on the CPU the same rules run in place.
+// same order. On CUDA each step is two launches (the drafts; after the
+// forward, the iteration: cuda/lookahead_kernel.h); on the CPU the same rules
+// (pool_rules.h) run in place.
 #ifndef SPECLAB_DRAFTERS_LOOKAHEAD_DEVICE_LOOKAHEAD_H_
 #define SPECLAB_DRAFTERS_LOOKAHEAD_DEVICE_LOOKAHEAD_H_
 
@@ -44,6 +44,10 @@ class DeviceLookahead {
   // continuations (LookaheadDrafter::Continuations), DeviceContinuations'
   // shape, the entries past each candidate the root's.
   absl::StatusOr<DeviceContinuations> LearnAndBranch(const DeviceRoot& root, int max_tokens, int max_candidates);
+  // Learns likewise and returns the most recent n-gram as a chain of
+  // `length` tokens after the root ([length + 1] int64, the root first),
+  // filled as ToFixedLength fills (drafters/common/fixed_length.h).
+  absl::StatusOr<at::Tensor> LearnAndChain(const DeviceRoot& root, int length);
 
   // One Jacobi iteration from the riders' logits ([levels * width, vocab]):
   // the last level's greedy tokens are the new guesses (LookaheadDrafter::
@@ -56,6 +60,9 @@ class DeviceLookahead {
 
  private:
   PoolPointers Pointers();
+  // LearnAndBranch into `out`, and where `chain` is not null LearnAndChain into it.
+  absl::Status Draft(const DeviceRoot& root, int max_tokens, int max_candidates, DeviceContinuations* out,
+                     at::Tensor* chain);
 
   int levels_, width_;
   int64_t vocab_, eos_;

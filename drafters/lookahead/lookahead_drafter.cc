@@ -121,14 +121,8 @@ absl::StatusOr<DeviceContinuations> LookaheadDrafter::ContinuationsAt(const Devi
 }
 
 absl::StatusOr<at::Tensor> LookaheadDrafter::ContinuationAt(const DeviceRoot& root, int length) {
-  ASSIGN_OR_RETURN(const DeviceContinuations best, ContinuationsAt(root, length, 1));
-  // The most recent n-gram filled to `length` as ToFixedLength fills
-  // (fixed_length.h): entry i of (root, drafts) for i <= the drafts' count,
-  // then the last of them.
-  const at::Tensor root_token = root.last_two.narrow(0, 1, 1).to(best.tokens.device(), at::kLong);
-  const at::Tensor with_root = at::cat({root_token, best.tokens.select(0, 0)});
-  const at::Tensor take = at::minimum(at::arange(1, length + 1, with_root.options()), best.lengths.narrow(0, 0, 1));
-  return at::cat({root_token, with_root.index_select(0, take)});
+  ASSIGN_OR_RETURN(DeviceLookahead * state, DeviceState(root.context.device()));
+  return state->LearnAndChain(root, length);
 }
 
 absl::StatusOr<DeviceRiders> LookaheadDrafter::RidersAt() {

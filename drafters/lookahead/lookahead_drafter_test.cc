@@ -208,10 +208,11 @@ TEST(LookaheadDrafterTest, MergePassesTheRidersAlong) {
 // one seed, one stepping on the host (BeginStep, Continuations, Riders,
 // RidersScored, EndStep), one on the device (ContinuationsAt and
 // ContinuationAt, RidersAt, RidersScoredAt), get the same random rider
-// logits (often guessing EOS, in a vocabulary small enough that keys repeat
-// and full lists drop their least recent); their riders and drafts must
-// agree at every step, and so must the pools and windows at the end. On
-// CUDA where SPECLAB_TEST_DEVICE=cuda (the kernels).
+// logits (often guessing EOS, often tied between two tokens, in a vocabulary
+// small enough that keys repeat and full lists drop their least recent);
+// their riders and drafts must agree at every step, and so must the pools
+// and windows at the end. On CUDA where SPECLAB_TEST_DEVICE=cuda (the
+// kernels).
 TEST(LookaheadDrafterTest, TheDeviceFormDraftsAndIteratesAsTheHost) {
   constexpr int kVocab = 7;
   constexpr int32_t kEos = 2;
@@ -253,8 +254,14 @@ TEST(LookaheadDrafterTest, TheDeviceFormDraftsAndIteratesAsTheHost) {
         ASSERT_EQ(device_riders->size(), r);
         EXPECT_EQ(HostTokens(device_riders->tokens), riders->tokens) << at;
         at::Tensor logits = at::rand({r, kVocab});
-        for (int c = 0; c < window; ++c)
-          if (random() % 3 == 0) logits[r - window + c][kEos] = 2;  // an EOS guess
+        for (int c = 0; c < window; ++c) {
+          const int kind = random() % 3;
+          if (kind == 0) logits[r - window + c][kEos] = 2;  // an EOS guess
+          if (kind == 1) {  // a tie: the first of the maxima is the guess
+            logits[r - window + c][1 + random() % 3] = 3;
+            logits[r - window + c][4 + random() % 3] = 3;
+          }
+        }
         ASSERT_TRUE(host.RidersScored(logits).ok());
         ASSERT_TRUE(on_device.RidersScoredAt(logits.to(device)).ok());
         ASSERT_TRUE(host.EndStep(TokenTree(root), {0}, {}).ok());
@@ -289,7 +296,8 @@ TEST(LookaheadDrafterTest, PipelinedStepsAreTheHostsSteps) {
                                    target.get());
   };
   const std::string trie = "{type: trie, budget: 12, max_candidates: 4}";
-  for (const std::string& drafter : {learning, absl::StrCat("{type: merge, drafters: [{type: prompt_lookup}, ", learning, "]}")}) {
+  const std::string merged = absl::StrCat("{type: merge, drafters: [{type: prompt_lookup}, ", learning, "]}");
+  for (const std::string& drafter : {learning, merged}) {
     auto method = method_of(drafter, trie);
     ASSERT_TRUE(method.ok()) << method.status();
     const testing::StepAgreement seen =

@@ -28,8 +28,10 @@ struct PoolPointers {
 };
 
 // LruNgramTable::Remember: `follower` after `key` moves to the front of the
-// key's list, or joins it there, the least recent dropped where full.
-SPECLAB_HOST_DEVICE inline void RememberNgram(PoolPointers pool, int64_t key, const int64_t* follower) {
+// key's list, or joins it there, the least recent dropped where full; its
+// stamp is `stamp`, past every stamp of the row.
+SPECLAB_HOST_DEVICE inline void RememberNgramAt(PoolPointers pool, int64_t key, const int64_t* follower,
+                                                int64_t stamp) {
   if (key < 0 || key >= pool.vocab) return;
   int64_t* stamps = pool.stamps + key * pool.columns;
   int64_t* row = pool.followers + key * pool.columns * pool.follower;
@@ -49,7 +51,12 @@ SPECLAB_HOST_DEVICE inline void RememberNgram(PoolPointers pool, int64_t key, co
     slot = empty >= 0 ? empty : oldest;
     for (int t = 0; t < pool.follower; ++t) row[slot * pool.follower + t] = follower[t];
   }
-  stamps[slot] = ++*pool.clock;
+  stamps[slot] = stamp;
+}
+
+// RememberNgramAt with the clock's next stamp.
+SPECLAB_HOST_DEVICE inline void RememberNgram(PoolPointers pool, int64_t key, const int64_t* follower) {
+  RememberNgramAt(pool, key, follower, ++*pool.clock);
 }
 
 // Position p of the sequence context[0..s) then last_two[0..1].
@@ -107,12 +114,27 @@ SPECLAB_HOST_DEVICE inline void BranchFromRoot(PoolPointers pool, int64_t root, 
   }
 }
 
+// ToFixedLength (drafters/common/fixed_length.h) of candidate 0 of
+// BranchFromRoot's output, as a device chain: chain[0] = the root, then
+// `length` tokens: the candidate's (lengths[0] of them, cut to length), its
+// last (the root's where it has none) repeated after.
+SPECLAB_HOST_DEVICE inline void ChainOfFirst(const int64_t* tokens, const int64_t* lengths, int64_t root, int length,
+                                             int64_t* chain) {
+  chain[0] = root;
+  for (int i = 0; i < length; ++i) {
+    const int64_t take = i < lengths[0] ? i : lengths[0] - 1;  // -1: the root
+    chain[1 + i] = take < 0 ? root : tokens[take];
+  }
+}
+
 // One Jacobi iteration: window [levels, width] level-major, guesses [width]
 // (the target's greedy tokens after the last level's columns), standins
 // [width]. Where `remember`, each column's n-gram (V0[c]; V1[c], ..,
 // guesses[c]) joins the pool, in column order; then the levels move up
 // (V_j <- V_{j+1}) and the guesses become the last, an `eos` guess replaced
-// by its column's stand-in.
+// by its column's stand-in. Column c's n-gram gets the clock's c + 1-th next
+// stamp, so the CUDA kernel, which pools columns of distinct keys at once
+// (those of one key in column order), gives the stamps this loop gives.
 SPECLAB_HOST_DEVICE inline void AdvanceWindow(PoolPointers pool, int64_t* window, int levels, int width,
                                               const int64_t* guesses, const int64_t* standins, int64_t eos,
                                               bool remember) {

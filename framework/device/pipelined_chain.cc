@@ -72,7 +72,8 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
                          " KV slots, past the capacity ", target().capacity(), " (models.kv_capacity)");
   }
   if (!unfit.empty()) {
-    if (queued_ > 0) return absl::FailedPreconditionError(absl::StrCat("pipelined chain, step ", queued_ + 1, ": ", unfit));
+    if (queued_ > 0)
+      return absl::FailedPreconditionError(absl::StrCat("pipelined chain, step ", queued_ + 1, ": ", unfit));
     Refuse(unfit);
     return std::nullopt;
   }
