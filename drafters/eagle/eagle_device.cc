@@ -54,6 +54,8 @@ absl::StatusOr<FeaturePathAt> EagleDrafter::PathAt(const DeviceRoot& root) const
 
 absl::StatusOr<ChainResult> EagleDrafter::DraftChainAt(const DeviceRoot& root, int length,
                                                        const ChainPick& pick) {
+  // (root.refeed needs nothing more: the head feeds the accepted path's
+  // features again every step, whichever drafter drafted the path.)
   if (root_from_reset_) {
     root_from_reset_ = false;
     return DraftChain(length, pick);

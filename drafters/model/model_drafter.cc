@@ -316,32 +316,45 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChainAt(const DeviceRoot& root, i
   if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChainAt: length must be >= 1, got ", length));
   if (!root.last_two.defined() || root.last_two.numel() != 2)
     return absl::InvalidArgumentError("DraftChainAt: last_two must hold two tokens");
-  ASSIGN_OR_RETURN(ChainResult chain, device_model_->ForwardChainAt(root.last_two, root.position, length, pick));
+  if (root.refeed == 0) {
+    ASSIGN_OR_RETURN(ChainResult chain, device_model_->ForwardChainAt(root.last_two, root.position, length, pick));
+    cache_on_device_only_ = true;
+    chain.tokens = chain.tokens.narrow(0, 1, length + 1);
+    return chain;
+  }
+  // The refeed tokens before last_two[0] come from the context, then last_two.
+  ASSIGN_OR_RETURN(const FedPrefix fed, PrefixFromContext(root, root.refeed));
+  ASSIGN_OR_RETURN(ChainResult chain, device_model_->ForwardChainAt(fed.tokens, fed.at, length, pick));
   cache_on_device_only_ = true;
-  chain.tokens = chain.tokens.narrow(0, 1, length + 1);
+  chain.tokens = chain.tokens.narrow(0, root.refeed + 1, length + 1);
   return chain;
+}
+
+absl::StatusOr<ModelDrafter::FedPrefix> ModelDrafter::PrefixFromContext(const DeviceRoot& root, int before) {
+  const DevicePosition& before_root = root.position;
+  if (!root.context.defined() || root.context.dim() != 1 || root.context.size(0) < before_root.max_start + 2)
+    return absl::InvalidArgumentError("the drafter's device step: the context must hold every token up to the root");
+  if (before_root.min_start < before)
+    return absl::UnimplementedError(absl::StrCat("the root may sit before position ", before + 1,
+                                                 ", too early for the fixed prefix"));
+  if (!prefix_offsets_.defined() || prefix_offsets_.size(0) != before + 2)
+    prefix_offsets_ = at::arange(-before, 2, before_root.start.options());
+  const at::Tensor positions = prefix_offsets_ + before_root.start;
+  at::Tensor tokens = root.context.index_select(0, positions);
+  if (vocab_map_) tokens = target_to_draft_device_.index_select(0, tokens);
+  return FedPrefix{.tokens = tokens,
+                   .at = {.start = positions.narrow(0, 0, 1), .max_start = before_root.max_start - before,
+                          .min_start = before_root.min_start - before}};
 }
 
 absl::StatusOr<LevelsKept> ModelDrafter::DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) {
   if (device_model_ == nullptr) return absl::UnimplementedError("the drafter's model has no device form");
   if (levels < 1) return absl::InvalidArgumentError(absl::StrCat("DraftLevelsAt: levels must be >= 1, got ", levels));
-  const DevicePosition& before_root = root.position;
-  if (!root.context.defined() || root.context.dim() != 1 || root.context.size(0) < before_root.max_start + 2)
-    return absl::InvalidArgumentError("DraftLevelsAt: the context must hold every token up to the root");
   // DraftLevels' one prefix length: the levels + 1 tokens before the root
   // (one more than a step can accept), then the root.
-  if (before_root.min_start < levels)
-    return absl::UnimplementedError(absl::StrCat("DraftLevelsAt: the root may sit before position ", levels + 1,
-                                                 ", too early for the fixed prefix"));
-  if (!prefix_offsets_.defined() || prefix_offsets_.size(0) != levels + 2)
-    prefix_offsets_ = at::arange(-levels, 2, before_root.start.options());
-  const at::Tensor prefix_positions = prefix_offsets_ + before_root.start;
-  const DevicePosition at{.start = prefix_positions.narrow(0, 0, 1), .max_start = before_root.max_start - levels,
-                          .min_start = before_root.min_start - levels};
-  at::Tensor prefix = root.context.index_select(0, prefix_positions);
-  if (vocab_map_) prefix = target_to_draft_device_.index_select(0, prefix);
+  ASSIGN_OR_RETURN(const FedPrefix fed, PrefixFromContext(root, levels));
   ASSIGN_OR_RETURN(const LevelPick in_draft_vocabulary, InDraftVocabulary(pick));
-  ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevelsAt(prefix, at, levels, in_draft_vocabulary));
+  ASSIGN_OR_RETURN(LevelsKept kept, device_model_->ForwardLevelsAt(fed.tokens, fed.at, levels, in_draft_vocabulary));
   cache_on_device_only_ = true;
   return kept;
 }

@@ -47,8 +47,10 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<LevelsKept> DraftLevels(int levels, const LevelPick& pick) override;
   // The model's ForwardChainAt with last_two as the first forward's prefix
   // (the token before the root is fed again: one fixed shape whether or not
-  // the previous chain's last draft was accepted). Unimplemented with a
-  // vocabulary map.
+  // the previous chain's last draft was accepted), or, where root.refeed > 0,
+  // the refeed tokens before them from root.context too (a fixed prefix, as
+  // DraftLevelsAt's; Unimplemented until the root's position is at least
+  // refeed + 1). Unimplemented with a vocabulary map.
   absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override;
   // The model's ForwardLevelsAt with DraftLevels' fixed prefix (levels + 2
   // tokens, the root last) gathered from root.context on the device.
@@ -66,6 +68,14 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   at::Tensor ToTargetLogits(const at::Tensor& draft_logits) const;
   // `pick` over drafter logits, feeding drafter ids (itself without a map).
   absl::StatusOr<LevelPick> InDraftVocabulary(const LevelPick& pick) const;
+  // The `before` tokens before last_two[0], then last_two, gathered from
+  // root.context on the device (in the drafter's vocabulary), and where the
+  // first of them stands; Unimplemented where the root may sit too early.
+  struct FedPrefix {
+    at::Tensor tokens;
+    DevicePosition at;
+  };
+  absl::StatusOr<FedPrefix> PrefixFromContext(const DeviceRoot& root, int before);
   // Feeds committed-context tokens as a causal chain of tentative slots.
   absl::Status FeedContext(absl::Span<const int32_t> tokens, int64_t first_position);
 
@@ -88,7 +98,7 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   };
   std::vector<HiddenRow> node_hidden_;
   bool cache_on_device_only_ = false;     // after DraftChainAt: cached_ is unknown to the host
-  at::Tensor prefix_offsets_;             // DraftLevelsAt: -levels .. 1, the prefix's positions from the root's less one
+  at::Tensor prefix_offsets_;             // PrefixFromContext: -before .. 1, the prefix's positions from the root's less one
 };
 
 }  // namespace speclab

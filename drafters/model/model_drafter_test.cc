@@ -129,6 +129,55 @@ TEST(ModelDrafterTest, StepByStepDraftingAfterDeviceRootedChainsStartsOver) {
   EXPECT_LE((*after_chain - *expected).abs().max().item<double>(), tolerance * expected->abs().max().item<double>());
 }
 
+// A part of a part_chains tree whose cache holds its own chain after the
+// root, where the step accepted another part's branch: with
+// DeviceRoot::refeed it drafts, rows and all, what a drafter that saw the
+// accepted tokens drafts; without, its stale slot shows in its rows.
+TEST(ModelDrafterTest, DraftChainAtFeedsAgainWhatItsCacheMayLack) {
+  const std::vector<int32_t> context = {1, 5, 3, 7, 2, 5, 3};  // the root 3 at position 6
+  const c10::Device cpu(c10::kCPU);
+  const ChainPick keep_logits = ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
+    return std::make_pair(GreedyTokens(logits), logits.clone());
+  });
+  auto padded = [&](std::vector<int32_t> tokens) {
+    tokens.resize(32, 0);
+    return LongsToDevice(std::vector<int64_t>(tokens.begin(), tokens.end()), cpu);
+  };
+  auto root_at = [&](const std::vector<int32_t>& sequence, int refeed) {
+    const int64_t start = static_cast<int64_t>(sequence.size()) - 2;  // the token before the root
+    return DeviceRoot{.last_two = LongsToDevice({sequence[start], sequence[start + 1]}, cpu),
+                      .position = {.start = LongsToDevice({start}, cpu), .max_start = start, .min_start = start},
+                      .context = padded(sequence),
+                      .refeed = refeed};
+  };
+  std::vector<at::Tensor> rows;  // refeed 2, then 0
+  std::vector<int32_t> accepted;
+  for (const int refeed : {2, 0}) {
+    ModelDrafter used(TinyModel(2));
+    ASSERT_TRUE(used.Reset(context, {}).ok());
+    auto own = used.DraftChainAt(root_at(context, 0), 3, keep_logits);  // its drafts fill slots 7 and 8
+    ASSERT_TRUE(own.ok()) << own.status();
+    // Another branch accepted: two tokens unlike its drafts, then the extra token.
+    const int32_t first_draft = static_cast<int32_t>(own->tokens[1].item<int64_t>());
+    accepted = context;
+    for (int32_t token : {(first_draft + 1) % 16, (first_draft + 2) % 16, 4}) accepted.push_back(token);
+    auto next = used.DraftChainAt(root_at(accepted, refeed), 3, keep_logits);
+    ASSERT_TRUE(next.ok()) << next.status();
+    rows.push_back(next->rows);
+  }
+  ModelDrafter fresh(TinyModel(2));
+  ASSERT_TRUE(fresh.Reset(accepted, {}).ok());  // its cache holds every token before the last two
+  auto expected = fresh.DraftChainAt(root_at(accepted, 0), 3, keep_logits);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  // Float32 forwards of one model, with prefixes of two lengths: within the
+  // first-order bound of their reductions.
+  const LanguageModel& model = *fresh.models()[0];
+  const double bound = testing::ForwardTolerance(model.config(), model.capacity(), testing::UnitRoundoff(at::kFloat)) *
+                       expected->rows.abs().max().item<double>();
+  EXPECT_LE((rows[0] - expected->rows).abs().max().item<double>(), bound) << "fed again";
+  EXPECT_GT((rows[1] - expected->rows).abs().max().item<double>(), 100 * bound) << "the stale slot is seen";
+}
+
 TEST_F(VocabularyMapTest, MappedDrafterIsExactAtTemperatureZero) {
   const std::vector<int32_t> prompt = {1, 5, 3, 7, 2};
   DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 30, .time_phases = false};

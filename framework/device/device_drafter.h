@@ -43,6 +43,13 @@ struct DeviceRoot {
   // step, the prompt's rows but the last.
   TargetFeatures target;
   at::Tensor path_length;
+  // Tokens before last_two[0] that a drafter with a cache of its own must
+  // feed again from `context` (0: its cache holds the context up to the
+  // token before last_two[0]). A tree whose branches come from several
+  // drafters (part_chains) may accept a path one of them never drafted, up
+  // to this many tokens. Drafters without such a cache ignore it; one that
+  // cannot feed them returns Unimplemented.
+  int refeed = 0;
 };
 
 // The last-layer target feature of the token before the root ([1, hidden]:

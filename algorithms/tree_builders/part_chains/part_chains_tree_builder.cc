@@ -22,10 +22,20 @@
 // greedy chain (q one-hot). The length policy's MaxDraftLength() is read once
 // a step. A part with a device chain (DeviceFormOf(Part(p))->DraftChain: a
 // model drafter's one CUDA graph) drafts its branch in one call; the others
-// token by token. No device form of the builder: steps run one at a time.
+// token by token.
+//
+// Device form (BuildAt, for pipelined trees): every part drafts its branch
+// from the device's root (DraftChainAt), feeding again the `length` tokens
+// before it (DeviceRoot::refeed: the last step may have accepted another
+// part's branch, which its cache never saw); the tree's shape, fixed by the
+// parts and the length, is made once and kept on the device. Parts without
+// device chains, or more than one part reading the target's features, keep
+// the steps on the host.
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +43,7 @@
 #include "algorithms/tree_builders/common/sampling_pick.h"
 #include "framework/core/status_macros.h"
 #include "framework/device/device_drafter.h"
+#include "framework/device/device_tree_builder.h"
 #include "framework/sampling.h"
 #include "framework/tree_builder.h"
 
@@ -41,7 +52,7 @@ namespace {
 
 constexpr char kName[] = "part_chains";
 
-class PartChainsTreeBuilder final : public TreeBuilder {
+class PartChainsTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
  public:
   TreeBuilderTraits traits() const override {
     return {.needs_distributions = true, .may_branch = true, .samples_tokens = true,
@@ -70,7 +81,72 @@ class PartChainsTreeBuilder final : public TreeBuilder {
     return out;
   }
 
+  absl::StatusOr<DraftTree> BuildAt(Drafter& drafter, const BuildRequest& request, const DeviceRoot& root) override {
+    if (request.generator == nullptr) return absl::InvalidArgumentError("part_chains: no drafting generator");
+    if (request.policy->wants_progress())
+      return absl::UnimplementedError("part_chains: the length policy reads each drafted token on the host");
+    const int length = request.policy->MaxDraftLength();
+    const int parts = drafter.part_count();
+    // The step hands over the merge's features: one part's request at most.
+    int readers = 0;
+    for (int part = 0; part < parts; ++part) readers += !drafter.Part(part).target_features().empty();
+    if (readers > 1)
+      return absl::UnimplementedError("part_chains: several parts read the target's features, which merge shares "
+                                      "out on the host");
+    // Up to `length` drafts of another part's branch may have been accepted.
+    DeviceRoot refed = root;
+    refed.refeed = length;
+    std::vector<at::Tensor> tokens{root.last_two.narrow(0, 1, 1).to(request.device, at::kLong)};
+    std::vector<at::Tensor> rows;
+    for (int part = 0; part < parts; ++part) {
+      DeviceDrafter* device = DeviceFormOf(drafter.Part(part));
+      if (device == nullptr) return absl::UnimplementedError(absl::StrCat("part_chains: part ", part, " has no device form"));
+      ASSIGN_OR_RETURN(ChainResult chain,
+                       device->DraftChainAt(refed, length, tree_builders::SamplingPick(request.sampling,
+                                                                                        request.generator)));
+      tokens.push_back(chain.tokens.narrow(0, 1, length).to(request.device, at::kLong));
+      rows.push_back(chain.rows);
+    }
+    DraftTree out;
+    out.tree = TokenTree(request.root_token);
+    out.tokens = at::cat(tokens);
+    if (!request.sampling.greedy() && !rows.empty()) {
+      rows.insert(rows.begin(), at::zeros({1, rows.front().size(1)}, rows.front().options()));  // the root's
+      out.draft_probs = at::cat(rows);
+    }
+    out.sampling = DraftSampling::kIndependent;
+    out.device_shape = ShapeOf(parts, length, request.device);
+    return out;
+  }
+
  private:
+  // The tree of `parts` branches of `length` nodes under the root, in Build()'s
+  // order (branch p's node i is 1 + p * length + i), on `device`: made once.
+  DraftTree::DeviceShape ShapeOf(int parts, int length, c10::Device device) {
+    if (shape_ && shape_parts_ == parts && shape_length_ == length && shape_->parents.device() == device)
+      return *shape_;
+    const int64_t n = 1 + static_cast<int64_t>(parts) * length;
+    at::Tensor parents = at::empty({n}, at::kLong), depths = at::empty({n}, at::kLong);
+    at::Tensor mask = at::zeros({n, n}, at::kBool);
+    int64_t* parent = parents.data_ptr<int64_t>();
+    int64_t* depth = depths.data_ptr<int64_t>();
+    bool* sees = mask.data_ptr<bool>();
+    parent[0] = -1;
+    depth[0] = 0;
+    sees[0] = true;
+    for (int64_t node = 1; node < n; ++node) {
+      const int64_t i = (node - 1) % length;  // the node's place in its branch
+      parent[node] = i == 0 ? 0 : node - 1;
+      depth[node] = i + 1;
+      for (int64_t above = node; above >= 0; above = parent[above]) sees[node * n + above] = true;
+    }
+    shape_ = DraftTree::DeviceShape{.parents = parents.to(device), .depths = depths.to(device),
+                                    .mask = mask.to(device), .depth_bound = length, .branching_bound = parts};
+    shape_parts_ = parts;
+    shape_length_ = length;
+    return *shape_;
+  }
+
   struct Chain {
     at::Tensor tokens;  // [length] int64 on the device
     at::Tensor rows;    // [length, vocab]: the q rows they were drawn from (undefined at temperature 0)
@@ -105,6 +181,9 @@ class PartChainsTreeBuilder final : public TreeBuilder {
     }
     return Chain{.tokens = at::cat(tokens), .rows = at::cat(rows)};
   }
+
+  std::optional<DraftTree::DeviceShape> shape_;  // ShapeOf()'s last
+  int shape_parts_ = 0, shape_length_ = 0;
 };
 
 const bool kRegistered = TreeBuilderRegistry::Add({

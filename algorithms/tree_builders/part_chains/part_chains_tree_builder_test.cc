@@ -14,6 +14,7 @@
 #include "framework/core/options.h"
 #include "framework/sampling.h"
 #include "framework/speculative_decoder.h"
+#include "tests/support/pipelined_agreement.h"
 #include "tests/support/tiny_models.h"
 #include "tests/support/two_token_law.h"
 
@@ -143,8 +144,43 @@ TEST(PartChainsTest, EqualsGreedyAtTemperatureZero) {
     auto out = GenerateSpeculative(*target, *method, kPrompt, options);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->tokens, greedy->tokens) << verifier;
-    EXPECT_THAT(out->engine_form, HasSubstr("step by step"));
+    EXPECT_THAT(out->engine_form, HasSubstr("pipelined tree"));
   }
+}
+
+// Pipelined, every part drafts its branch from the device's root, feeding
+// again the tokens its cache may lack (another part's accepted branch): the
+// same tokens and the same drafts accepted at every step as step by step at
+// T = 0 (two early exits, and an early exit beside EAGLE's head, which reads
+// the target's features); and the target's law at T = 1 under specinfer both
+// ways. Two parts reading the target's features keep the steps on the host.
+// (Whether a part's cache is fed again is ModelDrafterTest's: these tiny
+// targets' greedy drafts hardly depend on the slots it would leave stale.)
+TEST(PartChainsTest, PipelinedStepsAreTheHostsSteps) {
+  auto target = testing::TinyModel(3, /*vocab=*/16, /*layers=*/3);
+  for (const std::string& second : {std::string(kSecond), std::string("{type: eagle}")}) {
+    for (const int gamma : {2, 3}) {
+      auto method = testing::MethodFromYaml(Method(Merged(second), "{type: greedy}", gamma), target.get());
+      ASSERT_TRUE(method.ok()) << method.status();
+      const testing::StepAgreement seen =
+          testing::ExpectPipelinedAsStepByStep(*target, *method, kPrompt, 40, "pipelined tree");
+      EXPECT_GT(seen.accepted, 10) << second << ", gamma " << gamma;
+      EXPECT_GT(seen.rejected, 0) << second << ", gamma " << gamma;
+    }
+  }
+  auto law_target = testing::TinyModel(4, /*vocab=*/8, /*layers=*/3, /*logit_scale=*/8);
+  auto method = testing::MethodFromYaml(Method(Merged(), "{type: specinfer}", 2), law_target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  testing::ExpectTheLawPipelinedAndStepByStep(*law_target, *method, kPrompt,
+                                              testing::ExactTwoTokenLaw(*law_target, kPrompt, 1.0), 2000,
+                                              "part_chains, specinfer");
+  auto reading = testing::MethodFromYaml(
+      Method("{type: merge, drafters: [{type: medusa, heads: 2}, {type: eagle}]}", "{type: specinfer}", 2),
+      law_target.get());
+  ASSERT_TRUE(reading.ok()) << reading.status();
+  auto out = GenerateSpeculative(*law_target, *reading, kPrompt, {.sampling = {.temperature = 1}, .max_new_tokens = 8});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->engine_form, HasSubstr("several parts read the target's features"));
 }
 
 // A run prices each drafter's forwards at its own model's costs: the
