@@ -25,9 +25,9 @@
 // token by token.
 //
 // Device form (BuildAt, for pipelined trees): every part drafts its branch
-// from the device's root (DraftChainAt), feeding again the `length` tokens
-// before it (DeviceRoot::refeed: the last step may have accepted another
-// part's branch, which its cache never saw); the tree's shape, fixed by the
+// from the device's root (DraftChainAt), feeding again the `length` - 1
+// tokens before the last accepted one (DeviceRoot::refeed: the last step may
+// have accepted another part's branch, which its cache never saw); the tree's shape, fixed by the
 // parts and the length, is made once and kept on the device. Parts without
 // device chains, or more than one part reading the target's features, keep
 // the steps on the host.
@@ -93,9 +93,10 @@ class PartChainsTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder
     if (readers > 1)
       return absl::UnimplementedError("part_chains: several parts read the target's features, which merge shares "
                                       "out on the host");
-    // Up to `length` drafts of another part's branch may have been accepted.
+    // Up to `length` drafts of another part's branch may have been accepted:
+    // all but the last lie before last_two[0], which every part feeds anyway.
     DeviceRoot refed = root;
-    refed.refeed = length;
+    refed.refeed = length - 1;
     std::vector<at::Tensor> tokens{root.last_two.narrow(0, 1, 1).to(request.device, at::kLong)};
     std::vector<at::Tensor> rows;
     for (int part = 0; part < parts; ++part) {
