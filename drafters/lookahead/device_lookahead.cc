@@ -7,11 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/kernel_launch.h"
 
 #ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include "drafters/lookahead/cuda/lookahead_kernel.h"
 #endif
 
@@ -95,13 +93,12 @@ absl::Status DeviceLookahead::Draft(const DeviceRoot& root, int max_tokens, int 
   int64_t* chain_data = chain != nullptr ? chain->data_ptr<int64_t>() : nullptr;
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
-    const c10::cuda::CUDAGuard guard(device);
-    const int error = LaunchLearnAndBranch(Pointers(), context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(),
-                                           start.data_ptr<int64_t>(), learned_.data_ptr<int64_t>(), learn_,
-                                           max_tokens, max_candidates, out->tokens.data_ptr<int64_t>(),
-                                           out->lengths.data_ptr<int64_t>(), chain_data, max_tokens,
-                                           c10::cuda::getCurrentCUDAStream(device.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("lookahead: pool kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device, "lookahead: pool", [&](void* stream) {
+      return LaunchLearnAndBranch(Pointers(), context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(),
+                                  start.data_ptr<int64_t>(), learned_.data_ptr<int64_t>(), learn_, max_tokens,
+                                  max_candidates, out->tokens.data_ptr<int64_t>(), out->lengths.data_ptr<int64_t>(),
+                                  chain_data, max_tokens, stream);
+    }));
     return absl::OkStatus();
   }
 #endif
@@ -131,12 +128,11 @@ absl::Status DeviceLookahead::Advance(const at::Tensor& logits) {
   // Jacobi iterations are greedy at every temperature: the guesses only draft.
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
-    const c10::cuda::CUDAGuard guard(device);
     const at::Tensor rows = logits.to(device, at::kFloat).contiguous();
-    const int error = LaunchIterateWindow(Pointers(), window_.data_ptr<int64_t>(), levels_, width_,
-                                          rows.data_ptr<float>(), standins, eos_, remember,
-                                          c10::cuda::getCurrentCUDAStream(device.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("lookahead: window kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device, "lookahead: window", [&](void* stream) {
+      return LaunchIterateWindow(Pointers(), window_.data_ptr<int64_t>(), levels_, width_, rows.data_ptr<float>(),
+                                 standins, eos_, remember, stream);
+    }));
     return absl::OkStatus();
   }
 #endif

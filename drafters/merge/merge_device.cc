@@ -6,11 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "drafters/merge/cuda/merge_kernel.h"
-
-#ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
+#include "framework/core/status_macros.h"
+#include "framework/device/kernel_launch.h"
 
 namespace speclab::merge {
 
@@ -65,14 +62,13 @@ absl::StatusOr<DeviceContinuations> MergeOnDevice(const std::vector<DeviceContin
     if (count > kMaxMergedCandidates)
       return absl::UnimplementedError(absl::StrCat("merge: the device merge reads at most ", kMaxMergedCandidates,
                                                    " candidates, the parts give ", count));
-    const c10::cuda::CUDAGuard guard(device);
     DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, all_tokens.options()),
                             .lengths = at::empty({max_candidates}, all_tokens.options())};
-    const int error = LaunchMergeCandidates(all_tokens.data_ptr<int64_t>(), all_lengths.data_ptr<int64_t>(), count,
-                                            static_cast<int>(max_tokens), max_candidates, root.data_ptr<int64_t>(),
-                                            out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
-                                            c10::cuda::getCurrentCUDAStream(device.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("merge: merge kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device, "merge: merge kernel", [&](void* stream) {
+      return LaunchMergeCandidates(all_tokens.data_ptr<int64_t>(), all_lengths.data_ptr<int64_t>(), count,
+                                   static_cast<int>(max_tokens), max_candidates, root.data_ptr<int64_t>(),
+                                   out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif

@@ -9,11 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "drafters/ngram_cache/ngram_cache_drafter.h"
+#include "framework/core/status_macros.h"
+#include "framework/device/kernel_launch.h"
 
 #ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include "drafters/ngram_cache/cuda/ngram_cache_kernel.h"
 #endif
 
@@ -110,11 +109,10 @@ absl::StatusOr<at::Tensor> DeviceNgramTable::LearnAndDraft(const at::Tensor& con
   at::Tensor out = at::empty({length + 1}, keys_.options());
 #ifdef SPECLAB_WITH_CUDA
   if (device.is_cuda()) {
-    const c10::cuda::CUDAGuard guard(device);
-    const int error = LaunchLearnAndDraft(Pointers(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
-                                          at_start.data_ptr<int64_t>(), length, recursive, out.data_ptr<int64_t>(),
-                                          c10::cuda::getCurrentCUDAStream(device.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("ngram_cache: table kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device, "ngram_cache: table kernel", [&](void* stream) {
+      return LaunchLearnAndDraft(Pointers(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                 at_start.data_ptr<int64_t>(), length, recursive, out.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif
@@ -140,14 +138,13 @@ absl::StatusOr<DeviceContinuations> DeviceNgramTable::LearnAndBranch(const at::T
     if (max_candidates > kMaxCandidates)
       return absl::UnimplementedError(absl::StrCat("ngram_cache: the device trie keeps at most ", kMaxCandidates,
                                                    " candidates, the builder asks ", max_candidates));
-    const c10::cuda::CUDAGuard guard(device);
     DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, keys_.options()),
                             .lengths = at::empty({max_candidates}, keys_.options())};
-    const int error = LaunchLearnAndBranch(Pointers(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
-                                           at_start.data_ptr<int64_t>(), max_tokens, max_candidates, recursive,
-                                           out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
-                                           c10::cuda::getCurrentCUDAStream(device.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("ngram_cache: trie kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device, "ngram_cache: trie kernel", [&](void* stream) {
+      return LaunchLearnAndBranch(Pointers(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                  at_start.data_ptr<int64_t>(), max_tokens, max_candidates, recursive,
+                                  out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif

@@ -6,12 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/kernel_launch.h"
 #include "framework/device_transfer.h"
 
 #ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include "drafters/prompt_lookup/cuda/ngram_kernel.h"
 #endif
 
@@ -106,12 +104,11 @@ absl::StatusOr<at::Tensor> PromptLookupDrafter::ContinuationAt(const DeviceRoot&
   at::Tensor out = at::empty({length + 1}, device_context_.options());
 #ifdef SPECLAB_WITH_CUDA
   if (device_context_.is_cuda()) {
-    const c10::cuda::CUDAGuard guard(device_context_.device());
-    const int error = prompt_lookup::LaunchNgramContinuation(
-        device_context_.data_ptr<int64_t>(), device_context_.size(0), last_two.data_ptr<int64_t>(),
-        start.data_ptr<int64_t>(), max_ngram_, length, out.data_ptr<int64_t>(),
-        c10::cuda::getCurrentCUDAStream(device_context_.device().index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("prompt_lookup: n-gram kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device_context_.device(), "prompt_lookup: n-gram", [&](void* stream) {
+      return prompt_lookup::LaunchNgramContinuation(device_context_.data_ptr<int64_t>(), device_context_.size(0),
+                                                    last_two.data_ptr<int64_t>(), start.data_ptr<int64_t>(),
+                                                    max_ngram_, length, out.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif
@@ -148,15 +145,14 @@ absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const D
       return absl::UnimplementedError(absl::StrCat("prompt_lookup: the device lookup keeps at most ",
                                                    prompt_lookup::kMaxCandidates, " candidates, the builder asks ",
                                                    max_candidates));
-    const c10::cuda::CUDAGuard guard(device);
     DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, context.options()),
                             .lengths = at::empty({max_candidates}, context.options())};
-    const int error = prompt_lookup::LaunchNgramCandidates(
-        context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(), start.data_ptr<int64_t>(), max_ngram_, tokens,
-        max_tokens, max_candidates, out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
-        c10::cuda::getCurrentCUDAStream(device.index()).stream());
-    if (error != 0)
-      return absl::InternalError(absl::StrCat("prompt_lookup: candidates kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device, "prompt_lookup: candidates", [&](void* stream) {
+      return prompt_lookup::LaunchNgramCandidates(context.data_ptr<int64_t>(), last_two.data_ptr<int64_t>(),
+                                                  start.data_ptr<int64_t>(), max_ngram_, tokens, max_tokens,
+                                                  max_candidates, out.tokens.data_ptr<int64_t>(),
+                                                  out.lengths.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif

@@ -8,12 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "drafters/common/device_chain.h"
 #include "drafters/retrieval/cuda/rest_kernel.h"
+#include "framework/core/status_macros.h"
 #include "framework/device/device_drafter.h"
-
-#ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
+#include "framework/device/kernel_launch.h"
 
 namespace speclab::retrieval {
 
@@ -79,12 +76,11 @@ absl::StatusOr<at::Tensor> DeviceRestLookup::Draft(const at::Tensor& context, co
   const at::Tensor at_start = start.to(device_, at::kLong).contiguous();
 #ifdef SPECLAB_WITH_CUDA
   if (device_.is_cuda()) {
-    const c10::cuda::CUDAGuard guard(device_);
     at::Tensor out = at::empty({length + 1}, ctx.options());
-    const int error = LaunchRestContinuation(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
-                                             at_start.data_ptr<int64_t>(), length, out.data_ptr<int64_t>(),
-                                             c10::cuda::getCurrentCUDAStream(device_.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("retrieval: lookup kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device_, "retrieval: lookup kernel", [&](void* stream) {
+      return LaunchRestContinuation(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                    at_start.data_ptr<int64_t>(), length, out.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif
@@ -109,14 +105,13 @@ absl::StatusOr<DeviceContinuations> DeviceRestLookup::Candidates(const at::Tenso
     if (max_candidates > kMaxCandidates)
       return absl::UnimplementedError(absl::StrCat("retrieval: the device lookup keeps at most ", kMaxCandidates,
                                                    " candidates, the builder asks ", max_candidates));
-    const c10::cuda::CUDAGuard guard(device_);
     DeviceContinuations out{.tokens = at::empty({max_candidates, max_tokens}, ctx.options()),
                             .lengths = at::empty({max_candidates}, ctx.options())};
-    const int error = LaunchRestCandidates(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
-                                           at_start.data_ptr<int64_t>(), max_tokens, max_candidates,
-                                           out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(),
-                                           c10::cuda::getCurrentCUDAStream(device_.index()).stream());
-    if (error != 0) return absl::InternalError(absl::StrCat("retrieval: lookup kernel launch failed (", error, ")"));
+    RETURN_IF_ERROR(kernel_launch::LaunchOn(device_, "retrieval: lookup kernel", [&](void* stream) {
+      return LaunchRestCandidates(Store(), Shape(), ctx.data_ptr<int64_t>(), two.data_ptr<int64_t>(),
+                                  at_start.data_ptr<int64_t>(), max_tokens, max_candidates,
+                                  out.tokens.data_ptr<int64_t>(), out.lengths.data_ptr<int64_t>(), stream);
+    }));
     return out;
   }
 #endif

@@ -5,11 +5,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-
-#ifdef SPECLAB_WITH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
+#include "framework/core/status_macros.h"
+#include "framework/device/kernel_launch.h"
 
 namespace speclab::suffix_decoding {
 
@@ -61,7 +58,6 @@ absl::StatusOr<DeviceSuffixSpeculation::Call> DeviceSuffixSpeculation::Prepare(c
 absl::Status DeviceSuffixSpeculation::Launch(const Call& call, const SpeculationLimits& limits,
                                              SpeculationOutput out) {
 #ifdef SPECLAB_WITH_CUDA
-  const c10::cuda::CUDAGuard guard(device_);
   const bool with_earlier = earlier_on_device_.defined();
   const SuffixTexts texts{.context = call.context.data_ptr<int64_t>(),
                           .last_two = call.last_two.data_ptr<int64_t>(),
@@ -76,9 +72,9 @@ absl::Status DeviceSuffixSpeculation::Launch(const Call& call, const Speculation
                                .tree = limits.tree,
                                .min_token_prob = limits.min_token_prob};
   out.seen = seen_.data_ptr<int64_t>();
-  const int error = LaunchSuffixSpeculation(texts, shape, out, workspace_.data_ptr(), call.stride,
-                                            c10::cuda::getCurrentCUDAStream(device_.index()).stream());
-  if (error != 0) return absl::InternalError(absl::StrCat("suffix speculation: kernel launch failed (", error, ")"));
+  RETURN_IF_ERROR(kernel_launch::LaunchOn(device_, "suffix speculation", [&](void* stream) {
+    return LaunchSuffixSpeculation(texts, shape, out, workspace_.data_ptr(), call.stride, stream);
+  }));
   return absl::OkStatus();
 #else
   return absl::UnimplementedError("suffix speculation: this build has no CUDA");

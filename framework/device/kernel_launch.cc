@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 #ifdef SPECLAB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "framework/model/cuda/decode_kernels.h"
@@ -68,6 +71,23 @@ void Check(int cuda_error, const char* op) {
   TORCH_CHECK(cuda_error == 0, "speclab ", op, " kernel: CUDA error ", cuda_error);
 #endif
   LaunchCounter().fetch_add(1, std::memory_order_relaxed);
+}
+
+absl::Status LaunchOn(c10::Device device, const char* op, absl::FunctionRef<int(void* stream)> launch) {
+#ifdef SPECLAB_WITH_CUDA
+  if (!device.is_cuda())
+    return absl::InvalidArgumentError(absl::StrCat(op, ": a CUDA kernel, asked on ", device.str()));
+  const c10::cuda::CUDAGuard guard(device);
+  const int error = launch(c10::cuda::getCurrentCUDAStream(device.index()).stream());
+  if (error != 0)
+    return absl::InternalError(
+        absl::StrCat(op, ": kernel launch failed (", decode_kernels::DecodeKernelErrorString(error), ")"));
+  LaunchCounter().fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+#else
+  (void)launch;
+  return absl::UnimplementedError(absl::StrCat(op, ": this build has no CUDA (", device.str(), ")"));
+#endif
 }
 
 }  // namespace speclab::kernel_launch

@@ -14,6 +14,9 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
 namespace speclab::kernel_launch {
 
 // The build has CUDA and kernels are enabled (SPECLAB_FUSED_KERNELS unset or
@@ -39,6 +42,13 @@ void* Stream(const at::Tensor& on);
 // Throws c10::Error naming `op` unless `cuda_error` is cudaSuccess; counts
 // the launch.
 void Check(int cuda_error, const char* op);
+
+// For launchers whose callers return a Status (drafters' device forms):
+// runs `launch` with `device` current, handing it that device's current
+// stream, counts the launch, and turns its cudaError_t into an Internal error
+// naming `op` and the error. InvalidArgument off CUDA; Unimplemented in a
+// build without CUDA.
+absl::Status LaunchOn(c10::Device device, const char* op, absl::FunctionRef<int(void* stream)> launch);
 
 }  // namespace speclab::kernel_launch
 

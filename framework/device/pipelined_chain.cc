@@ -65,9 +65,9 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   ASSIGN_OR_RETURN(const DeviceRiders riders, RidersOfStep());
   const int64_t r = riders.size();
   std::string unfit;
-  if (gamma + 1 + r > kMaxStepTokens) {
+  if (r > 0 && gamma + 1 + r > kMaxStepTokens) {
     unfit = absl::StrCat("a chain of ", gamma, " drafts and ", r, " riders is past ", kMaxStepTokens, " tokens");
-  } else if (max_root + gamma + 1 + r > target().capacity()) {
+  } else if (r > 0 && max_root + gamma + 1 + r > target().capacity()) {
     unfit = absl::StrCat("a queued chain and its riders need ", max_root + gamma + 1 + r,
                          " KV slots, past the capacity ", target().capacity(), " (models.kv_capacity)");
   }
