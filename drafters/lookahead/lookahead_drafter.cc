@@ -107,8 +107,6 @@ absl::StatusOr<DeviceLookahead*> LookaheadDrafter::DeviceState(c10::Device devic
   }
   if (!window_) return absl::FailedPreconditionError("lookahead: a device step before Reset()");
   if (vocab_ < 1) return absl::UnimplementedError("lookahead: the target's vocabulary size is unknown");
-  if (!DeviceLookahead::Runs(device))
-    return absl::UnimplementedError(absl::StrCat("lookahead: no device form on ", device.str()));
   device_.emplace(*window_, pool_, static_cast<int64_t>(context_.size()), o_.pool_from_prompt, standins_, vocab_, eos_,
                   device);
   return &*device_;

@@ -19,7 +19,7 @@
 // end-of-text token where it is guessed (the authors' code does both: here
 // kStandInRows rows of W drawn at Reset, row i serving iteration i); what is
 // drafted never changes the law.
-// Device form (device_lookahead.h): the window, the pool and the stand-ins
+// Device form (lookahead_device.h): the window, the pool and the stand-ins
 // live on the device from a generation's first pipelined step, the window
 // rides the engine's forward (DeviceDrafter::RidersAt) and moves on there,
 // and the drafts come from the pool there, so steps run pipelined, chains
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "drafters/common/lru_ngram_table.h"
-#include "drafters/lookahead/device_lookahead.h"
+#include "drafters/lookahead/lookahead_device.h"
 #include "drafters/lookahead/jacobi_window.h"
 #include "framework/device/device_drafter.h"
 #include "framework/device_transfer.h"

@@ -1,4 +1,4 @@
-// The rules of lookahead's device form (device_lookahead.h), written once for
+// The rules of lookahead's device form (lookahead_device.h), written once for
 // its CPU path and its CUDA kernels (cuda/lookahead_kernel.cu): the n-gram
 // pool keyed by one token (LruNgramTable's rules, a row per vocabulary
 // entry), the window's Jacobi iteration (JacobiWindow::Advance and the

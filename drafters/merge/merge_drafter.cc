@@ -177,24 +177,8 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
   absl::StatusOr<RiderTokens> Riders() override { return riders_.Gather(Parts()); }
   absl::Status RidersScored(const at::Tensor& logits) override { return riders_.Scatter(Parts(), logits); }
   // And on the device, after ContinuationsAt (every part has a device form).
-  absl::StatusOr<DeviceRiders> RidersAt() override {
-    std::vector<DeviceRiders> each;
-    device_rider_sizes_.clear();
-    for (auto& d : drafters_) {
-      DeviceDrafter* device = DeviceFormOf(*d);
-      if (device == nullptr) return absl::InternalError("merge: riders asked of a part without a device form");
-      ASSIGN_OR_RETURN(DeviceRiders riders, device->RidersAt());
-      device_rider_sizes_.push_back(riders.size());
-      each.push_back(std::move(riders));
-    }
-    return GatherDeviceRiders(each);
-  }
-  absl::Status RidersScoredAt(const at::Tensor& logits) override {
-    const std::vector<at::Tensor> rows = SplitRiderLogits(logits, device_rider_sizes_);
-    for (size_t i = 0; i < drafters_.size() && i < rows.size(); ++i)
-      if (device_rider_sizes_[i] > 0) RETURN_IF_ERROR(DeviceFormOf(*drafters_[i])->RidersScoredAt(rows[i]));
-    return absl::OkStatus();
-  }
+  absl::StatusOr<DeviceRiders> RidersAt() override { return device_riders_.Gather(Parts()); }
+  absl::Status RidersScoredAt(const at::Tensor& logits) override { return device_riders_.Scatter(Parts(), logits); }
 
   std::vector<LanguageModel*> models() override {
     std::vector<LanguageModel*> out;
@@ -248,7 +232,7 @@ class MergeDrafter final : public Drafter, public DeviceDrafter {
   const DrafterKind kind_;          // every part's
   bool interleave_;
   RiderParts riders_;
-  std::vector<int64_t> device_rider_sizes_;  // each part's in the last RidersAt()
+  DeviceRiderParts device_riders_;
 };
 
 absl::StatusOr<std::unique_ptr<Drafter>> Create(Options& options, const DrafterEnvironment& env) {

@@ -2,10 +2,37 @@
 
 #include <ATen/ATen.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
 namespace speclab {
+
+absl::StatusOr<DeviceRiders> DeviceRiderParts::Gather(absl::Span<Drafter* const> parts) {
+  std::vector<DeviceRiders> each;
+  sizes_.clear();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    DeviceDrafter* device = DeviceFormOf(*parts[i]);
+    if (device == nullptr)
+      return absl::InternalError(absl::StrCat("riders asked of part ", i, ", which has no device form"));
+    ASSIGN_OR_RETURN(DeviceRiders riders, device->RidersAt());
+    sizes_.push_back(riders.size());
+    each.push_back(std::move(riders));
+  }
+  return GatherDeviceRiders(each);
+}
+
+absl::Status DeviceRiderParts::Scatter(absl::Span<Drafter* const> parts, const at::Tensor& logits) {
+  if (parts.size() != sizes_.size())
+    return absl::InternalError(absl::StrCat("riders of ", sizes_.size(), " drafters scattered to ", parts.size()));
+  const std::vector<at::Tensor> rows = SplitRiderLogits(logits, sizes_);
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (sizes_[i] > 0) RETURN_IF_ERROR(DeviceFormOf(*parts[i])->RidersScoredAt(rows[i]));
+  return absl::OkStatus();
+}
 
 DeviceRiders ToDeviceRiders(const RiderTokens& riders, const at::Tensor& tokens) {
   const int64_t r = riders.size();

@@ -16,6 +16,7 @@
 
 namespace speclab {
 
+class Drafter;
 struct RiderTokens;
 
 struct DeviceRiders {
@@ -24,6 +25,21 @@ struct DeviceRiders {
   at::Tensor sees;     // [r, r] bool: rider i attends to rider j (itself included)
 
   int64_t size() const { return tokens.defined() ? tokens.size(0) : 0; }
+};
+
+// RiderParts' device twin (framework/drafter.h), for drafters that hold
+// others and draft on the device (merge): each part's RidersAt in turn,
+// seeing only their own (GatherDeviceRiders), and each part's logits back.
+class DeviceRiderParts {
+ public:
+  // Every part needs a device form (DeviceFormOf): an Internal error names
+  // the first without one.
+  absl::StatusOr<DeviceRiders> Gather(absl::Span<Drafter* const> parts);
+  // `logits` as RidersScoredAt() got them, for the last Gather().
+  absl::Status Scatter(absl::Span<Drafter* const> parts, const at::Tensor& logits);
+
+ private:
+  std::vector<int64_t> sizes_;  // each part's count in the last Gather()
 };
 
 // `riders`' layout on `device` with `tokens` ([r] int64 there) as its tokens.

@@ -84,9 +84,8 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
     ASSIGN_OR_RETURN(logits, target_device().ForwardAt(tokens, at));
   } else {
     // The chain as a tree of one path, so that the riders can follow it.
-    const at::Tensor depths = at::arange(gamma + 1, tokens.options());
-    const at::Tensor causal = at::ones({gamma + 1, gamma + 1}, tokens.options().dtype(at::kBool)).tril();
-    ASSIGN_OR_RETURN(logits, ForwardTreeWithRiders(tokens, depths, causal, at, riders));
+    const ChainAsTree& path = AsTree(gamma, tokens.options());
+    ASSIGN_OR_RETURN(logits, ForwardTreeWithRiders(tokens, path.depths, path.mask, at, riders));
   }
 
   DeviceChainProblem problem{.tokens = tokens, .target_probs = TargetRows(logits, sampling()),
@@ -106,7 +105,7 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
   }
   // With riders the forward was a tree's: its chain, in place already,
   // becomes context, and the riders' slots lie past it.
-  if (r > 0) RETURN_IF_ERROR(target_device().CompactPathAt(at::arange(1, gamma + 1, tokens.options()), at));
+  if (r > 0) RETURN_IF_ERROR(target_device().CompactPathAt(AsTree(gamma, tokens.options()).drafts, at));
   // The root and the accepted drafts' target features, for drafters that read them.
   if (reads_target_features()) RETURN_IF_ERROR(KeepPathFeatures(answer.narrow(0, 0, 1) + 1));
   // The next step's root is the extra token, after the last accepted token;
@@ -115,6 +114,15 @@ absl::StatusOr<std::optional<at::Tensor>> PipelinedChain::Queue(int64_t min_root
       fused::AdvanceChainRoot(answer, tokens.contiguous(), kept, positions(), context());
   AdvanceTo(std::move(next.last_two), std::move(next.positions));
   return next.record;
+}
+
+const PipelinedChain::ChainAsTree& PipelinedChain::AsTree(int64_t gamma, const at::TensorOptions& longs) {
+  if (!as_tree_ || as_tree_->depths.size(0) != gamma + 1) {
+    as_tree_ = ChainAsTree{.depths = at::arange(gamma + 1, longs),
+                           .mask = at::ones({gamma + 1, gamma + 1}, longs.dtype(at::kBool)).tril(),
+                           .drafts = at::arange(1, gamma + 1, longs)};
+  }
+  return *as_tree_;
 }
 
 absl::StatusOr<PipelinedRead> PipelinedChain::Read(const at::Tensor& host_record) const {

@@ -52,8 +52,17 @@ class PipelinedChain final : public PipelinedSteps {
   absl::StatusOr<PipelinedRead> Read(const at::Tensor& host_record) const override;
 
  private:
+  // A chain of `gamma` drafts as a tree of one path, for a forward with
+  // riders: its depths and causal mask, and its drafts' nodes as the path
+  // CompactPathAt keeps; made again only when the length moves.
+  struct ChainAsTree {
+    at::Tensor depths, mask, drafts;
+  };
+  const ChainAsTree& AsTree(int64_t gamma, const at::TensorOptions& longs);
+
   int gamma_;
   int64_t queued_ = 0;  // steps queued so far
+  std::optional<ChainAsTree> as_tree_;
 };
 
 }  // namespace speclab

@@ -1,10 +1,10 @@
-// Lookahead decoding's step on CUDA (device_lookahead.h), following
+// Lookahead decoding's step on CUDA (lookahead_device.h), following
 // pool_rules.h: before the target's forward, one launch of one thread learns
 // the text up to the root (pool_from_prompt) and drafts the root's
 // continuations (a few slots of one row); after it, one launch takes the
 // guesses' argmax, pools each column's n-gram and moves the window on.
 //
-// Knows nothing of torch: device_lookahead.cc wraps it. Pointers are device
+// Knows nothing of torch: lookahead_device.cc wraps it. Pointers are device
 // pointers; `stream` is a cudaStream_t; the launches are asynchronous,
 // allocate nothing, never synchronise and return a cudaError_t.
 #ifndef SPECLAB_DRAFTERS_LOOKAHEAD_CUDA_LOOKAHEAD_KERNEL_H_

@@ -1,4 +1,4 @@
-#include "drafters/lookahead/device_lookahead.h"
+#include "drafters/lookahead/lookahead_device.h"
 
 #include <ATen/ATen.h>
 
@@ -14,13 +14,6 @@
 #endif
 
 namespace speclab::lookahead {
-
-bool DeviceLookahead::Runs(c10::Device device) {
-#ifdef SPECLAB_WITH_CUDA
-  if (device.is_cuda()) return true;
-#endif
-  return device.is_cpu();
-}
 
 DeviceLookahead::DeviceLookahead(const JacobiWindow& window, const LruNgramTable& pool, int64_t learned, bool learn,
                                  const std::vector<int32_t>& standins, int64_t vocab, int64_t eos,

@@ -8,8 +8,8 @@
 // same order. On CUDA each step is two launches (the drafts; after the
 // forward, the iteration: cuda/lookahead_kernel.h); on the CPU the same rules
 // (pool_rules.h) run in place.
-#ifndef SPECLAB_DRAFTERS_LOOKAHEAD_DEVICE_LOOKAHEAD_H_
-#define SPECLAB_DRAFTERS_LOOKAHEAD_DEVICE_LOOKAHEAD_H_
+#ifndef SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DEVICE_H_
+#define SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DEVICE_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -26,14 +26,12 @@ namespace speclab::lookahead {
 
 class DeviceLookahead {
  public:
-  // Whether the state can live on `device` (CUDA needs the kernels:
-  // kernel_launch::Enabled()).
-  static bool Runs(c10::Device device);
-
   // The host's state at a generation's first device step: the window, the
   // pool, the position up to which the text was learned (where `learn`,
   // each step learns on from there: pool_from_prompt) and the stand-ins for
   // the end-of-text token ([rows, width], row i for iteration i mod rows).
+  // On the CPU, or on CUDA in a build with CUDA; elsewhere each call returns
+  // Unimplemented.
   DeviceLookahead(const JacobiWindow& window, const LruNgramTable& pool, int64_t learned, bool learn,
                   const std::vector<int32_t>& standins, int64_t vocab, int64_t eos, c10::Device device);
 
@@ -77,4 +75,4 @@ class DeviceLookahead {
 
 }  // namespace speclab::lookahead
 
-#endif  // SPECLAB_DRAFTERS_LOOKAHEAD_DEVICE_LOOKAHEAD_H_
+#endif  // SPECLAB_DRAFTERS_LOOKAHEAD_LOOKAHEAD_DEVICE_H_
