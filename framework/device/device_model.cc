@@ -29,10 +29,10 @@ ChainPick::StopState ChainPick::StartStop(c10::Device device) const {
   return {.go = at::ones({1}, options.dtype(at::kBool)), .kept = at::zeros({1}, options.dtype(at::kLong))};
 }
 
-void ChainPick::ObserveStop(const at::Tensor& rows, StopState& state) const {
+void ChainPick::ObserveStop(const at::Tensor& rows, StopState& state, std::optional<uint64_t> next) const {
   const at::Tensor facts = rows.narrow(1, rows.size(1) - facts_.columns, facts_.columns);
   fused::AdvanceStop(state.go, state.kept,
-                     stop_->Stops(FactsOfColumns(facts, facts_.row)).narrow(0, rows.size(0) - 1, 1));
+                     stop_->Stops(FactsOfColumns(facts, facts_.row)).narrow(0, rows.size(0) - 1, 1), next);
 }
 
 namespace {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -118,8 +119,10 @@ class ChainPick {
   // The state before the first pick, on `device`.
   StopState StartStop(c10::Device device) const;
   // After a pick whose row is the last of `rows` ([picks so far, width]):
-  // counts it where drafting went on, and stops where stop() says so.
-  void ObserveStop(const at::Tensor& rows, StopState& state) const;
+  // counts it where drafting went on, and stops where stop() says so. Sets
+  // `next` (CudaGraph::NewCondition) to whether drafting goes on, in the
+  // same launch: the next pick's CudaGraph::BeginIfSet.
+  void ObserveStop(const at::Tensor& rows, StopState& state, std::optional<uint64_t> next = std::nullopt) const;
 
  private:
   std::string key_;

@@ -11,6 +11,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "framework/model/cuda/graph_conditional.h"
@@ -66,17 +68,43 @@ void AllocateToPoolFor(const TorchCudaGraph& graph, unsigned long long capture) 
   });
 }
 
+// SPECLAB_GRAPH_CONDITIONALS=0 makes BeginIf and NewCondition no-ops (the work always runs):
+// to measure what the conditional nodes cost against the work they skip.
+bool ConditionalsEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("SPECLAB_GRAPH_CONDITIONALS");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return enabled;
+}
+
 }  // namespace
 
+std::optional<uint64_t> CudaGraph::NewCondition() {
+  if (capturing == nullptr || !graph_conditional::Supported() || !ConditionalsEnabled()) return std::nullopt;
+  unsigned long long condition = 0;
+  CheckCuda(graph_conditional::NewCondition(c10::cuda::getCurrentCUDAStream().stream(), &condition), "IF condition");
+  return condition;
+}
+
 bool CudaGraph::BeginIf(const at::Tensor& predicate) {
-  if (capturing == nullptr || !graph_conditional::Supported()) return false;
+  const std::optional<uint64_t> condition = NewCondition();
+  if (!condition) return false;
   TORCH_CHECK(predicate.is_cuda() && predicate.scalar_type() == at::kBool && predicate.numel() == 1,
               "CudaGraph::BeginIf: the predicate must be one bool on the device");
+  CheckCuda(graph_conditional::SetCondition(c10::cuda::getCurrentCUDAStream().stream(), *condition,
+                                            predicate.data_ptr<bool>()),
+            "IF condition");
+  return BeginIfSet(condition);
+}
+
+bool CudaGraph::BeginIfSet(std::optional<uint64_t> condition) {
+  if (!condition) return false;
   ConditionalFrame frame{.parent = c10::cuda::getCurrentCUDAStream(), .body = c10::cuda::getStreamFromPool()};
   while (frame.body == frame.parent) frame.body = c10::cuda::getStreamFromPool();
   CheckCuda(graph_conditional::CaptureId(frame.parent.stream(), &frame.parent_capture), "capture id");
   void* body = nullptr;
-  CheckCuda(graph_conditional::AddIfNode(frame.parent.stream(), predicate.data_ptr<bool>(), &body), "IF node");
+  CheckCuda(graph_conditional::AddIfNode(frame.parent.stream(), *condition, &body), "IF node");
   unsigned long long body_capture = 0;
   CheckCuda(graph_conditional::BeginBodyCapture(frame.body.stream(), body, &body_capture), "IF body capture");
   AllocateToPoolFor(*capturing, body_capture);
@@ -139,6 +167,8 @@ absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device
 
 bool CudaGraph::Supported() { return false; }
 bool CudaGraph::BeginIf(const at::Tensor&) { return false; }
+std::optional<uint64_t> CudaGraph::NewCondition() { return std::nullopt; }
+bool CudaGraph::BeginIfSet(std::optional<uint64_t>) { return false; }
 void CudaGraph::EndIf(bool) {}
 
 absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device, const CudaGraph*,

@@ -11,8 +11,10 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 
@@ -37,9 +39,21 @@ class CudaGraph {
   // (the eager warm-up run, the CPU, CUDA before 12.4)
   // that work always runs, so it must leave the same results where the
   // predicate is false. The work inside draws no random numbers. True where
-  // the work was made conditional; pass the result to EndIf().
+  // the work was made conditional; pass the result to EndIf(). Conditional
+  // work may begin more (nested: end the innermost first); a replay then
+  // meets one false condition where a chain of them stops, where sequential
+  // ones would each be met (an IF node costs several microseconds).
   static bool BeginIf(const at::Tensor& predicate);
   static void EndIf(bool began);
+
+  // BeginIf in two parts, for work that computes its own predicate in a
+  // kernel that it launches anyway (fused::AdvanceStop): a new condition of
+  // the graph being captured, nullopt where BeginIf would return false; a
+  // kernel captured after it sets it in every replay
+  // (cudaGraphSetConditional); then BeginIfSet(condition) begins the work
+  // that runs only where it was set nonzero (through EndIf, as BeginIf).
+  static std::optional<uint64_t> NewCondition();
+  static bool BeginIfSet(std::optional<uint64_t> condition);
 
   virtual ~CudaGraph() = default;
   // Enqueues the captured work on the current stream of the capture device.

@@ -625,23 +625,32 @@ at::Tensor SoftmaxRows(const at::Tensor& x, double temperature) {
   return (temperature == 1.0 ? x : x / temperature).softmax(-1);
 }
 
-at::Tensor SoftmaxSummaryRows(const at::Tensor& x) {
-  TORCH_CHECK(x.dim() == 2, "SoftmaxSummaryRows: x must be [rows, cols], got ", x.sizes());
+at::Tensor DraftFactsRows(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& tokens) {
+  TORCH_CHECK(logits.dim() == 2, "DraftFactsRows: logits must be [rows, cols], got ", logits.sizes());
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  TORCH_CHECK(!q.defined() || q.sizes() == logits.sizes(), "DraftFactsRows: q must be shaped as logits ",
+              logits.sizes(), ", got ", q.sizes());
+  TORCH_CHECK(!q.defined() || (tokens.defined() && tokens.numel() == rows && tokens.scalar_type() == at::kLong),
+              "DraftFactsRows: a defined q needs int64 tokens, one a row");
 #ifdef SPECLAB_WITH_CUDA
-  if (kernel_launch::FloatRows(x)) {
-    const c10::cuda::CUDAGuard guard(x.device());
-    at::Tensor out = at::empty({x.size(0), 2}, x.options());
-    const at::Tensor workspace = RowWorkspace(x.size(0), x.size(1), 3, x.options());
-    CheckLaunch(row_kernels::LaunchSoftmaxSummaryRows(x.data_ptr<float>(), out.data_ptr<float>(),
-                                                      WorkspacePointer<float>(workspace), x.size(0), x.size(1),
-                                                      CurrentStream(x)),
-                "SoftmaxSummaryRows");
+  if (kernel_launch::FloatRows(logits) && (!q.defined() || kernel_launch::FloatRows(q))) {
+    const c10::cuda::CUDAGuard guard(logits.device());
+    at::Tensor out = at::empty({rows, 3}, logits.options());
+    const at::Tensor workspace = RowWorkspace(rows, cols, 3, logits.options());
+    const at::Tensor picked = q.defined() ? tokens.contiguous() : at::Tensor();
+    CheckLaunch(row_kernels::LaunchDraftFactsRows(
+                    logits.data_ptr<float>(), q.defined() ? q.data_ptr<float>() : nullptr,
+                    q.defined() ? picked.data_ptr<int64_t>() : nullptr, out.data_ptr<float>(),
+                    WorkspacePointer<float>(workspace), rows, cols, CurrentStream(logits)),
+                "DraftFactsRows");
     return out;
   }
 #endif
-  const at::Tensor p = x.softmax(-1);
+  const at::Tensor p = logits.softmax(-1);
   const at::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1, /*keepdim=*/true);
-  return at::cat({entropy, p.amax(-1, /*keepdim=*/true)}, 1);
+  const at::Tensor probability =
+      q.defined() ? q.gather(1, tokens.reshape({rows, 1})) : at::ones({rows, 1}, logits.options());
+  return at::cat({probability, entropy, p.amax(-1, /*keepdim=*/true)}, 1);
 }
 
 namespace {
@@ -868,7 +877,8 @@ void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const
   }
 }
 
-void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop) {
+void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop,
+                 std::optional<uint64_t> condition) {
   TORCH_CHECK(go.numel() == 1 && kept.numel() == 1 && stop.numel() == 1 && go.scalar_type() == at::kBool &&
                   stop.scalar_type() == at::kBool && kept.scalar_type() == at::kLong,
               "AdvanceStop: go and stop must be one bool, kept one int64");
@@ -877,11 +887,13 @@ void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor&
     const c10::cuda::CUDAGuard guard(go.device());
     const at::Tensor stopped = stop.contiguous();
     CheckLaunch(tree_kernels::LaunchAdvanceStop(go.data_ptr<bool>(), kept.data_ptr<int64_t>(),
-                                                stopped.data_ptr<bool>(), CurrentStream(go)),
+                                                stopped.data_ptr<bool>(), condition.has_value(),
+                                                condition.value_or(0), CurrentStream(go)),
                 "AdvanceStop");
     return;
   }
 #endif
+  TORCH_CHECK(!condition.has_value(), "AdvanceStop: only its CUDA kernel sets a graph's condition");
   at::Tensor counted = kept, going = go;
   counted.add_(go);
   going.logical_and_(stop.logical_not());

@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 namespace speclab {
@@ -228,12 +229,15 @@ at::Tensor ArgmaxRows(const at::Tensor& x, const at::Tensor& divisor = at::Tenso
 // order (results agree to a few ulps). temperature > 0.
 at::Tensor SoftmaxRows(const at::Tensor& x, double temperature = 1.0);
 
-// For x [rows, cols] float32 and p its rows' softmax: [rows, 2] float32,
-// p's entropy in nats and its largest entry (a drafted token's facts for the
-// length policies, framework/core/length_policy.h). One launch on CUDA (the
-// entropy as log S - sum exp(x - M) (x - M) / S: it agrees with ATen's
-// -sum p log p to float rounding); ATen: the softmax, its max and -sum p log p.
-at::Tensor SoftmaxSummaryRows(const at::Tensor& x);
+// A drafted token's facts for the length policies (framework/core/
+// length_policy.h), for logits [rows, cols] float32 (the drafter's own) and
+// p their rows' softmax: [rows, 3] float32, q[r][tokens[r]] (1 where q is
+// undefined: an argmax draft's one-hot), p's entropy in nats and its largest
+// entry. q [rows, cols] float32 (the distribution drawn from), tokens [rows]
+// int64. One launch on CUDA (the entropy as log S - sum exp(x - M) (x - M) /
+// S: it agrees with ATen's -sum p log p to float rounding); ATen: the
+// softmax, -sum p log p and its max.
+at::Tensor DraftFactsRows(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& tokens);
 
 // The k largest x / max(divisor, FLT_MIN) of each row of x [rows, cols]
 // float32 (x alone for an undefined divisor), best first, among equal values
@@ -304,8 +308,10 @@ void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const
 
 // A drafted chain's stop after one more draft, in place on the device:
 // where go ([1] bool), kept ([1] int64) += 1 and go = !stop ([1] bool).
-// One launch on CUDA.
-void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop);
+// One launch on CUDA, which also sets `condition` (CudaGraph::NewCondition,
+// for the next draft's BeginIfSet) to go.
+void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop,
+                 std::optional<uint64_t> condition = std::nullopt);
 
 // A pipelined chain step's bookkeeping from its verdict (answer [2]: a
 // accepted, the extra token) over tokens [g + 1] int64 (the root, then g

@@ -119,32 +119,43 @@ TEST(FusedRowOps, CudaSoftmaxMatchesFloat64) {
   EXPECT_TRUE(fused::SoftmaxRows(all_masked.cuda()).isnan().all().item<bool>());
 }
 
-// The entropy and largest probability of each row's softmax against float64:
-// the largest probability, 1 / S, is a softmax entry (SoftmaxTolerance);
-// the entropy log S - E / S with E = sum p S (x - M) carries S's relative
-// error once in log S and, with E's, at most twice over sum p |x - M| <=
-// span in E / S.
-TEST(FusedRowOps, SoftmaxSummaryMatchesFloat64) {
+// A drafted token's facts against float64: q[token] exactly (a copy; 1
+// without q); the largest probability, 1 / S, is a softmax entry
+// (SoftmaxTolerance); the entropy log S - E / S with E = sum p S (x - M)
+// carries S's relative error once in log S and, with E's, at most twice over
+// sum p |x - M| <= span in E / S.
+TEST(FusedRowOps, DraftFactsMatchFloat64) {
   c10::InferenceMode guard;
   const at::Tensor cpu_x = at::randn({3, 300}).mul_(3);
   const at::Tensor p = cpu_x.softmax(-1);
-  EXPECT_TRUE(at::equal(fused::SoftmaxSummaryRows(cpu_x),
-                        at::cat({-(p * p.clamp_min(1e-30).log()).sum(-1, true), p.amax(-1, true)}, 1)));
+  const at::Tensor cpu_tokens = at::tensor({4, 0, 299}, at::kLong);
+  const at::Tensor entropy_and_top = at::cat({-(p * p.clamp_min(1e-30).log()).sum(-1, true), p.amax(-1, true)}, 1);
+  EXPECT_TRUE(at::equal(fused::DraftFactsRows(cpu_x, at::Tensor(), at::Tensor()),
+                        at::cat({at::ones({3, 1}), entropy_and_top}, 1)));
+  EXPECT_TRUE(at::equal(fused::DraftFactsRows(cpu_x, p, cpu_tokens),
+                        at::cat({p.gather(1, cpu_tokens.unsqueeze(1)), entropy_and_top}, 1)));
   SPECLAB_SKIP_UNLESS_CUDA();
-  for (int64_t cols : {1, 7, 2048, 8000, 128256}) {
+  for (int64_t cols : {1, 7, 2048, 8000, 16384, 16385, 128256}) {
     for (int64_t rows : {1, 5}) {
       const std::string where = "rows " + std::to_string(rows) + ", cols " + std::to_string(cols);
       at::Tensor x = at::randn({rows, cols}).mul_(4);
       if (cols > 2) x[0][1] = -kInf;  // a top-k-masked entry
-      const at::Tensor got = fused::SoftmaxSummaryRows(x.cuda()).cpu().to(at::kDouble);
-      const at::Tensor q = x.to(at::kDouble).softmax(-1);
-      const at::Tensor entropy = -(q * q.clamp_min(1e-300).log()).sum(-1);
-      const at::Tensor top = q.amax(-1);
+      const at::Tensor q = at::rand({rows, cols});
+      const at::Tensor tokens = at::randint(cols, {rows}, at::kLong);
+      const at::Tensor got = fused::DraftFactsRows(x.cuda(), q.cuda(), tokens.cuda()).cpu();
+      EXPECT_TRUE(at::equal(got.select(1, 0), q.gather(1, tokens.unsqueeze(1)).squeeze(1))) << where;
+      const at::Tensor argmax_facts = fused::DraftFactsRows(x.cuda(), at::Tensor(), at::Tensor()).cpu();
+      EXPECT_TRUE(at::equal(argmax_facts.select(1, 0), at::ones({rows}))) << where;
+      EXPECT_TRUE(at::equal(argmax_facts.narrow(1, 1, 2), got.narrow(1, 1, 2))) << where;
+      const at::Tensor exact = x.to(at::kDouble).softmax(-1);
+      const at::Tensor entropy = -(exact * exact.clamp_min(1e-300).log()).sum(-1);
+      const at::Tensor top = exact.amax(-1);
       const double tolerance = SoftmaxTolerance(x, 1.0);
       const at::Tensor finite = x.masked_select(x.isfinite());
       const double span = (finite.max() - finite.min()).item<double>();
-      EXPECT_LE(((got.select(1, 1) - top).abs() / top).max().item<double>(), tolerance) << where;
-      EXPECT_LE((got.select(1, 0) - entropy).abs().max().item<double>(), tolerance * (1 + 2 * span)) << where;
+      const at::Tensor summary = got.to(at::kDouble);
+      EXPECT_LE(((summary.select(1, 2) - top).abs() / top).max().item<double>(), tolerance) << where;
+      EXPECT_LE((summary.select(1, 1) - entropy).abs().max().item<double>(), tolerance * (1 + 2 * span)) << where;
     }
   }
 }

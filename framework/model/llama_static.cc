@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -158,16 +159,21 @@ std::pair<at::Tensor, at::Tensor> LlamaModel::Impl::CausalBody(const at::Tensor&
 // The picks of a chain: pick i chooses from the logits (and, for a pick
 // that reads it, the final hidden state) that after(i) gives, and is written
 // to picked[i]. With a stop (ChainPick::StoppedBy), each step after the
-// first is conditional on drafting going on (CudaGraph::BeginIf;
-// chain.conditional says whether the capture made it so); its row lands in a
-// buffer holding copies of the first step's row until then.
+// first is conditional on drafting going on (chain.conditional says whether
+// the capture made it so), and nested in the step before: the stop's own
+// launch after step i sets the condition of step i + 1 (CudaGraph::
+// BeginIfSet), so a chain that stopped meets one false condition, not one a
+// remaining step. The rows land in a buffer holding copies of the first
+// step's row until then.
 void LlamaModel::Impl::PickChain(int64_t steps, const ChainPick& pick, CapturedChain& chain, const at::Tensor& picked,
                                  const std::function<LogitsAndHidden(int64_t i)>& after) {
   std::vector<at::Tensor> rows;
   ChainPick::StopState stop;
   if (pick.stops()) stop = pick.StartStop(device);
+  std::optional<uint64_t> go_on;  // set by the stop after step i - 1
+  std::vector<bool> nested;       // the conditional steps begun, ended innermost first
   for (int64_t i = 0; i < steps; ++i) {
-    const bool conditional = i > 0 && pick.stops() && CudaGraph::BeginIf(stop.go);
+    const bool conditional = i > 0 && pick.stops() && CudaGraph::BeginIfSet(go_on);
     chain.conditional = chain.conditional || conditional;
     const auto [logits, hidden] = after(i);
     auto [token, row] = pick(logits.to(at::kFloat), chain.noise.defined() ? chain.noise.narrow(0, i, 1) : at::Tensor(),
@@ -176,12 +182,14 @@ void LlamaModel::Impl::PickChain(int64_t steps, const ChainPick& pick, CapturedC
     if (pick.stops()) {
       if (i == 0) rows.push_back(row.expand({steps, row.size(1)}).contiguous());
       rows.front().narrow(0, i, 1).copy_(row);
-      pick.ObserveStop(rows.front().narrow(0, 0, i + 1), stop);
+      go_on = i + 1 < steps ? CudaGraph::NewCondition() : std::nullopt;
+      pick.ObserveStop(rows.front().narrow(0, 0, i + 1), stop, go_on);
     } else if (row.defined()) {
       rows.push_back(row);
     }
-    CudaGraph::EndIf(conditional);
+    nested.push_back(conditional);
   }
+  for (auto it = nested.rbegin(); it != nested.rend(); ++it) CudaGraph::EndIf(*it);
   chain.rows = rows.empty() ? at::Tensor() : pick.stops() ? rows.front() : at::cat(rows);
   chain.kept = stop.kept;
 }
@@ -390,7 +398,9 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
   LevelPick::Choice choice = pick(0, root_logits, {}, level_noise(0));
   const bool free = choice.depths.defined();
   // A pick that says when growth stops (Choice::go): each later level, its
-  // forward and its pick, is conditional on growth going on, so the kept
+  // forward and its pick, is conditional on growth going on, nested in the
+  // level before (a tree that stopped meets one false condition, not one a
+  // remaining level; PickChain's reason), so the kept
   // draft and `go` live in buffers of their own that each level that runs
   // overwrites (every level's kept is the draft when growth ended); the
   // levels fed are counted on the device.
@@ -417,6 +427,7 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
   // With free parents, every fed node's row: the root's, then each level's.
   at::Tensor fed;
   if (free) fed = at::cat({below_levels, at::zeros({levels * m, kv_length}, below_levels.options())});
+  std::vector<bool> nested;  // the conditional levels begun, ended innermost first
   for (int64_t level = 1; level <= levels; ++level) {
     TORCH_CHECK(choice.depths.defined() == free, "ForwardLevels: pick '", pick.key(), "' gives depths at level ",
                 level - 1, " but not at every level");
@@ -445,8 +456,9 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
         visible = at::logical_or(visible.index_select(0, choice.parents), own[level]);
       }
     }
-    CudaGraph::EndIf(conditional);
+    nested.push_back(conditional);
   }
+  for (auto it = nested.rbegin(); it != nested.rend(); ++it) CudaGraph::EndIf(*it);
 }
 
 // The levels of ForwardLevels over levels_in: the prefix's c tokens at

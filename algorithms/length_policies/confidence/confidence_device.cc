@@ -3,6 +3,8 @@
 // below the threshold, that one included, as the host rule does.
 #include <ATen/ATen.h>
 
+#include <cmath>
+#include <limits>
 #include <memory>
 
 #include "algorithms/length_policies/confidence/confidence_options.h"
@@ -14,14 +16,22 @@ namespace {
 
 class ConfidenceStop final : public DeviceLengthStop {
  public:
-  explicit ConfidenceStop(double threshold) : threshold_(threshold) {}
-  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
-    // As the host rule's double comparison: the float32 facts widened first.
-    return facts.top_probability.to(at::kDouble) < threshold_;
-  }
+  explicit ConfidenceStop(double threshold) : bound_(FloatBound(threshold)) {}
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override { return facts.top_probability < bound_; }
 
  private:
-  const double threshold_;
+  // The host rule compares the float32 fact, widened, with the threshold in
+  // double: x < threshold. For a float x that holds exactly where x < the
+  // smallest float >= threshold (no float lies between the two), a
+  // comparison in float32 with no widening launch. A float bound passes
+  // ATen's scalar-to-float conversion unrounded.
+  static double FloatBound(double threshold) {
+    float bound = static_cast<float>(threshold);
+    if (static_cast<double>(bound) < threshold) bound = std::nextafter(bound, std::numeric_limits<float>::infinity());
+    return bound;
+  }
+
+  const double bound_;
 };
 
 const bool kRegistered = DeviceLengthStopRegistry::Add({

@@ -4,11 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+
+#include <cmath>
 #include <memory>
 #include <string>
 
 #include "framework/core/length_policy.h"
 #include "framework/core/options.h"
+#include "framework/device/device_length_stop.h"
 #include "framework/method.h"
 #include "framework/speculative_decoder.h"
 #include "tests/support/length_policy_checks.h"
@@ -48,6 +52,31 @@ TEST(ConfidenceLengthPolicyTest, KeepsTheTargetLaw) {
 // the device, greedy's tokens and the target's law.
 TEST(ConfidenceLengthPolicyTest, DeviceFormKeepsTheHostRulesDrafts) {
   testing::ExpectDeviceStopKeepsTheHostRulesDrafts("{type: confidence, threshold: 0.4, max: 6}");
+}
+
+// At the threshold's own float and its neighbours: the device form compares
+// in float32 against the smallest float at or above the threshold, the host
+// rule in double; 0.7 rounds down to float (a comparison with the rounded
+// threshold would keep drafting there), 0.4 up, 0.5 not at all.
+TEST(ConfidenceLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAtTheThresholdsFloats) {
+  for (const double threshold : {0.7, 0.4, 0.5}) {
+    const std::string yaml = "{type: confidence, threshold: " + std::to_string(threshold) + ", max: 3}";
+    auto host = MakeLengthPolicy(yaml);
+    ASSERT_TRUE(host.ok()) << host.status();
+    auto options = Options::FromString(yaml, "policy.yaml");
+    ASSERT_TRUE(options.ok()) << options.status();
+    auto device = DeviceLengthStopRegistry::Find("confidence")->create(*options);
+    ASSERT_TRUE(device.ok()) << device.status();
+    const float rounded = static_cast<float>(threshold);
+    const float tops[] = {std::nextafter(rounded, 0.0f), rounded, std::nextafter(rounded, 1.0f)};
+    const at::Tensor facts = at::zeros({3, 3});
+    for (int i = 0; i < 3; ++i) facts[i][2] = tops[i];
+    const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts, DraftRow::kNone));
+    for (int i = 0; i < 3; ++i) {
+      const bool host_goes_on = (*host)->ContinueDrafting({.depth = 1, .top_probability = tops[i]});
+      EXPECT_EQ(stops[i].item<bool>(), !host_goes_on) << "threshold " << threshold << ", top " << tops[i];
+    }
+  }
 }
 
 TEST(ConfidenceLengthPolicyTest, PipelinedWithItsDeviceFormEqualsGreedy) {

@@ -74,16 +74,15 @@ class ChainTreeBuilder final : public TreeBuilder, public DeviceTreeBuilder {
   static at::Tensor FactsRow(const at::Tensor& logits, const at::Tensor& q, const at::Tensor& token,
                              DraftRow row = DraftRow::kNone, const at::Tensor& hidden = at::Tensor()) {
     const at::Tensor flat = logits.reshape({1, -1}).to(at::kFloat);
-    const at::Tensor summary = fused::SoftmaxSummaryRows(flat);  // entropy, top probability
-    const at::Tensor picked = q.defined() ? q.reshape({1, -1}).gather(1, token.reshape({1, 1}))
-                                          : at::ones({1, 1}, summary.options());
+    const at::Tensor facts =
+        fused::DraftFactsRows(flat, q.defined() ? q.reshape({1, -1}) : at::Tensor(), token.reshape({1}));
     switch (row) {
       case DraftRow::kNone:
-        return at::cat({picked, summary}, 1);
+        return facts;
       case DraftRow::kLogProbs:
-        return at::cat({picked, summary, flat.log_softmax(-1)}, 1);
+        return at::cat({facts, flat.log_softmax(-1)}, 1);
       case DraftRow::kHidden:
-        return at::cat({picked, summary, hidden.reshape({1, -1}).to(at::kFloat)}, 1);
+        return at::cat({facts, hidden.reshape({1, -1}).to(at::kFloat)}, 1);
     }
     return at::Tensor();
   }

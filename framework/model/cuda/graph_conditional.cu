@@ -11,7 +11,7 @@ namespace graph_conditional {
 namespace {
 
 // Sets the IF's condition from the flag when the replay reaches it.
-__global__ void SetCondition(cudaGraphConditionalHandle handle, const bool* predicate) {
+__global__ void SetConditionKernel(cudaGraphConditionalHandle handle, const bool* predicate) {
   cudaGraphSetConditional(handle, *predicate ? 1u : 0u);
 }
 
@@ -19,7 +19,7 @@ __global__ void SetCondition(cudaGraphConditionalHandle handle, const bool* pred
 
 bool Supported() { return true; }
 
-int AddIfNode(void* stream_ptr, const bool* predicate, void** body) {
+int NewCondition(void* stream_ptr, unsigned long long* condition) {
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   cudaStreamCaptureStatus status{};
   cudaGraph_t graph{};
@@ -28,24 +28,33 @@ int AddIfNode(void* stream_ptr, const bool* predicate, void** body) {
   if (status != cudaStreamCaptureStatusActive) return cudaErrorStreamCaptureInvalidated;
   cudaGraphConditionalHandle handle{};
   error = cudaGraphConditionalHandleCreate(&handle, graph, /*defaultLaunchValue=*/0, /*flags=*/0);
-  if (error != cudaSuccess) return error;
-  SetCondition<<<1, 1, 0, stream>>>(handle, predicate);
-  error = cudaGetLastError();
-  if (error != cudaSuccess) return error;
+  *condition = handle;
+  return error;
+}
 
-  // The IF node after the capture's current frontier (the SetCondition launch).
+int SetCondition(void* stream_ptr, unsigned long long condition, const bool* predicate) {
+  SetConditionKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream_ptr)>>>(condition, predicate);
+  return cudaGetLastError();
+}
+
+int AddIfNode(void* stream_ptr, unsigned long long condition, void** body) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  cudaStreamCaptureStatus status{};
+  cudaGraph_t graph{};
+  // The IF node after the capture's current frontier (the launch that set the condition).
   const cudaGraphNode_t* dependencies = nullptr;
   const cudaGraphEdgeData* edges = nullptr;
   size_t count = 0;
 #if CUDART_VERSION >= 13000
-  error = cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, &dependencies, &edges, &count);
+  cudaError_t error = cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph, &dependencies, &edges, &count);
 #else
-  error = cudaStreamGetCaptureInfo_v3(stream, &status, nullptr, &graph, &dependencies, &edges, &count);
+  cudaError_t error = cudaStreamGetCaptureInfo_v3(stream, &status, nullptr, &graph, &dependencies, &edges, &count);
 #endif
   if (error != cudaSuccess) return error;
+  if (status != cudaStreamCaptureStatusActive) return cudaErrorStreamCaptureInvalidated;
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeConditional;
-  params.conditional.handle = handle;
+  params.conditional.handle = condition;
   params.conditional.type = cudaGraphCondTypeIf;
   params.conditional.size = 1;
   cudaGraphNode_t node{};
@@ -79,7 +88,9 @@ int EndBodyCapture(void* stream_ptr) {
 #else  // CUDART_VERSION < 12040
 
 bool Supported() { return false; }
-int AddIfNode(void*, const bool*, void**) { return cudaErrorNotSupported; }
+int NewCondition(void*, unsigned long long*) { return cudaErrorNotSupported; }
+int SetCondition(void*, unsigned long long, const bool*) { return cudaErrorNotSupported; }
+int AddIfNode(void*, unsigned long long, void**) { return cudaErrorNotSupported; }
 int BeginBodyCapture(void*, void*, unsigned long long*) { return cudaErrorNotSupported; }
 int EndBodyCapture(void*) { return cudaErrorNotSupported; }
 

@@ -15,11 +15,21 @@ namespace graph_conditional {
 // Whether this build's CUDA has conditional nodes.
 bool Supported();
 
-// `stream` is capturing: adds an IF node after what it captured so far,
-// whose condition is *predicate (a device bool) when a replay reaches it,
-// and makes the capture continue after that node. *body receives the IF's
-// body graph (a cudaGraph_t), for cudaStreamBeginCaptureToGraph.
-int AddIfNode(void* stream, const bool* predicate, void** body);
+// `stream` is capturing: *condition receives a new condition (a
+// cudaGraphConditionalHandle) of the graph it captures into, for one IF node.
+// A kernel captured before that node sets it each replay
+// (cudaGraphSetConditional), as SetCondition's does.
+int NewCondition(void* stream, unsigned long long* condition);
+
+// Captures a launch on `stream` that sets `condition` to *predicate (a
+// device bool) when a replay reaches it.
+int SetCondition(void* stream, unsigned long long condition, const bool* predicate);
+
+// `stream` is capturing: adds an IF node on `condition` after what it
+// captured so far, and makes the capture continue after that node. *body
+// receives the IF's body graph (a cudaGraph_t), for
+// cudaStreamBeginCaptureToGraph.
+int AddIfNode(void* stream, unsigned long long condition, void** body);
 
 // Starts capturing `stream` into `body` (from AddIfNode); *capture_id
 // receives the new capture's id. EndBodyCapture ends it.

@@ -145,11 +145,9 @@ __global__ void __launch_bounds__(kSmallThreads)
   if (threadIdx.x == 0) out[row] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
 }
 
-__global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x, float* out, int64_t cols, float t) {
-  const int64_t row = blockIdx.x;
-  const float* xr = x + row * cols;
-  float* outr = out + row * cols;
-  float v[kPerThread];
+// This thread's entries of a row xr [cols] of a one-block-a-row kernel,
+// each Tempered by t (-inf past cols), into v; returns their maximum.
+__device__ __forceinline__ float LoadRowEntries(const float* xr, int64_t cols, float t, float (&v)[kPerThread]) {
   float m = -INFINITY;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
@@ -158,6 +156,15 @@ __global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x
     v[j] = i < cols ? Tempered(xr[i], t) : -INFINITY;
     m = fmaxf(m, v[j]);
   }
+  return m;
+}
+
+__global__ void __launch_bounds__(kSmallThreads) SoftmaxRowsSmall(const float* x, float* out, int64_t cols, float t) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * cols;
+  float* outr = out + row * cols;
+  float v[kPerThread];
+  const float m = LoadRowEntries(xr, cols, t, v);
   float s = 0.0f;
   if (m != -INFINITY) {
 #pragma unroll
@@ -200,19 +207,48 @@ __device__ float3 SummarySums(const float* __restrict__ x, int64_t begin, int64_
   return make_float3(total.x, total.y, BlockSumAll<kBlock>(e));
 }
 
-// SoftmaxSummaryRows for rows up to kSmallRow: one block a row.
-__global__ void __launch_bounds__(kSmallThreads) SoftmaxSummaryRows(const float* x, float* out, int64_t cols) {
-  const float3 sums = SummarySums<kSmallThreads>(x + static_cast<int64_t>(blockIdx.x) * cols, 0, cols);
-  if (threadIdx.x == 0) {
-    out[2 * blockIdx.x] = logf(sums.y) - sums.z / sums.y;
-    out[2 * blockIdx.x + 1] = 1.0f / sums.y;
-  }
+// A drafted token's facts from a row's (S, E) and its q: q[token] (1 where q
+// is null: an argmax draft's one-hot), the entropy log S - E / S, the top
+// probability 1 / S.
+__device__ __forceinline__ void WriteFacts(float* out, float s, float e, const float* q, const int64_t* tokens,
+                                           int64_t row, int64_t cols) {
+  out[3 * row] = q == nullptr ? 1.0f : q[row * cols + tokens[row]];
+  out[3 * row + 1] = logf(s) - e / s;
+  out[3 * row + 2] = 1.0f / s;
 }
 
-// SoftmaxSummaryRows for rows past kSmallRow, grid (chunks, rows): each
-// block the (M, S, E) of its chunk as the one-block kernel computes them for
-// a row (M its max, S its sum of exp(x - M), E its sum of exp(x - M) (x - M)).
-// A 128256-token row took one block 45 us; spread, a few.
+// DraftFactsRows for rows up to kSmallRow: one block a row, each thread's
+// entries loaded at once into registers (as SoftmaxRowsSmall: the loop of
+// SummarySums, each load waiting on the last, took 6 us for 8000 entries).
+__global__ void __launch_bounds__(kSmallThreads)
+    DraftFactsSmall(const float* __restrict__ x, const float* __restrict__ q, const int64_t* __restrict__ tokens,
+                    float* __restrict__ out, int64_t cols) {
+  const int64_t row = blockIdx.x;
+  float v[kPerThread];
+  const float m = LoadRowEntries(x + row * cols, cols, 1.0f, v);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    if (j * kSmallThreads >= cols) break;
+    if (v[j] != -INFINITY) s += expf(v[j] - m);
+  }
+  const float2 total = BlockMaxSum<kSmallThreads>(m, s);
+  float e = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    if (j * kSmallThreads >= cols) break;
+    if (v[j] == -INFINITY) continue;
+    const float d = v[j] - total.x;
+    e += expf(d) * d;
+  }
+  e = BlockSumAll<kSmallThreads>(e);
+  if (threadIdx.x == 0) WriteFacts(out, total.y, e, q, tokens, row, cols);
+}
+
+// DraftFactsRows for rows past kSmallRow, grid (chunks, rows): each block
+// the (M, S, E) of its chunk as SummarySums computes them for a row (M its
+// max, S its sum of exp(x - M), E its sum of exp(x - M) (x - M)). A
+// 128256-token row took one block 45 us; spread, a few.
 __global__ void SoftmaxSummaryChunks(const float* __restrict__ x, float* __restrict__ parts, int64_t cols) {
   const int64_t row = blockIdx.y, chunk = blockIdx.x;
   const int64_t begin = chunk * kRowChunk, end = min(begin + kRowChunk, cols);
@@ -227,8 +263,9 @@ __global__ void SoftmaxSummaryChunks(const float* __restrict__ x, float* __restr
 
 // One thread a row: the chunks' (M_c, S_c, E_c) rebased on the row's M:
 // S = sum S_c exp(M_c - M), E = sum exp(M_c - M) (E_c + S_c (M_c - M)).
-__global__ void SoftmaxSummaryMerge(const float* __restrict__ parts, float* __restrict__ out, int64_t rows,
-                                    int64_t chunks) {
+__global__ void DraftFactsMerge(const float* __restrict__ parts, const float* __restrict__ q,
+                                const int64_t* __restrict__ tokens, float* __restrict__ out, int64_t rows,
+                                int64_t cols, int64_t chunks) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const float* p = parts + 3 * row * chunks;
@@ -241,8 +278,7 @@ __global__ void SoftmaxSummaryMerge(const float* __restrict__ parts, float* __re
     s += p[3 * c + 1] * scale;
     e += scale * (p[3 * c + 2] + p[3 * c + 1] * shift);
   }
-  out[2 * row] = logf(s) - e / s;
-  out[2 * row + 1] = 1.0f / s;
+  WriteFacts(out, s, e, q, tokens, row, cols);
 }
 
 // A thread's K best keys, sorted (in registers: every index a compile-time
@@ -811,18 +847,19 @@ int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows
   return cudaGetLastError();
 }
 
-int LaunchSoftmaxSummaryRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols,
-                             void* stream) {
-  if (rows < 1 || cols < 1 || rows > 65535) return cudaErrorInvalidValue;
+int LaunchDraftFactsRows(const float* x, const float* q, const int64_t* tokens, float* out, float* workspace,
+                         int64_t rows, int64_t cols, void* stream) {
+  if (rows < 1 || cols < 1 || rows > 65535 || (q != nullptr && tokens == nullptr)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   if (cols <= kSmallRow) {
-    SoftmaxSummaryRows<<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, out, cols);
+    DraftFactsSmall<<<static_cast<unsigned>(rows), kSmallThreads, 0, s>>>(x, q, tokens, out, cols);
     return cudaGetLastError();
   }
   const int64_t chunks = RowChunks(cols);
   SoftmaxSummaryChunks<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kThreads, 0, s>>>(
       x, workspace, cols);
-  SoftmaxSummaryMerge<<<static_cast<unsigned>((rows + 31) / 32), 32, 0, s>>>(workspace, out, rows, chunks);
+  DraftFactsMerge<<<static_cast<unsigned>((rows + 31) / 32), 32, 0, s>>>(workspace, q, tokens, out, rows, cols,
+                                                                         chunks);
   return cudaGetLastError();
 }
 

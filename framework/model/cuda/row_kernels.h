@@ -55,14 +55,16 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
 int LaunchSoftmaxRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols, float temperature,
                       void* stream);
 
-// For each row of x, with p its softmax: out[r] = (the entropy of p in nats,
-// the largest p[i]), as log S - sum exp(x - M) (x - M) / S and 1 / S (M the
-// row's maximum, S its sum of exp(x - M); -inf entries count as p = 0).
-// x [rows, cols] float32, out [rows, 2] float32; workspace: 3 * rows *
-// WorkspaceChunks(cols) floats. Rows of up to 16384 entries: one block a row, one launch;
-// longer ones per chunk, then merged (two launches).
-int LaunchSoftmaxSummaryRows(const float* x, float* out, float* workspace, int64_t rows, int64_t cols,
-                             void* stream);
+// A drafted token's facts for each row of x (the drafter's logits), with p
+// its softmax: out[r] = (q[r][tokens[r]], or 1 where q is null; the entropy
+// of p in nats; the largest p[i]), the entropy as log S - sum exp(x - M) (x -
+// M) / S and the largest as 1 / S (M the row's maximum, S its sum of exp(x -
+// M); -inf entries count as p = 0). x and q [rows, cols] float32, tokens
+// [rows] int64, out [rows, 3] float32; workspace: 3 * rows *
+// WorkspaceChunks(cols) floats. Rows of up to kSmallRow entries: one block a
+// row, one launch; longer ones per chunk, then merged (two launches).
+int LaunchDraftFactsRows(const float* x, const float* q, const int64_t* tokens, float* out, float* workspace,
+                         int64_t rows, int64_t cols, void* stream);
 
 // The k largest x[r][i] / max(divisor[r][i], FLT_MIN) of each row (of x
 // alone where divisor is null), best first; among equal values the smaller

@@ -98,11 +98,15 @@ __global__ void AdvanceChainRoot(const int64_t* __restrict__ answer, const int64
   next_last_two[1] = answer[1];
 }
 
-__global__ void AdvanceStop(bool* go, int64_t* kept, const bool* stop) {
+__global__ void AdvanceStop(bool* go, int64_t* kept, const bool* stop, bool set_condition,
+                            unsigned long long condition) {
   if (*go) {
     *kept += 1;
     *go = !*stop;
   }
+#if CUDART_VERSION >= 12040
+  if (set_condition) cudaGraphSetConditional(condition, *go ? 1u : 0u);
+#endif
 }
 
 }  // namespace
@@ -148,8 +152,9 @@ int LaunchAdvanceChainRoot(const int64_t* answer, const int64_t* tokens, int64_t
   return cudaGetLastError();
 }
 
-int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, void* stream) {
-  AdvanceStop<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(go, kept, stop);
+int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, bool set_condition, unsigned long long condition,
+                      void* stream) {
+  AdvanceStop<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(go, kept, stop, set_condition, condition);
   return cudaGetLastError();
 }
 

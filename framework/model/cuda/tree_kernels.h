@@ -49,8 +49,11 @@ int LaunchMovePathEntries(uint32_t* k, uint32_t* v, const int64_t* start, const 
                           int64_t planes, int64_t slots, int64_t row_words, void* stream);
 
 // A drafted chain's stop after one more draft (ChainPick::ObserveStop):
-// where *go, *kept += 1 and *go = !*stop. One thread.
-int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, void* stream);
+// where *go, *kept += 1 and *go = !*stop; then, with set_condition, sets
+// `condition` (a graph's conditional handle, CudaGraph::NewCondition) to
+// *go. One thread.
+int LaunchAdvanceStop(bool* go, int64_t* kept, const bool* stop, bool set_condition, unsigned long long condition,
+                      void* stream);
 
 // A pipelined chain step's bookkeeping after its verdict (answer [2]: a
 // accepted, the extra token) over tokens [g + 1] (the root, then g drafts):
