@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <cstdint>
+#include <limits>
 
+#include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
 
 namespace speclab {
@@ -27,6 +30,19 @@ std::string NextStopKey() {
 DeviceLengthStop::DeviceLengthStop() : key_(NextStopKey()) {}
 
 at::Tensor DeviceLengthStop::KeptLength(const DeviceDraftFacts& facts) const { return FirstStopLength(Stops(facts)); }
+
+double FirstStoppingFloat(const std::function<bool(double)>& stops) {
+  const auto value = [](uint32_t bits) { return static_cast<double>(absl::bit_cast<float>(bits)); };
+  uint32_t low = 0, high = absl::bit_cast<uint32_t>(std::numeric_limits<float>::infinity());  // 0 and +inf
+  if (!stops(value(high))) return std::numeric_limits<double>::quiet_NaN();
+  if (stops(value(low))) return value(low);
+  // Non-negative floats order as their bit patterns: stops(low) is false, stops(high) true.
+  while (high - low > 1) {
+    const uint32_t middle = low + (high - low) / 2;
+    (stops(value(middle)) ? high : low) = middle;
+  }
+  return value(high);
+}
 
 at::Tensor FirstStopLength(const at::Tensor& stop) {
   // argmax of the mask gives the first true index (0 where none is true).

@@ -22,6 +22,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 
 #include "framework/core/length_policy.h"
@@ -77,6 +78,15 @@ using DeviceLengthStopRegistry = Registry<DeviceLengthStop>;
 // The first index i where stop[i] holds, plus 1, else stop's length: int64
 // [1] on stop's device. stop [gamma] bool.
 at::Tensor FirstStopLength(const at::Tensor& stop);
+
+// For a host rule `stops` on a float32 fact widened to float64 that is
+// monotone on [0, +inf] (false up to some value, true from it on, as a rule
+// of rounded products and square roots of the fact is): the smallest float
+// in [0, +inf] where it holds, as a float64 (NaN where none does). A device
+// form then decides with one float32 comparison, fact >= bound, exactly as
+// the host rule's float64 operations on every fact in [0, +inf] (NaN facts
+// compare false). Found by bisection over the floats' bit patterns.
+double FirstStoppingFloat(const std::function<bool(double)>& stops);
 
 }  // namespace speclab
 

@@ -6,9 +6,12 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "framework/core/length_policy.h"
 #include "framework/core/options.h"
 #include "framework/core/status_macros.h"
@@ -23,6 +26,14 @@ namespace speclab::testing {
 absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> MakeLengthPolicy(const std::string& yaml) {
   ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
   return LengthPolicyRegistry::Create(options, "length policy");
+}
+
+absl::StatusOr<std::unique_ptr<DeviceLengthStop>> MakeDeviceStop(const std::string& yaml) {
+  ASSIGN_OR_RETURN(Options options, Options::FromString(yaml, "policy.yaml"));
+  ASSIGN_OR_RETURN(std::string type, options.GetString("type"));
+  const auto* entry = DeviceLengthStopRegistry::Find(type);
+  if (entry == nullptr) return absl::NotFoundError(absl::StrCat(type, " has no device form"));
+  return entry->create(options);
 }
 
 std::string LengthPolicyError(const std::string& yaml) {
@@ -127,13 +138,7 @@ void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string&
 void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
   auto host = MakeLengthPolicy(policy_yaml);
   ASSERT_TRUE(host.ok()) << host.status();
-  auto options = Options::FromString(policy_yaml, "policy.yaml");
-  ASSERT_TRUE(options.ok()) << options.status();
-  auto type = options->GetString("type");
-  ASSERT_TRUE(type.ok());
-  const auto* entry = DeviceLengthStopRegistry::Find(*type);
-  ASSERT_NE(entry, nullptr) << *type << " has no device form";
-  auto device = entry->create(*options);
+  auto device = MakeDeviceStop(policy_yaml);
   ASSERT_TRUE(device.ok()) << device.status();
   const int gamma = (*host)->MaxDraftLength();
   at::Generator generator = at::detail::createCPUGenerator(7);
@@ -175,6 +180,43 @@ void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
     kept_lengths.insert(kept);
   }
   EXPECT_GT(kept_lengths.size(), 1u) << policy_yaml << ": the random facts never moved the length";
+}
+
+void ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(const std::string& policy_yaml) {
+  auto host = MakeLengthPolicy(policy_yaml);
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto device = MakeDeviceStop(policy_yaml);
+  ASSERT_TRUE(device.ok()) << device.status();
+  const auto host_stops = [&](double entropy) {
+    return !(*host)->ContinueDrafting({.depth = 1, .draft_entropy = entropy});
+  };
+  const float bound = static_cast<float>(FirstStoppingFloat(host_stops));
+  ASSERT_TRUE(std::isfinite(bound)) << policy_yaml << ": the rule should stop from some entropy on";
+  std::vector<float> entropies = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::quiet_NaN()};
+  float below = bound, above = bound;
+  for (int i = 0; i < 8; ++i) {
+    entropies.push_back(below);
+    entropies.push_back(above);
+    below = std::nextafter(below, 0.0f);
+    above = std::nextafter(above, std::numeric_limits<float>::infinity());
+  }
+  at::Generator generator = at::detail::createCPUGenerator(11);
+  const at::Tensor random = at::rand({2000}, generator, at::kFloat) * 30;
+  for (int64_t i = 0; i < random.size(0); ++i) entropies.push_back(random[i].item<float>());
+  at::Tensor facts = at::zeros({static_cast<int64_t>(entropies.size()), 3});
+  facts.select(1, 1).copy_(at::tensor(entropies));
+  const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts, DraftRow::kNone));
+  int disagreements = 0;
+  for (size_t i = 0; i < entropies.size(); ++i) {
+    const bool want = host_stops(entropies[i]);
+    if (stops[static_cast<int64_t>(i)].item<bool>() != want && ++disagreements <= 5)
+      ADD_FAILURE() << policy_yaml << ": at entropy " << entropies[i] << " the host rule "
+                    << (want ? "stops" : "goes on") << ", the device form does not";
+  }
+  EXPECT_EQ(disagreements, 0) << policy_yaml << " (the first stopping entropy: " << bound << ")";
+  EXPECT_FALSE(host_stops(std::nextafter(bound, 0.0f)));
+  EXPECT_TRUE(host_stops(bound));
 }
 
 }  // namespace speclab::testing

@@ -8,11 +8,16 @@
 
 #include "absl/status/statusor.h"
 #include "framework/core/length_policy.h"
+#include "framework/device/device_length_stop.h"
 
 namespace speclab::testing {
 
 // The registered policy a YAML mapping such as "{type: bandit, arms: [2, 4]}" names.
 absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> MakeLengthPolicy(const std::string& yaml);
+
+// The device form (framework/device/device_length_stop.h) of the policy such
+// a mapping names; NotFound where it has none.
+absl::StatusOr<std::unique_ptr<DeviceLengthStop>> MakeDeviceStop(const std::string& yaml);
 
 // MakeLengthPolicy's error message ("" where it succeeds), for option tests.
 std::string LengthPolicyError(const std::string& yaml);
@@ -46,6 +51,12 @@ void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string&
 // its host rule keeps: the first depth where ContinueDrafting is false, else
 // MaxDraftLength().
 void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml);
+
+// For a policy whose rule reads the drafter's entropy alone and stops from
+// some entropy on: its device form decides as the host rule on the floats
+// around that entropy (eight on each side), on 0, -0, a negative, +inf and
+// NaN, and on 2000 random entropies in [0, 30] nats.
+void ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(const std::string& policy_yaml);
 
 }  // namespace speclab::testing
 

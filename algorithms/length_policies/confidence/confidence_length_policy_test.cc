@@ -63,9 +63,7 @@ TEST(ConfidenceLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAtTheThresholdsFl
     const std::string yaml = "{type: confidence, threshold: " + std::to_string(threshold) + ", max: 3}";
     auto host = MakeLengthPolicy(yaml);
     ASSERT_TRUE(host.ok()) << host.status();
-    auto options = Options::FromString(yaml, "policy.yaml");
-    ASSERT_TRUE(options.ok()) << options.status();
-    auto device = DeviceLengthStopRegistry::Find("confidence")->create(*options);
+    auto device = testing::MakeDeviceStop(yaml);
     ASSERT_TRUE(device.ok()) << device.status();
     const float rounded = static_cast<float>(threshold);
     const float tops[] = {std::nextafter(rounded, 0.0f), rounded, std::nextafter(rounded, 1.0f)};

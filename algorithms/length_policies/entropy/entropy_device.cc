@@ -1,6 +1,6 @@
 // `entropy`'s device form (framework/device/device_length_stop.h): the chain
 // keeps its drafts up to the first whose AdaEDL estimate 1 - sqrt(γ_e H) is
-// below λ, that one included, in the host rule's float64 operations.
+// below λ, that one included, exactly as the host rule's float64 operations.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -14,14 +14,16 @@ namespace {
 
 class EntropyStop final : public DeviceLengthStop {
  public:
-  explicit EntropyStop(const EntropyOptions& options) : options_(options) {}
-  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
-    const at::Tensor estimate = 1.0 - (facts.draft_entropy.to(at::kDouble) * options_.gamma_e).sqrt();
-    return estimate < options_.threshold;
-  }
+  // The host rule falls monotonely as the entropy grows (a rounded product,
+  // a square root, a difference): one comparison with its first stopping
+  // float decides as it does, where its five float64 operations took five
+  // launches a draft.
+  explicit EntropyStop(const EntropyOptions& options)
+      : bound_(FirstStoppingFloat([options](double entropy) { return StopsAt(options, entropy); })) {}
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override { return facts.draft_entropy >= bound_; }
 
  private:
-  const EntropyOptions options_;
+  const double bound_;
 };
 
 const bool kRegistered = DeviceLengthStopRegistry::Add({

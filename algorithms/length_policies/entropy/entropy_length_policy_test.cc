@@ -45,6 +45,15 @@ TEST(EntropyLengthPolicyTest, DeviceFormKeepsTheHostRulesDrafts) {
   testing::ExpectDeviceStopKeepsTheHostRulesDrafts("{type: entropy, gamma_e: 0.2, threshold: 0.4, max: 6}");
 }
 
+// One float comparison against the rule's first stopping entropy, where the
+// host rule takes five float64 operations.
+TEST(EntropyLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAroundItsBound) {
+  for (const char* yaml : {"{type: entropy, gamma_e: 0.2, threshold: 0.4, max: 6}",
+                           "{type: entropy, gamma_e: 0.3, threshold: 0.7, max: 6}",
+                           "{type: entropy, gamma_e: 1.7, threshold: 0.05, max: 6}"})
+    testing::ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(yaml);
+}
+
 TEST(EntropyLengthPolicyTest, PipelinedWithItsDeviceFormEqualsGreedy) {
   testing::ExpectGreedyWithAMovingLength("{type: entropy, threshold: 0.3, max: 6}", "entropy", /*drafter_seed=*/2,
                                          /*drafter_logit_scale=*/10, PolicyForm::kDevice);

@@ -1,6 +1,6 @@
 // `svip`'s device form (framework/device/device_length_stop.h): the chain
 // keeps its drafts up to the first whose sqrt(gamma H) exceeds the
-// threshold, that one included, in the host rule's float64 operations.
+// threshold, that one included, exactly as the host rule's float64 operations.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -14,13 +14,14 @@ namespace {
 
 class SvipStop final : public DeviceLengthStop {
  public:
-  explicit SvipStop(const SvipOptions& options) : options_(options) {}
-  at::Tensor Stops(const DeviceDraftFacts& facts) const override {
-    return (options_.gamma * facts.draft_entropy.to(at::kDouble)).sqrt() > options_.threshold;
-  }
+  // The host rule is monotone in the entropy (a rounded product, a square
+  // root): one comparison with its first stopping float decides as it does.
+  explicit SvipStop(const SvipOptions& options)
+      : bound_(FirstStoppingFloat([options](double entropy) { return StopsAt(options, entropy); })) {}
+  at::Tensor Stops(const DeviceDraftFacts& facts) const override { return facts.draft_entropy >= bound_; }
 
  private:
-  const SvipOptions options_;
+  const double bound_;
 };
 
 const bool kRegistered = DeviceLengthStopRegistry::Add({
