@@ -179,4 +179,8 @@ absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(c10::Device device
 
 #endif
 
+void CudaGraph::EndNested(const std::vector<bool>& began) {
+  for (auto it = began.rbegin(); it != began.rend(); ++it) EndIf(*it);
+}
+
 }  // namespace speclab

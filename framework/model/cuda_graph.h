@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -45,6 +46,9 @@ class CudaGraph {
   // ones would each be met (an IF node costs several microseconds).
   static bool BeginIf(const at::Tensor& predicate);
   static void EndIf(bool began);
+  // EndIf for each of `began` (nested conditional work's results, the
+  // outermost first), the innermost first.
+  static void EndNested(const std::vector<bool>& began);
 
   // BeginIf in two parts, for work that computes its own predicate in a
   // kernel that it launches anyway (fused::AdvanceStop): a new condition of

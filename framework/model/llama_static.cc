@@ -189,7 +189,7 @@ void LlamaModel::Impl::PickChain(int64_t steps, const ChainPick& pick, CapturedC
     }
     nested.push_back(conditional);
   }
-  for (auto it = nested.rbegin(); it != nested.rend(); ++it) CudaGraph::EndIf(*it);
+  CudaGraph::EndNested(nested);
   chain.rows = rows.empty() ? at::Tensor() : pick.stops() ? rows.front() : at::cat(rows);
   chain.kept = stop.kept;
 }
@@ -458,7 +458,7 @@ void LlamaModel::Impl::GrowLevelsBody(int64_t levels, int64_t kv_length, const L
     }
     nested.push_back(conditional);
   }
-  for (auto it = nested.rbegin(); it != nested.rend(); ++it) CudaGraph::EndIf(*it);
+  CudaGraph::EndNested(nested);
 }
 
 // The levels of ForwardLevels over levels_in: the prefix's c tokens at
