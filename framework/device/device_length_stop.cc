@@ -31,15 +31,15 @@ DeviceLengthStop::DeviceLengthStop() : key_(NextStopKey()) {}
 
 at::Tensor DeviceLengthStop::KeptLength(const DeviceDraftFacts& facts) const { return FirstStopLength(Stops(facts)); }
 
-double FirstStoppingFloat(const std::function<bool(double)>& stops) {
+double FirstFloatWhere(const std::function<bool(double)>& holds) {
   const auto value = [](uint32_t bits) { return static_cast<double>(absl::bit_cast<float>(bits)); };
   uint32_t low = 0, high = absl::bit_cast<uint32_t>(std::numeric_limits<float>::infinity());  // 0 and +inf
-  if (!stops(value(high))) return std::numeric_limits<double>::quiet_NaN();
-  if (stops(value(low))) return value(low);
-  // Non-negative floats order as their bit patterns: stops(low) is false, stops(high) true.
+  if (!holds(value(high))) return std::numeric_limits<double>::quiet_NaN();
+  if (holds(value(low))) return value(low);
+  // Non-negative floats order as their bit patterns: holds(low) is false, holds(high) true.
   while (high - low > 1) {
     const uint32_t middle = low + (high - low) / 2;
-    (stops(value(middle)) ? high : low) = middle;
+    (holds(value(middle)) ? high : low) = middle;
   }
   return value(high);
 }

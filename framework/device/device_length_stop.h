@@ -79,14 +79,15 @@ using DeviceLengthStopRegistry = Registry<DeviceLengthStop>;
 // [1] on stop's device. stop [gamma] bool.
 at::Tensor FirstStopLength(const at::Tensor& stop);
 
-// For a host rule `stops` on a float32 fact widened to float64 that is
+// For a host rule `holds` on a float32 fact widened to float64 that is
 // monotone on [0, +inf] (false up to some value, true from it on, as a rule
-// of rounded products and square roots of the fact is): the smallest float
-// in [0, +inf] where it holds, as a float64 (NaN where none does). A device
-// form then decides with one float32 comparison, fact >= bound, exactly as
-// the host rule's float64 operations on every fact in [0, +inf] (NaN facts
-// compare false). Found by bisection over the floats' bit patterns.
-double FirstStoppingFloat(const std::function<bool(double)>& stops);
+// of rounded products, square roots and comparisons of the fact is): the
+// smallest float in [0, +inf] where it holds, as a float64 (NaN where none
+// does). A device form then decides with one float32 comparison against it
+// (fact >= bound where the rule says stop, fact < bound where it says go
+// on), exactly as the host rule's float64 operations on every fact in [0,
+// +inf]. Found by bisection over the floats' bit patterns.
+double FirstFloatWhere(const std::function<bool(double)>& holds);
 
 }  // namespace speclab
 

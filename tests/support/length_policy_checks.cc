@@ -190,7 +190,7 @@ void ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(const std::string& policy_y
   const auto host_stops = [&](double entropy) {
     return !(*host)->ContinueDrafting({.depth = 1, .draft_entropy = entropy});
   };
-  const float bound = static_cast<float>(FirstStoppingFloat(host_stops));
+  const float bound = static_cast<float>(FirstFloatWhere(host_stops));
   ASSERT_TRUE(std::isfinite(bound)) << policy_yaml << ": the rule should stop from some entropy on";
   std::vector<float> entropies = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity(),
                                   std::numeric_limits<float>::quiet_NaN()};

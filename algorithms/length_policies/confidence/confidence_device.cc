@@ -3,8 +3,6 @@
 // below the threshold, that one included, as the host rule does.
 #include <ATen/ATen.h>
 
-#include <cmath>
-#include <limits>
 #include <memory>
 
 #include "algorithms/length_policies/confidence/confidence_options.h"
@@ -16,21 +14,15 @@ namespace {
 
 class ConfidenceStop final : public DeviceLengthStop {
  public:
-  explicit ConfidenceStop(double threshold) : bound_(FloatBound(threshold)) {}
+  // The host rule goes on from the smallest float at or above the threshold
+  // (no float lies between the two): one float32 comparison with it decides
+  // as the host rule's float64 one, where widening the facts took a launch
+  // of its own.
+  explicit ConfidenceStop(const ConfidenceOptions& options)
+      : bound_(FirstFloatWhere([options](double top) { return GoesOn(options, top); })) {}
   at::Tensor Stops(const DeviceDraftFacts& facts) const override { return facts.top_probability < bound_; }
 
  private:
-  // The host rule compares the float32 fact, widened, with the threshold in
-  // double: x < threshold. For a float x that holds exactly where x < the
-  // smallest float >= threshold (no float lies between the two), a
-  // comparison in float32 with no widening launch. A float bound passes
-  // ATen's scalar-to-float conversion unrounded.
-  static double FloatBound(double threshold) {
-    float bound = static_cast<float>(threshold);
-    if (static_cast<double>(bound) < threshold) bound = std::nextafter(bound, std::numeric_limits<float>::infinity());
-    return bound;
-  }
-
   const double bound_;
 };
 
@@ -40,7 +32,7 @@ const bool kRegistered = DeviceLengthStopRegistry::Add({
     .lossless = "lossless",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DeviceLengthStop>> {
       ASSIGN_OR_RETURN(ConfidenceOptions o, ReadConfidenceOptions(options));
-      return std::unique_ptr<DeviceLengthStop>(std::make_unique<ConfidenceStop>(o.threshold));
+      return std::unique_ptr<DeviceLengthStop>(std::make_unique<ConfidenceStop>(o));
     },
 });
 

@@ -24,15 +24,16 @@ namespace {
 
 class ConfidenceLengthPolicy final : public DraftLengthPolicy {
  public:
-  ConfidenceLengthPolicy(double threshold, int max) : threshold_(threshold), max_(max) {}
+  explicit ConfidenceLengthPolicy(const confidence::ConfidenceOptions& options) : options_(options) {}
 
-  int MaxDraftLength() override { return max_; }
+  int MaxDraftLength() override { return options_.max; }
   bool wants_progress() const override { return true; }
-  bool ContinueDrafting(const DraftProgress& progress) override { return progress.top_probability >= threshold_; }
+  bool ContinueDrafting(const DraftProgress& progress) override {
+    return confidence::GoesOn(options_, progress.top_probability);
+  }
 
  private:
-  const double threshold_;
-  const int max_;
+  const confidence::ConfidenceOptions options_;
 };
 
 const bool kRegistered = LengthPolicyRegistry::Add({
@@ -41,7 +42,7 @@ const bool kRegistered = LengthPolicyRegistry::Add({
     .lossless = "lossless",
     .create = [](Options& options) -> absl::StatusOr<std::unique_ptr<DraftLengthPolicy>> {
       ASSIGN_OR_RETURN(confidence::ConfidenceOptions o, confidence::ReadConfidenceOptions(options));
-      return std::unique_ptr<DraftLengthPolicy>(std::make_unique<ConfidenceLengthPolicy>(o.threshold, o.max));
+      return std::unique_ptr<DraftLengthPolicy>(std::make_unique<ConfidenceLengthPolicy>(o));
     },
 });
 

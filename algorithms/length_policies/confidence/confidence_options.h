@@ -15,6 +15,10 @@ struct ConfidenceOptions {
 // `threshold` in [0, 1] and `max` in [1, 64]; errors name the key.
 absl::StatusOr<ConfidenceOptions> ReadConfidenceOptions(Options& options);
 
+// The drafter still sure enough of itself to draft on: the rule both forms
+// apply (the device form through its first float, FirstFloatWhere).
+inline bool GoesOn(const ConfidenceOptions& o, double top_probability) { return top_probability >= o.threshold; }
+
 }  // namespace speclab::confidence
 
 #endif  // SPECLAB_ALGORITHMS_LENGTH_POLICIES_CONFIDENCE_CONFIDENCE_OPTIONS_H_

@@ -19,7 +19,7 @@ class EntropyStop final : public DeviceLengthStop {
   // float decides as it does, where its five float64 operations took five
   // launches a draft.
   explicit EntropyStop(const EntropyOptions& options)
-      : bound_(FirstStoppingFloat([options](double entropy) { return StopsAt(options, entropy); })) {}
+      : bound_(FirstFloatWhere([options](double entropy) { return StopsAt(options, entropy); })) {}
   at::Tensor Stops(const DeviceDraftFacts& facts) const override { return facts.draft_entropy >= bound_; }
 
  private:

@@ -17,7 +17,7 @@ class SvipStop final : public DeviceLengthStop {
   // The host rule is monotone in the entropy (a rounded product, a square
   // root): one comparison with its first stopping float decides as it does.
   explicit SvipStop(const SvipOptions& options)
-      : bound_(FirstStoppingFloat([options](double entropy) { return StopsAt(options, entropy); })) {}
+      : bound_(FirstFloatWhere([options](double entropy) { return StopsAt(options, entropy); })) {}
   at::Tensor Stops(const DeviceDraftFacts& facts) const override { return facts.draft_entropy >= bound_; }
 
  private:
