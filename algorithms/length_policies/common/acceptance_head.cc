@@ -124,18 +124,24 @@ at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const 
 at::Tensor HeadOnDevice::Predict(const DeviceDraftFacts& facts) const {
   const at::Tensor& rows_in = RowOf(head_) == DraftRow::kHidden ? facts.hidden : facts.log_probs;
 #ifdef SPECLAB_WITH_CUDA
-  // One launch for every row (cuda/acceptance_head_kernel.h), for the
-  // summary and hidden features; the log_probs ones' input layer is one
-  // product in ATen.
+  // One launch for every row (cuda/acceptance_head_kernel.h); two for the
+  // log_probs features, whose first layer over the row is split over the
+  // vocabulary first.
   if (rows_in.is_cuda() && rows_in.scalar_type() == at::kFloat && rows_in.dim() == 2 &&
-      head_.features != Features::kLogProbs && head_.w1.size(1) <= kFusedMaxHidden) {
+      head_.w1.size(1) <= kFusedMaxHidden) {
     const at::Tensor rows = rows_in.stride(1) == 1 ? rows_in : rows_in.contiguous();
     const AcceptanceHead& w = WeightsOn(rows.device());
-    at::Tensor out = at::empty({rows.size(0)}, rows.options().dtype(at::kDouble));
-    const c10::cuda::CUDAGuard guard(rows.device());
+    TORCH_CHECK(w.w1.size(0) == FeatureCount(head_.features, rows.size(1), rows.size(1)),
+                "acceptance head: rows of width ", rows.size(1), " for a head of ", w.w1.size(0), " inputs");
     const HeadWeights weights{.w1 = w.w1.data_ptr<double>(), .b1 = w.b1.data_ptr<double>(),
                               .w2 = w.w2.data_ptr<double>(), .b2 = w.b2.data_ptr<double>(),
                               .hidden = static_cast<int>(w.w1.size(1))};
+    at::Tensor out = at::empty({rows.size(0)}, rows.options().dtype(at::kDouble));
+    const at::Tensor scratch =
+        head_.features == Features::kLogProbs
+            ? at::empty({LogProbScratchSize(rows.size(0), rows.size(1), weights.hidden)}, out.options())
+            : at::Tensor();
+    const c10::cuda::CUDAGuard guard(rows.device());
     void* stream = c10::cuda::getCurrentCUDAStream(rows.device().index()).stream();
     const int error =
         head_.features == Features::kHidden
@@ -143,7 +149,8 @@ at::Tensor HeadOnDevice::Predict(const DeviceDraftFacts& facts) const {
                                       out.data_ptr<double>(), stream)
             : LaunchPredictRows(rows.data_ptr<float>(), rows.size(0), rows.stride(0), rows.size(1),
                                 static_cast<int>(head_.features), /*first_depth=*/1.0, weights,
-                                out.data_ptr<double>(), stream);
+                                scratch.defined() ? scratch.data_ptr<double>() : nullptr, out.data_ptr<double>(),
+                                stream);
     TORCH_CHECK(error == 0, "acceptance head: kernel launch failed (", error, ")");
     return out;
   }

@@ -84,7 +84,8 @@ TEST(AcceptanceHeadTest, SummaryIndexFeaturesAddTheDraftsIndex) {
   EXPECT_THAT(ParseFeatures("index").status().message(), HasSubstr("summary_index"));
 }
 
-// The prediction on CUDA (one launch for the summary features) against
+// The prediction on CUDA (one launch for the summary features, two for the
+// log_probs ones, whose first layer over the row is split first) against
 // FeaturesOf() and the network in ATen: each feature set, vocabularies below
 // and above the summary's ten and
 // a real one, narrow and the widest hidden layers, rows that are a view of

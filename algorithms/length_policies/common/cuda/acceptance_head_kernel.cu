@@ -1,7 +1,10 @@
 // One block a row; see acceptance_head_kernel.h. Each thread scans a slice
-// of the row (its ten largest entries, its share of the entropy); the block
-// merges them; the first `hidden` threads compute the layer, thread 0 the
-// output.
+// of the row (its ten largest entries, its share of the entropy); each warp
+// merges its threads', and the warps' are ranked together; the first `hidden` threads compute the layer, thread 0 the
+// output. The log_probs features' first layer over the row's own entries
+// runs before, split over the vocabulary (LogProbLayerPartials): a block a
+// slice of each row, so that the [vocab, hidden] weights are read by the
+// whole device, not by one block a row.
 #include "algorithms/length_policies/common/cuda/acceptance_head_kernel.h"
 
 #include <cuda_runtime.h>
@@ -16,6 +19,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTopK = 10;  // acceptance_head.h's kSummaryTopK
+constexpr double kFloor = -30.0;  // acceptance_head.h's kLogProbFloor
 
 __device__ double WarpSum(double v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
@@ -36,15 +40,41 @@ __device__ void Output(bool active, double pre, const HeadWeights& weights, doub
   }
 }
 
+// Block (c, r): the first layer's sums over row r's entries c * kLogProbChunk
+// .. + kLogProbChunk, each clamped below at kLogProbFloor and divided by
+// -kLogProbFloor (FeaturesOf's kLogProbs), thread t < hidden summing unit t's
+// into partials[(r * gridDim.x + c) * hidden + t].
+__global__ void __launch_bounds__(kFusedMaxHidden)
+    LogProbLayerPartials(const float* __restrict__ log_probs, int64_t row_stride, int64_t vocab,
+                         HeadWeights weights, double* __restrict__ partials) {
+  __shared__ double x[kLogProbChunk];
+  const float* row = log_probs + blockIdx.y * row_stride;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kLogProbChunk;
+  const int count = static_cast<int>(vocab - first < kLogProbChunk ? vocab - first : kLogProbChunk);
+  const int t = threadIdx.x, hidden = weights.hidden;
+  for (int i = t; i < count; i += blockDim.x) {
+    const double l = static_cast<double>(row[first + i]);
+    x[i] = (l < kFloor ? kFloor : l) / -kFloor;  // NaN stays NaN, as clamp_min keeps it
+  }
+  __syncthreads();
+  if (t >= hidden) return;
+  double sum = 0;
+  const double* w = weights.w1 + first * hidden + t;
+  for (int i = 0; i < count; ++i) sum += x[i] * w[static_cast<int64_t>(i) * hidden];
+  partials[(static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * hidden + t] = sum;
+}
+
+// features 0 (log_probs): the summary's weights follow the row's `vocab`
+// ones, and `partials` holds the layer's sums over the row (`chunks` a row,
+// LogProbLayerPartials); else partials is null.
 __global__ void __launch_bounds__(kThreads)
     PredictRows(const float* __restrict__ log_probs, int64_t row_stride, int64_t vocab, int features,
-                double first_depth, HeadWeights weights, double* __restrict__ out) {
+                double first_depth, HeadWeights weights, const double* __restrict__ partials, int chunks,
+                double* __restrict__ out) {
   __shared__ float candidates[kThreads][kTopK];
   __shared__ double partial[kWarps];  // the entropy's sums
   __shared__ double top[kTopK];
-  __shared__ float best_value[kWarps];
-  __shared__ int best_thread[kWarps];
-  __shared__ int winner;
+  __shared__ float warp_top[kWarps][kTopK];
   __shared__ double hidden_out[kFusedMaxHidden];
   const float* row = log_probs + blockIdx.x * row_stride;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32, hidden = weights.hidden;
@@ -70,44 +100,46 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) partial[warp] = plogp;
   __syncthreads();
 
-  // The row's ten largest: ten rounds, each taking the best head of the threads' lists.
+  // The row's ten largest: each warp takes its own ten, in ten rounds over
+  // the heads of its threads' lists (no block barrier between rounds), then
+  // the warps' are ranked together. Only the values count, so ties may go
+  // either way.
   int head = 0;
   for (int k = 0; k < kTopK; ++k) {
     float value = head < kTopK ? candidates[t][head] : -INFINITY;
-    int from = t;
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float other = __shfl_down_sync(0xffffffffu, value, offset);
-      const int other_from = __shfl_down_sync(0xffffffffu, from, offset);
+    int from = lane;
+    for (int offset = 16; offset > 0; offset /= 2) {  // every lane ends with the warp's best
+      const float other = __shfl_xor_sync(0xffffffffu, value, offset);
+      const int other_from = __shfl_xor_sync(0xffffffffu, from, offset);
       if (other > value || (other == value && other_from < from)) {
         value = other;
         from = other_from;
       }
     }
-    if (lane == 0) {
-      best_value[warp] = value;
-      best_thread[warp] = from;
-    }
-    __syncthreads();
-    if (t == 0) {
-      int w = 0;
-      for (int i = 1; i < kWarps; ++i)
-        if (best_value[i] > best_value[w]) w = i;
-      winner = best_thread[w];
-      // Past the vocabulary: zeros, as FeaturesOf() pads.
-      top[k] = k < vocab ? exp(static_cast<double>(best_value[w])) : 0.0;
-    }
-    __syncthreads();
-    if (t == winner) ++head;
+    if (lane == from) ++head;
+    if (lane == 0) warp_top[warp][k] = value;
   }
+  __syncthreads();
+  if (t < kWarps * kTopK) {  // each warp's candidate ranked among all of them
+    const float* all = &warp_top[0][0];
+    const float value = all[t];
+    int rank = 0;
+    for (int i = 0; i < kWarps * kTopK; ++i) rank += all[i] > value || (all[i] == value && i < t);
+    // Past the vocabulary: zeros, as FeaturesOf() pads.
+    if (rank < kTopK) top[rank] = rank < vocab ? exp(static_cast<double>(value)) : 0.0;
+  }
+  __syncthreads();
 
   // The first layer on the summary (and the index).
   double pre = 0;
   if (t < hidden) {
     double entropy = 0;
     for (int w = 0; w < kWarps; ++w) entropy -= partial[w];
+    const int64_t base = features == 0 ? vocab : 0;  // the summary's first feature
     pre = weights.b1[t];
-    for (int k = 0; k < kTopK; ++k) pre += top[k] * weights.w1[k * hidden + t];
-    pre += entropy * weights.w1[kTopK * hidden + t];
+    for (int c = 0; c < chunks; ++c) pre += partials[(static_cast<int64_t>(blockIdx.x) * chunks + c) * hidden + t];
+    for (int k = 0; k < kTopK; ++k) pre += top[k] * weights.w1[(base + k) * hidden + t];
+    pre += entropy * weights.w1[(base + kTopK) * hidden + t];
     if (features == 2) pre += (first_depth + blockIdx.x) * weights.w1[(kTopK + 1) * hidden + t];
   }
   Output(t < hidden, pre, weights, hidden_out, out + blockIdx.x);
@@ -142,13 +174,26 @@ int LaunchPredictHiddenRows(const float* states, int64_t rows, int64_t row_strid
 }
 
 int LaunchPredictRows(const float* log_probs, int64_t rows, int64_t row_stride, int64_t vocab, int features,
-                      double first_depth, HeadWeights weights, double* out, void* stream) {
-  if (rows < 0 || vocab < 1 || weights.hidden < 1 || weights.hidden > kFusedMaxHidden || features < 1 || features > 2)
+                      double first_depth, HeadWeights weights, double* scratch, double* out, void* stream) {
+  if (rows < 0 || vocab < 1 || weights.hidden < 1 || weights.hidden > kFusedMaxHidden || features < 0 ||
+      features > 2 || (features == 0 && scratch == nullptr))
     return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  PredictRows<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      log_probs, row_stride, vocab, features, first_depth, weights, out);
+  const cudaStream_t on = static_cast<cudaStream_t>(stream);
+  int chunks = 0;
+  if (features == 0) {
+    chunks = static_cast<int>((vocab + kLogProbChunk - 1) / kLogProbChunk);
+    LogProbLayerPartials<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kFusedMaxHidden, 0,
+                           on>>>(log_probs, row_stride, vocab, weights, scratch);
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+  }
+  PredictRows<<<static_cast<unsigned>(rows), kThreads, 0, on>>>(log_probs, row_stride, vocab, features, first_depth,
+                                                              weights, scratch, chunks, out);
   return cudaGetLastError();
+}
+
+int64_t LogProbScratchSize(int64_t rows, int64_t vocab, int hidden) {
+  return rows * ((vocab + kLogProbChunk - 1) / kLogProbChunk) * hidden;
 }
 
 }  // namespace acceptance_head
