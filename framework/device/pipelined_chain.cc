@@ -17,18 +17,16 @@
 namespace speclab {
 namespace {
 
-// A chain's verdict cut after its first `kept` drafts (device_length_stop.h):
-// (min(a, kept), the extra token where a < kept, else a token drawn from the
-// target's row after draft `kept`: its argmax at temperature 0, where the
-// rows are logits, else its exponential race). answer int64 [2], kept
-// int64 [1], target_rows [gamma + 1, vocab]; all on one device, no host read.
+// A chain's verdict cut after its first `kept` drafts (fused::CutChainAnswer):
+// the token after them, where every kept draft was accepted, is the target
+// row's argmax at temperature 0 (the rows are logits), else its exponential
+// race.
 at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& target_rows,
                           bool greedy, at::Generator& generator) {
-  const at::Tensor row = target_rows.index_select(0, kept).to(at::kFloat);
-  const at::Tensor drawn = greedy ? GreedyTokens(row) : RaceRows(row, at::empty_like(row).exponential_(1.0, generator));
-  const at::Tensor accepted = answer.narrow(0, 0, 1);
-  const at::Tensor cut = at::minimum(accepted, kept);
-  return at::cat({cut, at::where(accepted < kept, answer.narrow(0, 1, 1), drawn)});
+  const at::Tensor noise =
+      greedy ? at::Tensor()
+             : at::empty({1, target_rows.size(1)}, target_rows.options().dtype(at::kFloat)).exponential_(1.0, generator);
+  return fused::CutChainAnswer(answer, kept, target_rows, noise);
 }
 
 }  // namespace

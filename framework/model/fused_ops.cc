@@ -899,6 +899,35 @@ void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor&
   going.logical_and_(stop.logical_not());
 }
 
+at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& rows,
+                          const at::Tensor& noise) {
+  TORCH_CHECK(answer.numel() == 2 && kept.numel() == 1 && rows.dim() == 2 &&
+                  (!noise.defined() || noise.numel() == rows.size(1)),
+              "CutChainAnswer: answer must be [2], kept [1], rows [gamma + 1, vocab] and noise [1, vocab], got ",
+              answer.sizes(), ", ", kept.sizes(), ", ", rows.sizes(), ", ",
+              noise.defined() ? noise.sizes() : at::IntArrayRef{});
+#ifdef SPECLAB_WITH_CUDA
+  if (kernel_launch::Longs(answer) && kernel_launch::Longs(kept) && kernel_launch::FloatRows(rows) &&
+      kept.device() == rows.device() && answer.device() == rows.device() &&
+      (!noise.defined() || (noise.is_contiguous() && noise.scalar_type() == at::kFloat &&
+                            noise.device() == rows.device()))) {
+    const c10::cuda::CUDAGuard guard(rows.device());
+    at::Tensor out = at::empty({2}, answer.options());
+    CheckLaunch(row_kernels::LaunchCutChainAnswer(answer.data_ptr<int64_t>(), kept.data_ptr<int64_t>(),
+                                                  rows.data_ptr<float>(), rows.size(0), rows.size(1),
+                                                  noise.defined() ? noise.data_ptr<float>() : nullptr,
+                                                  out.data_ptr<int64_t>(), CurrentStream(rows)),
+                "CutChainAnswer");
+    return out;
+  }
+#endif
+  const at::Tensor row = rows.index_select(0, kept.reshape({1})).to(at::kFloat);
+  const at::Tensor drawn = ArgmaxRows(row, noise.defined() ? noise.reshape({1, -1}) : at::Tensor());
+  const at::Tensor accepted = answer.reshape({2}).narrow(0, 0, 1);
+  return at::cat({at::minimum(accepted, kept.reshape({1})),
+                  at::where(accepted < kept.reshape({1}), answer.reshape({2}).narrow(0, 1, 1), drawn)});
+}
+
 ChainRootAdvance AdvanceChainRoot(const at::Tensor& answer, const at::Tensor& tokens, const at::Tensor& kept,
                                   const at::Tensor& positions, const at::Tensor& context) {
   const int64_t g = tokens.size(0) - 1;

@@ -313,6 +313,19 @@ void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const
 void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop,
                  std::optional<uint64_t> condition = std::nullopt);
 
+// A chain's verdict cut after its first `kept` drafts, where a length
+// policy's device stop ended the chain (device_length_stop.h): (min(a, k),
+// the extra token where a < k, else a token drawn from rows[k], the target's
+// row after draft k), for answer [2] int64 (a accepted, the extra token),
+// kept [1] int64 (k), rows [gamma + 1, vocab] (the target's: logits at
+// temperature 0, else probabilities). The draw: the first index of the
+// largest rows[k] / max(noise, FLT_MIN) with noise [1, vocab] float32 of
+// Exp(1) values (the exponential race), or of the largest rows[k] where
+// noise is undefined (the argmax). One launch on CUDA (float32 rows), where
+// ATen takes eight; ATen: index_select, ArgmaxRows, minimum, where, cat.
+at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& rows,
+                          const at::Tensor& noise);
+
 // A pipelined chain step's bookkeeping from its verdict (answer [2]: a
 // accepted, the extra token) over tokens [g + 1] int64 (the root, then g
 // drafts): writes the drafts, then the extra token after the last accepted

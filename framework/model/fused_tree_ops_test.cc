@@ -1,7 +1,7 @@
 // fused::TreeMask, the pipelined tree step's TreeAtInputs,
 // MovePathEntries and AdvanceTreeRoot, and the pipelined chain step's
-// AdvanceChainRoot: their contracts on the CPU, and the kernels
-// (cuda/tree_kernels.h) on CUDA against the CPU.
+// AdvanceChainRoot and CutChainAnswer: their contracts on the CPU, and the
+// kernels (cuda/tree_kernels.h, cuda/row_kernels.h) on CUDA against the CPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -193,6 +193,53 @@ TEST(FusedTreeOps, PipelinedChainKernelMatchesTheCpu) {
       EXPECT_TRUE(at::equal(next[1].positions.cpu(), next[0].positions)) << "g " << g;
       EXPECT_TRUE(at::equal(next[1].last_two.cpu(), next[0].last_two)) << "g " << g;
       EXPECT_TRUE(at::equal(next[1].record.cpu(), next[0].record)) << "g " << g;
+    }
+  }
+}
+
+TEST(FusedTreeOps, CutChainAnswerKeepsTheVerdictBeforeTheCutAndDrawsAfterIt) {
+  // Target rows after the root and after drafts 1 and 2; row 2's largest is
+  // token 3, and token 1 where noise divides it.
+  const at::Tensor rows = at::tensor({0.1f, 0.2f, 0.3f, 0.4f,  //
+                                      0.4f, 0.3f, 0.2f, 0.1f,  //
+                                      0.2f, 0.3f, 0.1f, 0.4f})
+                              .reshape({3, 4});
+  const at::Tensor noise = at::tensor({1.0f, 0.5f, 1.0f, 2.0f}).reshape({1, 4});
+  // One of two kept drafts accepted: the verdict stands.
+  EXPECT_TRUE(at::equal(fused::CutChainAnswer(Longs({1, 9}), Longs({2}), rows, at::Tensor()), Longs({1, 9})));
+  EXPECT_TRUE(at::equal(fused::CutChainAnswer(Longs({1, 9}), Longs({2}), rows, noise), Longs({1, 9})));
+  // Both kept drafts accepted (the verifier saw the dropped ones too): the
+  // token after the second is drawn from row 2.
+  EXPECT_TRUE(at::equal(fused::CutChainAnswer(Longs({2, 9}), Longs({2}), rows, at::Tensor()), Longs({2, 3})));
+  EXPECT_TRUE(at::equal(fused::CutChainAnswer(Longs({2, 9}), Longs({2}), rows, noise), Longs({2, 1})));
+  EXPECT_TRUE(at::equal(fused::CutChainAnswer(Longs({2, 9}), Longs({1}), rows, at::Tensor()), Longs({1, 0})));
+  EXPECT_THROW(fused::CutChainAnswer(Longs({2, 9}), Longs({1}), rows, at::ones({1, 3})), c10::Error);
+}
+
+TEST(FusedTreeOps, CutChainAnswerKernelMatchesTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  at::Generator gen = at::detail::createCPUGenerator(4);
+  for (int64_t vocab : {5, 8000, 40000}) {
+    for (int64_t g : {1, 4, 8}) {
+      at::Tensor rows = at::rand({g + 1, vocab}, gen, at::kFloat);
+      rows[g][vocab / 2] = rows[g].max();  // a tie: the first index wins
+      const at::Tensor noise = at::empty({1, vocab}, at::kFloat).exponential_(1.0, gen);
+      for (int64_t kept : {int64_t{1}, g}) {
+        for (int64_t accepted : {int64_t{0}, kept - 1, kept, g}) {
+          for (bool sampled : {false, true}) {
+            const at::Tensor answer = Longs({accepted, 77});
+            const at::Tensor host =
+                fused::CutChainAnswer(answer, Longs({kept}), rows, sampled ? noise : at::Tensor());
+            const int64_t launches = fused::CudaKernelLaunches();
+            const at::Tensor device = fused::CutChainAnswer(answer.cuda(), Longs({kept}).cuda(), rows.cuda(),
+                                                            sampled ? noise.cuda() : at::Tensor());
+            EXPECT_EQ(fused::CudaKernelLaunches(), launches + 1);
+            EXPECT_TRUE(at::equal(device.cpu(), host))
+                << "vocab " << vocab << ", g " << g << ", kept " << kept << ", accepted " << accepted
+                << (sampled ? ", sampled" : ", greedy") << ": " << device.cpu() << " against " << host;
+          }
+        }
+      }
     }
   }
 }

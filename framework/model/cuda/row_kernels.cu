@@ -145,6 +145,33 @@ __global__ void __launch_bounds__(kSmallThreads)
   if (threadIdx.x == 0) out[row] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
 }
 
+// One block: see LaunchCutChainAnswer. Every thread reads a and k, so the
+// whole block takes the same branch.
+__global__ void __launch_bounds__(kSmallThreads)
+    CutChainAnswerKernel(const int64_t* __restrict__ answer, const int64_t* __restrict__ kept,
+                         const float* __restrict__ rows, int64_t row_count, int64_t cols,
+                         const float* __restrict__ noise, int64_t* __restrict__ out) {
+  const int64_t a = answer[0], k = kept[0];
+  if (a < k) {
+    if (threadIdx.x == 0) {
+      out[0] = a;
+      out[1] = answer[1];
+    }
+    return;
+  }
+  const float* xr = rows + (k < 0 ? 0 : k >= row_count ? row_count - 1 : k) * cols;
+  uint64_t key = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += kSmallThreads) {
+    const float v = noise == nullptr ? xr[i] : xr[i] / fmaxf(noise[i], FLT_MIN);
+    key = MaxKey(key, ArgmaxKey(v, static_cast<uint32_t>(i)));
+  }
+  key = BlockMaxKey<kSmallThreads>(key);
+  if (threadIdx.x == 0) {
+    out[0] = k;
+    out[1] = static_cast<int64_t>(0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFu));
+  }
+}
+
 // This thread's entries of a row xr [cols] of a one-block-a-row kernel,
 // each Tempered by t (-inf past cols), into v; returns their maximum.
 __device__ __forceinline__ float LoadRowEntries(const float* xr, int64_t cols, float t, float (&v)[kPerThread]) {
@@ -828,6 +855,14 @@ int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_
   ArgmaxChunks<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kThreads, 0, s>>>(
       x, divisor, workspace, cols);
   ArgmaxMerge<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(workspace, out, chunks);
+  return cudaGetLastError();
+}
+
+int LaunchCutChainAnswer(const int64_t* answer, const int64_t* kept, const float* rows, int64_t row_count,
+                         int64_t cols, const float* noise, int64_t* out, void* stream) {
+  if (row_count < 1 || cols < 1 || cols >= (int64_t{1} << 32)) return cudaErrorInvalidValue;
+  CutChainAnswerKernel<<<1, kSmallThreads, 0, static_cast<cudaStream_t>(stream)>>>(answer, kept, rows, row_count,
+                                                                                  cols, noise, out);
   return cudaGetLastError();
 }
 

@@ -45,6 +45,15 @@ inline int64_t WorkspaceChunks(int64_t cols) { return cols <= kSmallRow ? 0 : Ro
 int LaunchArgmaxRows(const float* x, const float* divisor, int64_t* out, uint64_t* workspace, int64_t rows,
                      int64_t cols, void* stream);
 
+// A chain's verdict cut after its first `kept` drafts (a length policy's
+// device stop): out = (min(a, k), answer[1] where a < k, else the first index
+// of the largest rows[k][i] / max(noise[i], FLT_MIN) (rows[k][i] where noise
+// is null)), for answer [2] int64 (a, the extra token), kept [1] int64 (k,
+// clamped into [0, row_count) for the read), rows [row_count, cols] float32,
+// noise [cols] float32 or null. One block.
+int LaunchCutChainAnswer(const int64_t* answer, const int64_t* kept, const float* rows, int64_t row_count,
+                         int64_t cols, const float* noise, int64_t* out, void* stream);
+
 // The softmax of x / temperature (the division as at::div, fused):
 // out[r][i] = exp(y[r][i] - M_r) / S_r with y = x / temperature, M_r the
 // row's maximum of y and S_r its sum of exp(y - M_r), computed per chunk and
