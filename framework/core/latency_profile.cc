@@ -20,6 +20,26 @@ double LatencyProfile::TargetMs(int n) const {
   return target_ms[i - 1] + slope * (n - budgets[i - 1]);
 }
 
+std::vector<double> NonDecreasingFit(const std::vector<double>& values) {
+  struct Block {
+    double sum;
+    int count;
+    double mean() const { return sum / count; }
+  };
+  std::vector<Block> blocks;
+  for (double v : values) {
+    blocks.push_back({v, 1});
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].mean() > blocks.back().mean()) {
+      blocks[blocks.size() - 2].sum += blocks.back().sum;
+      blocks[blocks.size() - 2].count += blocks.back().count;
+      blocks.pop_back();
+    }
+  }
+  std::vector<double> fit;
+  for (const Block& block : blocks) fit.insert(fit.end(), block.count, block.mean());
+  return fit;
+}
+
 absl::StatusOr<Options> InlineOrFile(Options& options, const std::string& key, const std::string& file_key,
                                      bool required) {
   const bool inline_value = options.Has(key), from_file = options.Has(file_key);
@@ -54,6 +74,7 @@ absl::StatusOr<LatencyProfile> ReadLatencyProfile(Options& options) {
     profile.budgets.push_back(static_cast<int>(budgets[i]));
   }
   if (!(profile.draft_ms >= 0)) return map.Error("draft_ms", "expected a time >= 0");
+  profile.target_ms = NonDecreasingFit(profile.target_ms);
   return profile;
 }
 

@@ -27,6 +27,22 @@ TEST(LatencyProfileTest, InterpolatesBetweenMeasuredCounts) {
   EXPECT_DOUBLE_EQ(from_four.TargetMs(1), 2.0);  // below the first count: its time
 }
 
+TEST(LatencyProfileTest, FitsTimesThatFallAsNonDecreasingRuns) {
+  EXPECT_EQ(NonDecreasingFit({1.0, 1.5, 1.5, 2.0}), (std::vector<double>{1.0, 1.5, 1.5, 2.0}));
+  EXPECT_EQ(NonDecreasingFit({3.0, 1.0, 2.0}), (std::vector<double>{2.0, 2.0, 2.0}));
+  EXPECT_EQ(NonDecreasingFit({1.0, 4.0, 2.0, 3.0, 5.0}), (std::vector<double>{1.0, 3.0, 3.0, 3.0, 5.0}));
+  EXPECT_EQ(NonDecreasingFit({}), std::vector<double>{});
+  // Read, a measured dip (8.25 ms for 8 tokens after 8.31 for 7) pools with
+  // the time before it, so that no longer draft looks cheaper than a shorter one.
+  auto read = Read("{latency_profile: {budgets: [6, 7, 8, 9], target_ms: [8.18, 8.31, 8.25, 9.30], draft_ms: 0.7}}");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->target_ms.size(), 4u);
+  EXPECT_DOUBLE_EQ(read->target_ms[0], 8.18);
+  EXPECT_DOUBLE_EQ(read->target_ms[1], (8.31 + 8.25) / 2);
+  EXPECT_DOUBLE_EQ(read->target_ms[2], (8.31 + 8.25) / 2);
+  EXPECT_DOUBLE_EQ(read->target_ms[3], 9.30);
+}
+
 TEST(LatencyProfileTest, ReadsInlineOrFromAFileAndNamesWhatIsWrong) {
   auto inline_profile = Read("{latency_profile: {budgets: [1, 4], target_ms: [1.0, 2.0], draft_ms: 0.2}}");
   ASSERT_TRUE(inline_profile.ok()) << inline_profile.status();
