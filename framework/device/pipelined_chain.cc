@@ -23,10 +23,9 @@ namespace {
 // race.
 at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& target_rows,
                           bool greedy, at::Generator& generator) {
-  const at::Tensor noise =
-      greedy ? at::Tensor()
-             : at::empty({1, target_rows.size(1)}, target_rows.options().dtype(at::kFloat)).exponential_(1.0, generator);
-  return fused::CutChainAnswer(answer, kept, target_rows, noise);
+  if (greedy) return fused::CutChainAnswer(answer, kept, target_rows, at::Tensor());
+  at::Tensor noise = at::empty({1, target_rows.size(1)}, target_rows.options().dtype(at::kFloat));
+  return fused::CutChainAnswer(answer, kept, target_rows, noise.exponential_(1.0, generator));
 }
 
 }  // namespace

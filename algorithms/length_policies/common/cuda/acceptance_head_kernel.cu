@@ -1,10 +1,11 @@
 // One block a row; see acceptance_head_kernel.h. Each thread scans a slice
 // of the row (its ten largest entries, its share of the entropy); each warp
-// merges its threads', and the warps' are ranked together; the first `hidden` threads compute the layer, thread 0 the
-// output. The log_probs features' first layer over the row's own entries
-// runs before, split over the vocabulary (LogProbLayerPartials): a block a
-// slice of each row, so that the [vocab, hidden] weights are read by the
-// whole device, not by one block a row.
+// merges its threads', and the warps' are ranked together; the first
+// `hidden` threads compute the layer, thread 0 the output. The log_probs
+// features' first layer over the row's own entries runs before, split over
+// the vocabulary (LogProbLayerPartials): a block a slice of each row, so that
+// the [vocab, hidden] weights are read by the whole device, not by one block
+// a row.
 #include "algorithms/length_policies/common/cuda/acceptance_head_kernel.h"
 
 #include <cuda_runtime.h>
