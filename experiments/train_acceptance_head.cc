@@ -39,6 +39,7 @@ struct HeadSettings {
   int64_t rollout = 0;  // drafts per window (0: teacher forcing)
   std::string target, drafter, output;
   double temperature = 1.0;
+  double reject_weight = 1.0;  // SpecDec++'s class weight on rejections (AcceptanceLoss)
   CorpusData data;
   TrainingBasics run;
 };
@@ -60,6 +61,9 @@ absl::StatusOr<HeadSettings> ParseHeadSettings(const std::string& path, const st
   ASSIGN_OR_RETURN(s.temperature, head.GetDouble("temperature", s.temperature));
   if (!(s.temperature >= 0)) return head.Error("temperature", "expected a number >= 0");
   ASSIGN_OR_RETURN(s.rollout, head.GetInt("rollout", s.rollout));
+  ASSIGN_OR_RETURN(s.reject_weight, head.GetDouble("reject_weight", s.reject_weight));
+  if (!(s.reject_weight > 0 && s.reject_weight <= 1000))
+    return head.Error("reject_weight", "expected a number in (0, 1000]");
   RETURN_IF_ERROR(head.CheckAllUsed());
 
   ASSIGN_OR_RETURN(s.data, ParseCorpusData(root, 2));
@@ -113,9 +117,10 @@ class HeadTrainer {
       m.push_back(at::zeros_like(p).detach());
       v.push_back(at::zeros_like(p).detach());
     }
-    std::printf("acceptance head: %s features, hidden %lld, labels at T = %g, on %s; %lld steps of %lld windows x "
-                "%lld\n",
+    std::printf("acceptance head: %s features, hidden %lld, labels at T = %g, reject weight %g, on %s; %lld steps "
+                "of %lld windows x %lld\n",
                 acceptance_head::FeaturesName(s_.features), static_cast<long long>(s_.hidden), s_.temperature,
+                s_.reject_weight,
                 device_.str().c_str(),
                 static_cast<long long>(s_.run.steps), static_cast<long long>(s_.run.batch_size),
                 static_cast<long long>(s_.data.seq_len));
@@ -128,7 +133,7 @@ class HeadTrainer {
       const Batch batch = MakeBatch(train_, s_.run.batch_size, rng);
       const at::Tensor predicted = acceptance_head::PredictFromFeatures(batch.features, params[0], params[1],
                                                                         params[2], params[3]);
-      const at::Tensor loss = at::binary_cross_entropy(predicted.clamp(1e-6, 1 - 1e-6), batch.labels);
+      const at::Tensor loss = acceptance_head::AcceptanceLoss(predicted, batch.labels, s_.reject_weight);
       for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
       loss.backward();
       {
@@ -234,7 +239,7 @@ class HeadTrainer {
     const at::Tensor predicted = acceptance_head::PredictFromFeatures(
         batch.features.to(at::kCPU, at::kDouble), head.w1, head.b1, head.w2, head.b2);
     const at::Tensor labels = batch.labels.to(at::kCPU, at::kDouble);
-    const double loss = at::binary_cross_entropy(predicted.clamp(1e-6, 1 - 1e-6), labels).item<double>();
+    const double loss = acceptance_head::AcceptanceLoss(predicted, labels, s_.reject_weight).item<double>();
     const double brier = (predicted - labels).pow(2).mean().item<double>();
     const double baseline = (labels - labels.mean()).pow(2).mean().item<double>();
     const double mean_label = labels.mean().item<double>(), mean_prediction = predicted.mean().item<double>();

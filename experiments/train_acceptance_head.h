@@ -6,7 +6,8 @@
 //   acceptance_head: features (hidden | log_probs | summary | summary_index),
 //                    hidden (32), target, drafter (HF folders of one
 //                    vocabulary), temperature (1): the labels' sampling
-//                    temperature; rollout (0; summary_index needs >= 1).
+//                    temperature; rollout (0; summary_index needs >= 1);
+//                    reject_weight (1): the loss's weight on rejections.
 //   data:            tokenizer, train, valid (corpus text files), seq_len (128).
 //   training:        device (auto | cpu | cuda), batch_size (8 windows),
 //                    steps (300), lr (1e-3), seed (1), log_every (20),
@@ -27,8 +28,9 @@
 // accepted: at temperature T > 0, sum_v min(p_T(v), q_T(v)) (rejection
 // sampling's acceptance of a draft from q_T); at T = 0, 1 if the drafter's
 // argmax is the target's. Loss: binary cross-entropy with those soft
-// labels; Adam. The held-out set (valid) reports the loss, the mean label and
-// the mean prediction, and the Brier score.
+// labels, the reject class weighted by reject_weight (SpecDec++'s recipe sets
+// 6; acceptance_head::AcceptanceLoss); Adam. The held-out set (valid) reports
+// that loss, the mean label and the mean prediction, and the Brier score.
 //
 // SpecDec++ trains on the target's own responses and DISCO on oracle draft
 // lengths: the corpus stands in for the responses here, and rollouts label

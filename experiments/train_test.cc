@@ -293,6 +293,8 @@ TEST_F(TrainTest, FitsAnAcceptanceHeadOnAModelPair) {
     EXPECT_THAT(*log, ::testing::HasSubstr(rollout ? "\"held_out\": {\"positions\": 16"
                                                    : "\"held_out\": {\"positions\": 128"));
     EXPECT_THAT(RunTraining(path, {"acceptance_head.layers=2"}).message(), ::testing::HasSubstr("layers"));
+    EXPECT_THAT(RunTraining(path, {"acceptance_head.reject_weight=0"}).message(),
+                ::testing::AllOf(::testing::HasSubstr("reject_weight"), ::testing::HasSubstr("(0, 1000]")));
     if (features == "summary_index") {
       EXPECT_THAT(RunTraining(path, {"acceptance_head.rollout=0"}).message(),
                   ::testing::AllOf(::testing::HasSubstr("rollout"), ::testing::HasSubstr("index")));

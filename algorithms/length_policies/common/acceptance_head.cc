@@ -121,6 +121,12 @@ at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const 
   return at::sigmoid(at::silu(at::addmm(b1, x, w1)).matmul(w2) + b2);
 }
 
+at::Tensor AcceptanceLoss(const at::Tensor& predicted, const at::Tensor& labels, double reject_weight) {
+  const at::Tensor p = predicted.clamp(1e-6, 1 - 1e-6);
+  const at::Tensor rejected = (1 - labels) * reject_weight;
+  return (rejected * -at::log1p(-p) + labels * -at::log(p)).sum() / (rejected + labels).sum();
+}
+
 at::Tensor HeadOnDevice::Predict(const DeviceDraftFacts& facts) const {
   const at::Tensor& rows_in = RowOf(head_) == DraftRow::kHidden ? facts.hidden : facts.log_probs;
 #ifdef SPECLAB_WITH_CUDA

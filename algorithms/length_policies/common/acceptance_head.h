@@ -86,6 +86,15 @@ AcceptanceHead NewHead(Features features, int64_t vocab_size, int64_t width, uin
 at::Tensor PredictFromFeatures(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
                                const at::Tensor& b2);
 
+// The loss `speclab train` fits a head with: binary cross-entropy of the
+// predictions [n] against soft labels [n] (the acceptance probabilities),
+// the reject class weighted by `reject_weight` (SpecDec++'s class weight,
+// which its recipe sets to 6 to balance the rare rejections):
+//   sum(w (1 - y) (-log(1 - p)) + y (-log p)) / sum(w (1 - y) + y),
+// plain binary cross-entropy where w = 1. Predictions are clamped to [1e-6,
+// 1 - 1e-6] first, so that a sure prediction costs a finite loss.
+at::Tensor AcceptanceLoss(const at::Tensor& predicted, const at::Tensor& labels, double reject_weight);
+
 // The head's weights on `device` (copied once per device), and its
 // predictions for log-probability rows there.
 class HeadOnDevice {

@@ -152,6 +152,27 @@ TEST(AcceptanceHeadTest, CudaKernelPredictsAsTheNetworkOnHiddenStates) {
   }
 }
 
+TEST(AcceptanceHeadTest, LossWeighsRejectionsAsSpecDecPlusPlus) {
+  const at::Tensor predicted = at::tensor({0.9, 0.2, 0.5}, at::kDouble);
+  const at::Tensor labels = at::tensor({1.0, 0.0, 0.25}, at::kDouble);
+  // float64 both ways, a dozen rounded operations on terms below 2 (log1p
+  // against log among them): each moves a result below 1 by at most a few
+  // 2^-53, so 1e-14 holds with room and no wrong weight fits inside it.
+  const double tolerance = 1e-14;
+  // Weight 1: plain binary cross-entropy, the mean over the positions.
+  EXPECT_NEAR(AcceptanceLoss(predicted, labels, 1.0).item<double>(),
+              at::binary_cross_entropy(predicted, labels).item<double>(), tolerance);
+  // Weight 6 on the reject class: each term's (1 - y) part weighs 6, and the
+  // sum is divided by the weights' total, 6 * (0 + 1 + 0.75) + (1 + 0 + 0.25).
+  const double expected = (6 * (-std::log(0.8)) + 1 * (-std::log(0.9)) + 6 * 0.75 * (-std::log(0.5)) +
+                           0.25 * (-std::log(0.5))) /
+                          (6 * 1.75 + 1.25);
+  EXPECT_NEAR(AcceptanceLoss(predicted, labels, 6.0).item<double>(), expected, tolerance);
+  // A sure wrong prediction costs a finite loss (the clamp).
+  EXPECT_TRUE(std::isfinite(AcceptanceLoss(at::tensor({0.0}, at::kDouble), at::tensor({1.0}, at::kDouble), 6.0)
+                                .item<double>()));
+}
+
 TEST(AcceptanceHeadTest, PredictsTheNetworksSigmoid) {
   AcceptanceHead head = NewHead(Features::kSummary, 3, /*hidden=*/2, /*seed=*/1, /*prior_logit=*/0.5);
   const at::Tensor p = at::tensor({0.6, 0.3, 0.1}, at::kDouble);
