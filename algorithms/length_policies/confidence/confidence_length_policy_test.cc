@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -57,7 +58,8 @@ TEST(ConfidenceLengthPolicyTest, DeviceFormKeepsTheHostRulesDrafts) {
 // At the threshold's own float and its neighbours: the device form compares
 // in float32 against the smallest float at or above the threshold, the host
 // rule in double; 0.7 rounds down to float (a comparison with the rounded
-// threshold would keep drafting there), 0.4 up, 0.5 not at all.
+// threshold would keep drafting there), 0.4 up, 0.5 not at all. And on a NaN
+// top probability (NaN logits), where both go on.
 TEST(ConfidenceLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAtTheThresholdsFloats) {
   for (const double threshold : {0.7, 0.4, 0.5}) {
     const std::string yaml = "{type: confidence, threshold: " + std::to_string(threshold) + ", max: 3}";
@@ -66,11 +68,13 @@ TEST(ConfidenceLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAtTheThresholdsFl
     auto device = testing::MakeDeviceStop(yaml);
     ASSERT_TRUE(device.ok()) << device.status();
     const float rounded = static_cast<float>(threshold);
-    const float tops[] = {std::nextafter(rounded, 0.0f), rounded, std::nextafter(rounded, 1.0f)};
-    const at::Tensor facts = at::zeros({3, 3});
-    for (int i = 0; i < 3; ++i) facts[i][2] = tops[i];
+    const float tops[] = {std::nextafter(rounded, 0.0f), rounded, std::nextafter(rounded, 1.0f),
+                          std::numeric_limits<float>::quiet_NaN()};
+    const at::Tensor facts = at::zeros({4, 3});
+    for (int i = 0; i < 4; ++i) facts[i][2] = tops[i];
     const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts, DraftRow::kNone));
-    for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(stops[3].item<bool>()) << "a NaN top probability goes on";
+    for (int i = 0; i < 4; ++i) {
       const bool host_goes_on = (*host)->ContinueDrafting({.depth = 1, .top_probability = tops[i]});
       EXPECT_EQ(stops[i].item<bool>(), !host_goes_on) << "threshold " << threshold << ", top " << tops[i];
     }

@@ -16,8 +16,11 @@ struct ConfidenceOptions {
 absl::StatusOr<ConfidenceOptions> ReadConfidenceOptions(Options& options);
 
 // The drafter still sure enough of itself to draft on: the rule both forms
-// apply (the device form through its first float, FirstFloatWhere).
-inline bool GoesOn(const ConfidenceOptions& o, double top_probability) { return top_probability >= o.threshold; }
+// apply (the device form through its first float, FirstFloatWhere, as `top <
+// bound` stops). Written as "not below the threshold" so that a NaN top
+// probability (NaN logits) goes on in both forms alike, where "top >=
+// threshold" would stop on the host and go on on the device.
+inline bool GoesOn(const ConfidenceOptions& o, double top_probability) { return !(top_probability < o.threshold); }
 
 }  // namespace speclab::confidence
 
