@@ -182,41 +182,45 @@ void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml) {
   EXPECT_GT(kept_lengths.size(), 1u) << policy_yaml << ": the random facts never moved the length";
 }
 
-void ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(const std::string& policy_yaml) {
+void ExpectDeviceStopDecidesAsTheHostRuleOnFact(const std::string& policy_yaml, DraftFact fact) {
   auto host = MakeLengthPolicy(policy_yaml);
   ASSERT_TRUE(host.ok()) << host.status();
   auto device = MakeDeviceStop(policy_yaml);
   ASSERT_TRUE(device.ok()) << device.status();
-  const auto host_stops = [&](double entropy) {
-    return !(*host)->ContinueDrafting({.depth = 1, .draft_entropy = entropy});
+  const bool entropy = fact == DraftFact::kEntropy;
+  const auto host_stops = [&](double value) {
+    DraftProgress progress{.depth = 1};
+    (entropy ? progress.draft_entropy : progress.top_probability) = value;
+    return !(*host)->ContinueDrafting(progress);
   };
-  const float bound = static_cast<float>(FirstFloatWhere(host_stops));
-  ASSERT_TRUE(std::isfinite(bound)) << policy_yaml << ": the rule should stop from some entropy on";
-  std::vector<float> entropies = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity(),
-                                  std::numeric_limits<float>::quiet_NaN()};
+  const bool at_zero = host_stops(0);
+  const float bound = static_cast<float>(FirstFloatWhere([&](double value) { return host_stops(value) != at_zero; }));
+  ASSERT_TRUE(std::isfinite(bound)) << policy_yaml << ": the rule should change its answer at some value";
+  std::vector<float> values = {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
   float below = bound, above = bound;
   for (int i = 0; i < 8; ++i) {
-    entropies.push_back(below);
-    entropies.push_back(above);
+    values.push_back(below);
+    values.push_back(above);
     below = std::nextafter(below, 0.0f);
     above = std::nextafter(above, std::numeric_limits<float>::infinity());
   }
   at::Generator generator = at::detail::createCPUGenerator(11);
-  const at::Tensor random = at::rand({2000}, generator, at::kFloat) * 30;
-  for (int64_t i = 0; i < random.size(0); ++i) entropies.push_back(random[i].item<float>());
-  at::Tensor facts = at::zeros({static_cast<int64_t>(entropies.size()), 3});
-  facts.select(1, 1).copy_(at::tensor(entropies));
+  const at::Tensor random = at::rand({2000}, generator, at::kFloat) * (entropy ? 30 : 1);
+  for (int64_t i = 0; i < random.size(0); ++i) values.push_back(random[i].item<float>());
+  at::Tensor facts = at::zeros({static_cast<int64_t>(values.size()), 3});
+  facts.select(1, entropy ? 1 : 2).copy_(at::tensor(values));
   const at::Tensor stops = (*device)->Stops(FactsOfColumns(facts, DraftRow::kNone));
   int disagreements = 0;
-  for (size_t i = 0; i < entropies.size(); ++i) {
-    const bool want = host_stops(entropies[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const bool want = host_stops(values[i]);
     if (stops[static_cast<int64_t>(i)].item<bool>() != want && ++disagreements <= 5)
-      ADD_FAILURE() << policy_yaml << ": at entropy " << entropies[i] << " the host rule "
-                    << (want ? "stops" : "goes on") << ", the device form does not";
+      ADD_FAILURE() << policy_yaml << ": at " << (entropy ? "entropy " : "top probability ") << values[i]
+                    << " the host rule " << (want ? "stops" : "goes on") << ", the device form does not";
   }
-  EXPECT_EQ(disagreements, 0) << policy_yaml << " (the first stopping entropy: " << bound << ")";
-  EXPECT_FALSE(host_stops(std::nextafter(bound, 0.0f)));
-  EXPECT_TRUE(host_stops(bound));
+  EXPECT_EQ(disagreements, 0) << policy_yaml << " (the first value where the rule changes: " << bound << ")";
+  EXPECT_EQ(host_stops(std::nextafter(bound, 0.0f)), at_zero);
+  EXPECT_NE(host_stops(bound), at_zero);
 }
 
 }  // namespace speclab::testing

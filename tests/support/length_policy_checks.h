@@ -52,11 +52,15 @@ void ExpectChainLawWithPolicy(const std::string& policy_yaml, const std::string&
 // MaxDraftLength().
 void ExpectDeviceStopKeepsTheHostRulesDrafts(const std::string& policy_yaml);
 
-// For a policy whose rule reads the drafter's entropy alone and stops from
-// some entropy on: its device form decides as the host rule on the floats
-// around that entropy (eight on each side), on 0, -0, a negative, +inf and
-// NaN, and on 2000 random entropies in [0, 30] nats.
-void ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(const std::string& policy_yaml);
+// The one fact a threshold rule reads: the drafter's entropy (random values
+// in [0, 30] nats) or its top probability (in [0, 1]).
+enum class DraftFact { kEntropy, kTopProbability };
+
+// For a policy whose rule reads that fact alone and changes its answer once
+// over [0, +inf] (a threshold, however rounded): its device form decides as
+// the host rule on the floats around the change (eight on each side), on 0,
+// -0, a negative, +inf and NaN, and on 2000 random values of the fact.
+void ExpectDeviceStopDecidesAsTheHostRuleOnFact(const std::string& policy_yaml, DraftFact fact);
 
 }  // namespace speclab::testing
 

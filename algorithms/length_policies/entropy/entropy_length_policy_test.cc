@@ -51,7 +51,7 @@ TEST(EntropyLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAroundItsBound) {
   for (const char* yaml : {"{type: entropy, gamma_e: 0.2, threshold: 0.4, max: 6}",
                            "{type: entropy, gamma_e: 0.3, threshold: 0.7, max: 6}",
                            "{type: entropy, gamma_e: 1.7, threshold: 0.05, max: 6}"})
-    testing::ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(yaml);
+    testing::ExpectDeviceStopDecidesAsTheHostRuleOnFact(yaml, testing::DraftFact::kEntropy);
 }
 
 TEST(EntropyLengthPolicyTest, PipelinedWithItsDeviceFormEqualsGreedy) {

@@ -36,7 +36,7 @@ TEST(SvipLengthPolicyTest, DeviceFormKeepsTheHostRulesDrafts) {
 TEST(SvipLengthPolicyTest, DeviceFormDecidesAsTheHostRuleAroundItsBound) {
   for (const char* yaml : {"{type: svip, gamma: 0.15, threshold: 0.6, max: 6}",
                            "{type: svip, gamma: 0.3, threshold: 0.1, max: 6}"})
-    testing::ExpectDeviceStopDecidesAsTheHostRuleOnEntropies(yaml);
+    testing::ExpectDeviceStopDecidesAsTheHostRuleOnFact(yaml, testing::DraftFact::kEntropy);
 }
 
 // sqrt(0.2 H) > 0.7 is the entropy tests' threshold (1 - 0.3) under SVIP's form.
