@@ -47,6 +47,15 @@ absl::StatusOr<ChainResult> DeviceDrafter::DraftChainAt(const DeviceRoot&, int, 
   return absl::UnimplementedError("this drafter has no device-rooted chains");
 }
 
+absl::StatusOr<ChainResult> DeviceDrafter::DraftChainInRoundsAt(const DeviceRoot&, int, const ChainPick&,
+                                                                 const ChainGuess&) {
+  return absl::UnimplementedError("this drafter has no device-rooted chains in rounds");
+}
+
+absl::StatusOr<ChainGuess> DeviceDrafter::GuessOf(int) {
+  return absl::UnimplementedError("this drafter's continuations are not a function of the sequence alone");
+}
+
 absl::StatusOr<LevelsKept> DeviceDrafter::DraftLevelsAt(const DeviceRoot&, int, const LevelPick&) {
   return absl::UnimplementedError("this drafter has no device-rooted tree levels");
 }

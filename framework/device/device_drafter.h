@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "framework/device/chain_guess.h"
 #include "framework/device/device_model.h"
 #include "framework/device/device_riders.h"
 #include "framework/target_features.h"
@@ -116,6 +117,14 @@ class DeviceDrafter {
   // then runs its step-by-step loop. A later BeginStep or Reset starts over.
   virtual absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick);
 
+  // kDistributions, optional: DraftChainAt drafted in rounds (staged
+  // speculation: DeviceModel::ForwardChainInRoundsAt), `guess` guessing how
+  // the chain goes on from root.context and the chain so far: the same
+  // tokens and rows, fewer forwards where the guesses hit. Unimplemented
+  // (the default) where the drafter has no such path.
+  virtual absl::StatusOr<ChainResult> DraftChainInRoundsAt(const DeviceRoot& root, int length, const ChainPick& pick,
+                                                           const ChainGuess& guess);
+
   // kDistributions, optional: DraftLevels for pipelined trees, rooted at a
   // token only the device knows, with DraftChainAt's contract and
   // root.context defined. Where root.position.min_start is too small for
@@ -134,6 +143,14 @@ class DeviceDrafter {
   // on the device, root first. Unimplemented (the default): the engine then
   // runs its step-by-step loop.
   virtual absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length);
+
+  // kTokensOnly, optional: ContinuationAt's rule as a ChainGuess of `count`
+  // tokens, for another drafter's chain in rounds (a cascade's proposer):
+  // a function of the sequence alone, so that it may guess after any of
+  // the chain's tokens. Unimplemented (the default) where the drafter's
+  // continuations depend on more (tables learned online from the roots it
+  // sees) or where it cannot give `count` tokens.
+  virtual absl::StatusOr<ChainGuess> GuessOf(int count);
 
   // kTokensOnly, optional: Drafter::Continuations() of the root (up to
   // `max_candidates` continuations of up to `max_tokens` tokens, best first)

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/chain_rounds.h"
 #include "framework/device/device_length_stop.h"
 #include "framework/error_text.h"
 #include "framework/model/fused_ops.h"
@@ -22,6 +23,13 @@ ChainPick ChainPick::StoppedBy(const DeviceLengthStop& stop, FactsLayout layout)
   stopped.stop_ = &stop;
   stopped.facts_ = layout;
   return stopped;
+}
+
+ChainPick ChainPick::RowWise() const {
+  ChainPick rows = *this;
+  rows.key_ = absl::StrCat(key_, "+rowwise");
+  rows.row_wise_ = true;
+  return rows;
 }
 
 ChainPick::StopState ChainPick::StartStop(c10::Device device) const {
@@ -190,6 +198,40 @@ absl::StatusOr<ChainResult> DeviceModel::ForwardChainAt(const at::Tensor& prefix
     return chain;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("ForwardChainAt: ", ErrorText(e)));
+  }
+}
+
+absl::StatusOr<ChainResult> DeviceModel::ForwardChainInRoundsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                                  int64_t steps, const ChainPick& pick,
+                                                                  const ChainGuess& guess, const at::Tensor& context) {
+  try {
+    if (!prefix.defined() || prefix.dim() != 1 || !at.start.defined() || at.start.numel() != 1)
+      return absl::InvalidArgumentError("ForwardChainInRoundsAt: the prefix must be [c] and start [1]");
+    const int64_t c = prefix.size(0);
+    RETURN_IF_ERROR(CheckRounds(c, steps, pick, guess));
+    const auto longs = prefix.options().dtype(at::kLong);
+    ChainRounds rounds{.sequence = at::zeros({at.max_start + c + steps + guess.count() + 2}, longs),
+                       .tokens = at::zeros({c + steps + guess.count() + 1}, longs),
+                       .position = at.start.to(at::kLong).reshape({1}),
+                       .noise = ChainNoise(pick, steps, model().config().vocab_size, prefix.device())};
+    const int64_t known = std::min(context.size(0), rounds.sequence.size(0));
+    rounds.sequence.narrow(0, 0, known).copy_(context.narrow(0, 0, known));
+    rounds.tokens.narrow(0, 0, c).copy_(prefix);
+    const FeedRound feed = [&](const at::Tensor& tokens, const at::Tensor&, const at::Tensor& position)
+        -> absl::StatusOr<std::pair<at::Tensor, at::Tensor>> {
+      const DevicePosition round_at{.start = position, .max_start = at.max_start + c - 1 + steps,
+                                    .min_start = at.min_start};
+      ASSIGN_OR_RETURN(at::Tensor logits, ForwardAt(tokens, round_at));
+      if (!pick.reads_hidden()) return std::make_pair(logits, at::Tensor());
+      ASSIGN_OR_RETURN(at::Tensor hidden, model().HiddenStates(-1));
+      return std::make_pair(logits, hidden);
+    };
+    RETURN_IF_ERROR(DraftInRounds(c, steps, pick, guess, rounds, feed, RoundSkip::kReadBack));
+    ChainResult chain{.tokens = rounds.tokens.narrow(0, 0, c + steps).clone()};
+    if (rounds.rows.defined()) chain.rows = rounds.rows.clone();
+    return chain;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ForwardChainInRoundsAt: ", ErrorText(e)));
   }
 }
 

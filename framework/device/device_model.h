@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "framework/core/length_policy.h"
 #include "framework/model/language_model.h"
+#include "framework/device/chain_guess.h"
 #include "framework/device/pick_key.h"
 
 namespace speclab {
@@ -101,6 +102,13 @@ class ChainPick {
   ChainPick StoppedBy(const DeviceLengthStop& stop, FactsLayout layout) const;
   bool stops() const { return stop_ != nullptr; }
 
+  // This pick, declared row-wise: its function also takes logits [k, vocab]
+  // (noise and hidden states [k, ...] alike) and gives tokens [k] and rows
+  // [k, width], row i from row i alone, as k calls would. A chain in rounds
+  // then picks a round's rows in one call (framework/device/chain_rounds.h).
+  ChainPick RowWise() const;
+  bool row_wise() const { return row_wise_; }
+
   // `hidden`: the hidden state behind `logits` ([1, hidden_size] float32),
   // for a pick that reads_hidden(); else ignored.
   Result operator()(const at::Tensor& logits, const at::Tensor& noise, const at::Tensor& hidden = at::Tensor()) const {
@@ -129,6 +137,7 @@ class ChainPick {
   std::function<Result(const at::Tensor& logits, const at::Tensor& hidden, const at::Tensor& noise)> function_;
   at::Generator* noise_generator_ = nullptr;
   bool reads_hidden_ = false;
+  bool row_wise_ = false;
   const DeviceLengthStop* stop_ = nullptr;
   FactsLayout facts_;
 };
@@ -331,6 +340,23 @@ class DeviceModel {
   // each pick) and pick's rows [steps, vocab].
   virtual absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
                                                      const ChainPick& pick);
+
+  // ForwardChainAt drafted in rounds (staged speculation,
+  // framework/device/chain_rounds.h): each round, `guess` guesses how the
+  // chain goes on from `context` (int64, the generation by position, valid
+  // below the prefix's position; read, not written) and the chain so far,
+  // and one forward feeds the chain's last token and the guesses; the picks
+  // go on through the guesses they match. The same tokens, rows and cache
+  // contract as ForwardChainAt, pick i reading noise row i; fewer forwards
+  // where the guesses hit, counted as they ran (a forward of prefix +
+  // guesses tokens, then one of 1 + guesses tokens a round). The slots past
+  // the chain may hold the guesses' entries: beyond the context, as
+  // ForwardAt allows. Unimplemented for a pick that stops. This default
+  // feeds each round through ForwardAt and reads the picks so far back before
+  // each; LlamaModel with static shapes runs every round in one CUDA graph.
+  virtual absl::StatusOr<ChainResult> ForwardChainInRoundsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                             int64_t steps, const ChainPick& pick,
+                                                             const ChainGuess& guess, const at::Tensor& context);
 
   // A draft tree at a device-side position, with the cache contract of
   // ForwardAt: node i of tokens ([n] int64, the root first) at slot start + i

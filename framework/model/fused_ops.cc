@@ -899,6 +899,64 @@ void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor&
   going.logical_and_(stop.logical_not());
 }
 
+void AdvanceRound(const at::Tensor& picks, const at::Tensor& guesses, const at::Tensor& block, const at::Tensor& state,
+                  const at::Tensor& tokens, const at::Tensor& sequence, const at::Tensor& rows, int64_t prefix,
+                  int64_t steps, bool later, std::optional<uint64_t> condition) {
+  const int64_t g = guesses.numel();
+  TORCH_CHECK(g >= 1 && picks.numel() == g + 1 && state.numel() == 6 + g && picks.scalar_type() == at::kLong &&
+                  guesses.scalar_type() == at::kLong && state.scalar_type() == at::kLong &&
+                  rows.defined() == block.defined() &&
+                  (!rows.defined() || (block.dim() == 2 && block.size(0) == g + 1 && rows.dim() == 2 &&
+                                       rows.size(1) == block.size(1) && rows.size(0) >= steps + g + 1)),
+              "AdvanceRound: picks must be [g + 1], guesses [g], state [6 + g] int64, block [g + 1, w] and rows "
+              "[>= steps + g + 1, w] (both or neither); got ", picks.sizes(), ", ", guesses.sizes(), ", ",
+              state.sizes());
+#ifdef SPECLAB_WITH_CUDA
+  if (kernel_launch::Longs(state) && kernel_launch::Longs(tokens) && kernel_launch::Longs(sequence) &&
+      (!rows.defined() || (kernel_launch::FloatRows(rows) && rows.scalar_type() == at::kFloat))) {
+    const c10::cuda::CUDAGuard guard(state.device());
+    const at::Tensor picked = picks.contiguous(), guessed = guesses.contiguous();
+    if (rows.defined()) {
+      const at::Tensor from = block.to(at::kFloat).contiguous();
+      CheckLaunch(tree_kernels::LaunchRoundRows(from.data_ptr<float>(), g, from.size(1), state.data_ptr<int64_t>(),
+                                                rows.data_ptr<float>(), CurrentStream(state)),
+                  "RoundRows");
+    }
+    CheckLaunch(tree_kernels::LaunchAdvanceRound(picked.data_ptr<int64_t>(), guessed.data_ptr<int64_t>(), g,
+                                                 state.data_ptr<int64_t>(), tokens.data_ptr<int64_t>(),
+                                                 sequence.data_ptr<int64_t>(), prefix, steps, later,
+                                                 condition.has_value(), condition.value_or(0), CurrentStream(state)),
+                "AdvanceRound");
+    return;
+  }
+#endif
+  TORCH_CHECK(!condition.has_value(), "AdvanceRound: only its CUDA kernel sets a graph's condition");
+  const auto longs = state.options();
+  const at::Tensor p = state.narrow(0, 0, 1).clone(), root = state.narrow(0, 4, 1).clone();
+  const at::Tensor ahead = at::arange(g + 1, longs);
+  tokens.index_copy_(0, p + prefix + ahead, picks.reshape({g + 1}));
+  sequence.index_copy_(0, root + 1 + ahead, picks.reshape({g + 1}));
+  if (rows.defined()) rows.index_copy_(0, p + ahead, block.to(rows.scalar_type()));
+  const at::Tensor matched = at::cumprod(at::eq(picks.reshape({g + 1}).narrow(0, 0, g), guesses.reshape({g})).to(at::kLong), 0).sum();
+  const at::Tensor kept = at::clamp_min(at::minimum(matched.view({1}) + 1, steps - p), 0);
+  if (later) state.narrow(0, 1, 1).add_(at::lt(p, steps).to(at::kLong));
+  const at::Tensor q = p + kept;
+  state.narrow(0, 0, 1).copy_(q);
+  state.narrow(0, 2, 1).copy_(at::where(at::gt(kept, 0), picks.reshape({g + 1}).index_select(0, at::clamp_min(kept - 1, 0)),
+                                        state.narrow(0, 2, 1)));
+  state.narrow(0, 3, 1).copy_(q + (prefix - 1));
+  state.narrow(0, 4, 1).copy_(root + kept);
+  state.narrow(0, 5, g + 1).copy_(at::clamp_max(q + ahead, steps - 1));
+}
+
+at::Tensor FirstRoundState(const at::Tensor& tokens, int64_t prefix, const at::Tensor& position, int64_t steps,
+                           int64_t guesses) {
+  const auto longs = tokens.options().dtype(at::kLong);
+  const at::Tensor offset = at::full({1}, prefix - 1, longs);
+  return at::cat({at::zeros({2}, longs), tokens.narrow(0, prefix - 1, 1).to(at::kLong), offset,
+                  position.to(at::kLong).reshape({1}) + offset, at::clamp_max(at::arange(guesses + 1, longs), steps - 1)});
+}
+
 at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& rows,
                           const at::Tensor& noise) {
   TORCH_CHECK(answer.numel() == 2 && kept.numel() == 1 && rows.dim() == 2 &&

@@ -313,6 +313,27 @@ void MovePathEntries(const at::Tensor& k_cache, const at::Tensor& v_cache, const
 void AdvanceStop(const at::Tensor& go, const at::Tensor& kept, const at::Tensor& stop,
                  std::optional<uint64_t> condition = std::nullopt);
 
+// A chain in rounds (framework/device/chain_rounds.h) after one round, in
+// place on the device. state [6 + g] int64: p (the picks so far), the later
+// rounds run, the chain's last token, its offset from the prefix's first (c
+// - 1 + p), its position, then the next round's noise rows min(p + j, steps
+// - 1) for j <= g. The round picked picks [g + 1] int64 after the last token
+// and guesses [g] int64: it keeps min(1 + the guesses matched before the
+// first miss, steps - p) picks (none once p = steps). Pick j goes to
+// tokens[c + p + j] and sequence[position + 1 + j], and with rows ([steps +
+// g + 1, w] float32) block's row j ([g + 1, w] float32) to rows[p + j]; with
+// `later` the later rounds count one more where p < steps; then p, the last
+// token, the offset, the position and the noise rows move on. One launch on
+// CUDA (two with rows), which also sets `condition` (CudaGraph::
+// NewCondition, the next round's BeginIfSet) to p < steps.
+void AdvanceRound(const at::Tensor& picks, const at::Tensor& guesses, const at::Tensor& block, const at::Tensor& state,
+                  const at::Tensor& tokens, const at::Tensor& sequence, const at::Tensor& rows, int64_t prefix,
+                  int64_t steps, bool later, std::optional<uint64_t> condition = std::nullopt);
+// AdvanceRound's state before the first round of a chain whose prefix is
+// tokens[0, c) at position ([1] int64), with g guesses a round.
+at::Tensor FirstRoundState(const at::Tensor& tokens, int64_t prefix, const at::Tensor& position, int64_t steps,
+                           int64_t guesses);
+
 // A chain's verdict cut after its first `kept` drafts, where a length
 // policy's device stop ended the chain (device_length_stop.h): (min(a, k),
 // the extra token where a < k, else a token drawn from rows[k], the target's

@@ -1,6 +1,6 @@
 // fused::TreeMask, the pipelined tree step's TreeAtInputs,
-// MovePathEntries and AdvanceTreeRoot, and the pipelined chain step's
-// AdvanceChainRoot and CutChainAnswer: their contracts on the CPU, and the
+// MovePathEntries and AdvanceTreeRoot, the pipelined chain step's
+// AdvanceChainRoot and CutChainAnswer, and a chain in rounds' AdvanceRound: their contracts on the CPU, and the
 // kernels (cuda/tree_kernels.h, cuda/row_kernels.h) on CUDA against the CPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -238,6 +238,67 @@ TEST(FusedTreeOps, CutChainAnswerKernelMatchesTheCpu) {
                 << "vocab " << vocab << ", g " << g << ", kept " << kept << ", accepted " << accepted
                 << (sampled ? ", sampled" : ", greedy") << ": " << device.cpu() << " against " << host;
           }
+        }
+      }
+    }
+  }
+}
+
+// AdvanceRound over a chain of `steps` after a prefix of 2 at position 10,
+// with 3 guesses a round: state, tokens, sequence and rows after the round.
+struct RoundAfter {
+  at::Tensor state, tokens, sequence, rows;
+};
+RoundAfter AdvanceRoundOn(c10::Device device, const std::vector<int64_t>& state, const std::vector<int64_t>& picks,
+                          const std::vector<int64_t>& guesses, int64_t steps, bool later, bool with_rows) {
+  RoundAfter out{.state = Longs(state).to(device), .tokens = at::full({2 + steps + 4}, -1, at::kLong).to(device),
+                 .sequence = at::full({40}, -1, at::kLong).to(device)};
+  at::Tensor block;
+  if (with_rows) {
+    block = at::arange(4 * 5, at::kFloat).reshape({4, 5}).to(device);
+    out.rows = at::full({steps + 4, 5}, -1.0f, at::kFloat).to(device);
+  }
+  fused::AdvanceRound(Longs(picks).to(device), Longs(guesses).to(device), block, out.state, out.tokens, out.sequence,
+                      out.rows, /*prefix=*/2, steps, later);
+  return out;
+}
+
+TEST(FusedTreeOps, AdvanceRoundKeepsThePicksThroughTheMatchedGuesses) {
+  // After two picks (p = 2, the last token 7 at offset 3, position 13): the
+  // round's picks 4 5 6 9 against guesses 4 5 8 keep 4 5 6 (two matched, the
+  // third missed), written after the chain's two and the position's token.
+  const at::Tensor first = fused::FirstRoundState(Longs({3, 7}), 2, Longs({10}), 6, 3);
+  EXPECT_TRUE(at::equal(first, Longs({0, 0, 7, 1, 11, 0, 1, 2, 3})));
+  const RoundAfter after = AdvanceRoundOn(c10::kCPU, {2, 1, 7, 3, 13, 2, 3, 4, 5}, {4, 5, 6, 9}, {4, 5, 8}, 6,
+                                          /*later=*/true, /*with_rows=*/true);
+  EXPECT_TRUE(at::equal(after.state, Longs({5, 2, 6, 6, 16, 5, 5, 5, 5}))) << after.state;
+  EXPECT_TRUE(at::equal(after.tokens.narrow(0, 4, 4), Longs({4, 5, 6, 9})));
+  EXPECT_TRUE(at::equal(after.sequence.narrow(0, 14, 4), Longs({4, 5, 6, 9})));
+  EXPECT_TRUE(at::equal(after.rows.narrow(0, 2, 4), at::arange(20, at::kFloat).reshape({4, 5})));
+  // Cut at the chain's end (one pick left), and none once complete.
+  const RoundAfter cut = AdvanceRoundOn(c10::kCPU, {5, 2, 6, 6, 16, 5, 5, 5, 5}, {1, 2, 3, 4}, {1, 2, 3}, 6, true, false);
+  EXPECT_TRUE(at::equal(cut.state, Longs({6, 3, 1, 7, 17, 5, 5, 5, 5}))) << cut.state;
+  const RoundAfter done = AdvanceRoundOn(c10::kCPU, {6, 3, 1, 7, 17, 5, 5, 5, 5}, {1, 2, 3, 4}, {1, 2, 3}, 6, true, false);
+  EXPECT_TRUE(at::equal(done.state, Longs({6, 3, 1, 7, 17, 5, 5, 5, 5}))) << done.state;
+}
+
+TEST(FusedTreeOps, AdvanceRoundKernelMatchesTheCpu) {
+  SPECLAB_SKIP_UNLESS_CUDA();
+  const std::vector<std::vector<int64_t>> states = {{0, 0, 7, 1, 11, 0, 1, 2, 3}, {2, 1, 7, 3, 13, 2, 3, 4, 5},
+                                                    {5, 2, 6, 6, 16, 5, 5, 5, 5}, {6, 3, 1, 7, 17, 5, 5, 5, 5}};
+  const std::vector<std::vector<int64_t>> picks = {{4, 5, 6, 9}, {1, 5, 6, 9}, {4, 5, 8, 2}, {0, 0, 0, 0}};
+  for (const auto& state : states) {
+    for (const auto& pick : picks) {
+      for (bool later : {false, true}) {
+        for (bool with_rows : {false, true}) {
+          const RoundAfter cpu = AdvanceRoundOn(c10::kCPU, state, pick, {4, 5, 8}, 6, later, with_rows);
+          const int64_t launches = fused::CudaKernelLaunches();
+          const RoundAfter cuda = AdvanceRoundOn(c10::kCUDA, state, pick, {4, 5, 8}, 6, later, with_rows);
+          EXPECT_EQ(fused::CudaKernelLaunches(), launches + (with_rows ? 2 : 1));
+          EXPECT_TRUE(at::equal(cuda.state.cpu(), cpu.state)) << cuda.state << cpu.state;
+          EXPECT_TRUE(at::equal(cuda.tokens.cpu(), cpu.tokens));
+          EXPECT_TRUE(at::equal(cuda.sequence.cpu(), cpu.sequence));
+          if (with_rows) EXPECT_TRUE(at::equal(cuda.rows.cpu(), cpu.rows));
         }
       }
     }

@@ -748,6 +748,30 @@ absl::StatusOr<ChainResult> LlamaModel::ForwardChainAt(const at::Tensor& prefix,
   return result;
 }
 
+absl::StatusOr<ChainResult> LlamaModel::ForwardChainInRoundsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                                int64_t steps, const ChainPick& pick,
+                                                                const ChainGuess& guess, const at::Tensor& context) {
+  Impl& m = *impl_;
+  const bool chain = m.static_shapes && m.config.sliding_window == 0 && steps >= 1 && steps <= kMaxChainSteps &&
+                     prefix.defined() && prefix.dim() == 1 && prefix.size(0) <= kMaxChainPrefix;
+  if (!chain)
+    return m.WithoutHiddenStates(DeviceModel::ForwardChainInRoundsAt(prefix, at, steps, pick, guess, context));
+  RETURN_IF_ERROR(CheckRounds(prefix.size(0), steps, pick, guess));
+  RETURN_IF_ERROR(m.ValidateAt("ForwardChainInRoundsAt", prefix, at, prefix.size(0) + steps - 1));
+  if (!context.defined() || context.dim() != 1 || context.scalar_type() != at::kLong || context.device() != m.device)
+    return absl::InvalidArgumentError(
+        absl::StrCat("LlamaModel::ForwardChainInRoundsAt: the context must be int64 [n] on ", m.device.str()));
+  absl::StatusOr<ChainResult> result = Guarded("LlamaModel::ForwardChainInRoundsAt", [&] {
+    c10::InferenceMode guard;
+    return m.ForwardChainInRoundsAtStatic(prefix, at, steps, pick, guess, context);
+  });
+  if (result.ok()) {
+    CountForward(prefix.size(0) + guess.count());
+    CountForwardsOnDevice(1 + guess.count(), m.last_later_rounds);
+  }
+  return result;
+}
+
 absl::StatusOr<LevelsKept> LlamaModel::ForwardLevels(const at::Tensor& prefix, int64_t position, int64_t levels,
                                                      const LevelPick& pick) {
   Impl& m = *impl_;

@@ -121,6 +121,13 @@ class LlamaModel final : public LanguageModel, public DeviceModel {
   absl::StatusOr<at::Tensor> ForwardAt(const at::Tensor& tokens, const DevicePosition& at) override;
   absl::StatusOr<ChainResult> ForwardChainAt(const at::Tensor& prefix, const DevicePosition& at, int64_t steps,
                                              const ChainPick& pick) override;
+  // With static shapes, every round in one CUDA graph (a conditional node a
+  // round after the first, so that a chain whose guesses hit skips the
+  // rest), captured as ForwardChainAt's; the CPU runs the same body eagerly,
+  // reading the picks so far back between rounds. Otherwise the default.
+  absl::StatusOr<ChainResult> ForwardChainInRoundsAt(const at::Tensor& prefix, const DevicePosition& at,
+                                                     int64_t steps, const ChainPick& pick, const ChainGuess& guess,
+                                                     const at::Tensor& context) override;
 
   // With static shapes and c + levels * width <= 128, the prefix and every
   // level in one CUDA graph (captured, as chains are, for every KV length

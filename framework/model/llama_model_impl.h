@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/chain_rounds.h"
 #include "framework/model/cuda_graph.h"
 #include "framework/model/fused_ops.h"
 #include "framework/model/llama_model.h"
@@ -237,8 +238,11 @@ struct LlamaModel::Impl {
   // Chains of device-picked tokens (ForwardChain): the first token and each
   // pick, the cache slot of the first token and its position.
   struct ChainInputs {
-    at::Tensor tokens;           // [kMaxChainPrefix + kMaxChainSteps] int64
+    at::Tensor tokens;           // [kMaxChainPrefix + kMaxChainSteps + kMaxGuessesPerRound + 1] int64
     at::Tensor start, position;  // [1] int64
+    // Chains in rounds (ForwardChainInRoundsAt): the generation by position,
+    // [cache_slots + kMaxChainPrefix + kMaxChainSteps + kMaxGuessesPerRound + 2] int64.
+    at::Tensor sequence;
   } chain_in;
   struct CapturedChain {
     std::unique_ptr<CudaGraph> graph;  // null on the CPU: the body runs eagerly
@@ -246,12 +250,15 @@ struct LlamaModel::Impl {
     at::Tensor rows;                   // output: [steps, vocab] (or undefined)
     at::Tensor kept;                   // output with a stop: [1] int64 (ChainResult::kept)
     bool conditional = false;          // the steps past a stop are skipped (ChainBody)
+    at::Tensor later_rounds;           // output of a chain in rounds: [1] int64 (ChainRounds::later_rounds)
   };
   // By (steps, prefix length, KV length, pick key).
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, CapturedChain> chain_graphs;
   // Whether the last chain run skipped the steps past its stop (so that only
   // the device knows how many forwards ran).
   bool last_chain_skips = false;
+  // The rounds after the first of the last chain in rounds ([1] int64 on the device).
+  at::Tensor last_later_rounds;
   // The levels the last levels' run fed, where it skipped those past its
   // stop ([1] int64 on the device); else undefined.
   at::Tensor last_levels_fed;
@@ -332,6 +339,8 @@ struct LlamaModel::Impl {
   void PickChain(int64_t steps, const ChainPick& pick, CapturedChain& chain, const at::Tensor& picked,
                  const std::function<LogitsAndHidden(int64_t i)>& after);
   void ChainBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, CapturedChain& chain);
+  void RoundsBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick, const ChainGuess& guess,
+                  CapturedChain& chain);
   void FeatureChainBody(int64_t steps, int64_t kv_length, const ChainPick& pick, const NodeInputs& inputs,
                         CapturedChain& chain);
   // Feeds the path of `w` rows in features_in and makes its last real row
@@ -410,6 +419,9 @@ struct LlamaModel::Impl {
                                                  const ChainPick& pick);
   absl::StatusOr<ChainResult> ForwardChainAtStatic(const at::Tensor& prefix, const DevicePosition& at,
                                                    int64_t steps, const ChainPick& pick);
+  absl::StatusOr<ChainResult> ForwardChainInRoundsAtStatic(const at::Tensor& prefix, const DevicePosition& at,
+                                                           int64_t steps, const ChainPick& pick,
+                                                           const ChainGuess& guess, const at::Tensor& context);
   absl::StatusOr<ChainResult> ForwardChainOnFeaturesStatic(const FeatureRoot& root, int64_t steps,
                                                            const ChainPick& pick, const NodeInputs& inputs);
   // Replays the chain (or runs `work` on the CPU); the result's tokens are

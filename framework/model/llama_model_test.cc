@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "framework/core/file_util.h"
 #include "framework/core/token_tree.h"
+#include "framework/device/chain_rounds.h"
 #include "framework/device/device_length_stop.h"
 #include "framework/model/model_config.h"
 #include "framework/model/safetensors.h"
@@ -707,6 +708,91 @@ TEST(LlamaModelTest, StoppedChainsKeepThePicksUpToTheStop) {
     const bool skips = subject->device().is_cuda() && static_shapes && variant.config.sliding_window == 0;
     EXPECT_EQ(subject->forward_counts(), (std::map<int64_t, int64_t>{{1, skips ? kept : 6}})) << "kept " << kept;
   });
+}
+
+// A guess for tests that reads `oracle` (int64 by position) after the root,
+// not the sequence: where the oracle holds a chain's own tokens, every guess
+// of that chain hits.
+ChainGuess OracleGuess(const at::Tensor& oracle, int64_t count) {
+  return ChainGuess::Of(
+      count,
+      [](const std::tuple<at::Tensor, int64_t>& params, const at::Tensor&, const at::Tensor& root) {
+        const auto& [oracle, count] = params;
+        return oracle.index_select(0, root + 1 + at::arange(count, root.options()));
+      },
+      std::make_tuple(oracle, count));
+}
+
+TEST(LlamaModelTest, ChainsInRoundsAreThePlainChainInFewerForwards) {
+  // ForwardChainInRoundsAt against ForwardChainAt from the same place with
+  // the same noise: the same tokens and rows whatever the guesses, in one
+  // forward of the prefix and two guesses, then one of three tokens a round:
+  // one more round where every guess hits (three picks a round), five where
+  // none does, two where the fourth pick's guess misses; and the chain's
+  // slots hold what the plain chain's do.
+  constexpr int64_t kSteps = 6, kGuesses = 2;
+  ForEachPairAtBucketEdge([&](const Variant& variant, bool static_shapes, LlamaModel* reference, LlamaModel* subject) {
+    for (LlamaModel* model : {reference, subject}) ASSERT_TRUE(model->Commit({0}).ok());  // token 9 at 250
+    const at::Tensor prefix = Longs({4, 5});
+    const DevicePosition at{.start = Longs({251}), .max_start = 300};
+    const at::Tensor context = at::cat({Longs(RandomTokens(250, 64, 1)), Longs({9}), at::zeros({100}, prefix.options())});
+    for (bool greedy : {true, false}) {
+      SCOPED_TRACE(greedy ? "greedy" : "sampled");
+      at::Generator reference_noise = MakeGenerator(TestDevice(), 11);
+      ASSERT_TRUE(reference->Truncate(251).ok());
+      auto expected = reference->ForwardChainAt(prefix, at, kSteps, TestPick(greedy, &reference_noise));
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      ASSERT_TRUE(reference->Truncate(258).ok());
+      const at::Tensor after_chain = FeedChain(*reference, {7, 8});
+      at::Tensor right = at::zeros({400}, prefix.options());
+      right.narrow(0, 251, 2 + kSteps).copy_(expected->tokens);
+      at::Tensor fourth_wrong = right.clone();
+      fourth_wrong.narrow(0, 256, 1).add_(1);
+      fourth_wrong.narrow(0, 256, 1).remainder_(variant.config.vocab_size);
+      const std::vector<std::tuple<std::string, at::Tensor, int64_t>> cases = {
+          {"every guess right", right, 1},
+          {"every guess wrong", at::remainder(right + 1, variant.config.vocab_size), 5},
+          {"the fourth wrong", fourth_wrong, 2}};
+      for (const auto& [name, oracle, later_rounds] : cases) {
+       for (bool row_wise : {false, true}) {
+        SCOPED_TRACE(absl::StrCat(name, row_wise ? ", a row-wise pick" : ""));
+        ASSERT_TRUE(subject->Truncate(251).ok());
+        subject->ResetForwardCounts();
+        at::Generator noise = MakeGenerator(TestDevice(), 11);
+        const ChainPick pick = row_wise ? TestPick(greedy, &noise).RowWise() : TestPick(greedy, &noise);
+        auto chain = subject->ForwardChainInRoundsAt(prefix, at, kSteps, pick, OracleGuess(oracle, kGuesses), context);
+        ASSERT_TRUE(chain.ok()) << chain.status();
+        EXPECT_TRUE(at::equal(chain->tokens.cpu(), expected->tokens.cpu())) << chain->tokens << expected->tokens;
+        ASSERT_EQ(chain->rows.defined(), !greedy);
+        if (!greedy) EXPECT_LT(RelError(chain->rows, expected->rows), 2 * kTol);  // as ForwardChainEqualsForwardCalls
+        EXPECT_EQ(subject->forward_counts(),
+                  (std::map<int64_t, int64_t>{{2 + kGuesses, 1}, {1 + kGuesses, later_rounds}}));
+        ASSERT_TRUE(subject->Truncate(258).ok());
+        EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), after_chain), kTol);
+       }
+      }
+    }
+  });
+}
+
+TEST(LlamaModelTest, ChainsInRoundsRefuseStopsAndBadGuesses) {
+  const EvenTokenStop stop;
+  for (bool static_shapes : {false, true}) {
+    auto model = MakeModel(SmallConfig(), 64);
+    model->EnableCudaGraphs(static_shapes);
+    const at::Tensor oracle = at::zeros({200}, Longs({0}).options());
+    const DevicePosition at{.start = Longs({0}), .max_start = 0};
+    auto stopped = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, StoppedPick(stop), OracleGuess(oracle, 2), oracle);
+    EXPECT_EQ(stopped.status().code(), absl::StatusCode::kUnimplemented) << stopped.status();
+    auto too_many = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, TestPick(true, nullptr),
+                                                  OracleGuess(oracle, kMaxGuessesPerRound + 1), oracle);
+    EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument) << too_many.status();
+    const ChainGuess wrong_shape = ChainGuess::Of(2, [](const std::tuple<>&, const at::Tensor& sequence,
+                                                        const at::Tensor&) { return sequence.narrow(0, 0, 3); });
+    auto shaped = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, TestPick(true, nullptr), wrong_shape, oracle);
+    EXPECT_FALSE(shaped.ok());
+    EXPECT_THAT(std::string(shaped.status().message()), ::testing::HasSubstr("int64 [2]"));
+  }
 }
 
 // A LevelPick for tests, two nodes a level (a `width` that claims otherwise

@@ -107,7 +107,7 @@ void LlamaModel::Impl::AllocateStaticInputs() {
   static_in.write_slots = at::zeros({kMaxTokenBucket}, longs);
   static_in.allowed = at::zeros({kMaxTokenBucket, cache_slots}, longs.dtype(at::kBool));
   static_in.columns = at::arange(cache_slots, longs);
-  chain_in.tokens = at::zeros({kMaxChainPrefix + kMaxChainSteps}, longs);
+  chain_in.tokens = at::zeros({kMaxChainPrefix + kMaxChainSteps + kMaxGuessesPerRound + 1}, longs);
   chain_in.start = at::zeros({1}, longs);
   chain_in.position = at::zeros({1}, longs);
   levels_in.tokens = at::zeros({kMaxTokenBucket}, longs);
@@ -207,6 +207,28 @@ void LlamaModel::Impl::ChainBody(int64_t steps, int64_t prefix, int64_t kv_lengt
         CausalBody(chain_in.tokens.narrow(0, offset, fed), chain_in.start, chain_in.position, offset, kv_length);
     return LogitsAndHidden{logits.narrow(0, fed - 1, 1), hidden[-1].narrow(0, fed - 1, 1)};
   });
+}
+
+// The chain of ForwardChainInRoundsAt over chain_in: the prefix at slots
+// start.. and positions position..; each round feeds the chain's last token
+// and the guesses after it (CausalBody), every round after the first a
+// conditional node of the graph nested in the one before (on the CPU the
+// picks so far are read back between rounds instead).
+void LlamaModel::Impl::RoundsBody(int64_t steps, int64_t prefix, int64_t kv_length, const ChainPick& pick,
+                                  const ChainGuess& guess, CapturedChain& chain) {
+  ChainRounds rounds{.sequence = chain_in.sequence, .tokens = chain_in.tokens, .position = chain_in.position,
+                     .noise = chain.noise};
+  const FeedRound feed = [&](const at::Tensor& tokens, const at::Tensor& offset, const at::Tensor& position)
+      -> absl::StatusOr<std::pair<at::Tensor, at::Tensor>> {
+    auto [logits, hidden] = CausalBody(tokens, chain_in.start + offset, position, 0, kv_length);
+    return std::make_pair(logits, pick.reads_hidden() ? hidden[-1] : at::Tensor());
+  };
+  const absl::Status status = DraftInRounds(prefix, steps, pick, guess, rounds, feed,
+                                            device.is_cuda() ? RoundSkip::kConditional : RoundSkip::kReadBack);
+  if (!status.ok()) throw std::runtime_error(std::string(status.message()));  // Guarded's to report
+  chain.rows = rounds.rows;
+  chain.later_rounds = rounds.later_rounds;
+  chain.conditional = rounds.conditional;
 }
 
 // The chain of ForwardChainOnFeatures over chain_in (tokens[0] the root) and
@@ -358,6 +380,36 @@ absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainAtStatic(const at::Ten
   chain_in.position.copy_(at.start);
   chain_in.tokens.narrow(0, 0, c).copy_(prefix);
   ChainResult result = RunChain(*chain, c + steps, kv_length, pick, work);
+  committed = at.max_start + c + steps - 1;
+  tentative = 0;
+  return result;
+}
+
+// ForwardChainAtStatic's inputs and cache contract; the graph's key adds
+// the guess's, and its slots reach a round's guesses past the chain.
+absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainInRoundsAtStatic(const at::Tensor& prefix,
+                                                                           const DevicePosition& at, int64_t steps,
+                                                                           const ChainPick& pick,
+                                                                           const ChainGuess& guess,
+                                                                           const at::Tensor& context) {
+  const int64_t c = prefix.size(0), g = guess.count();
+  if (!static_in.tokens.defined()) AllocateStaticInputs();
+  if (!chain_in.sequence.defined())
+    chain_in.sequence = at::zeros({cache_slots + kMaxChainPrefix + kMaxChainSteps + kMaxGuessesPerRound + 2},
+                                  chain_in.tokens.options());
+  const int64_t kv_length = KvBucket(at.max_start + c + steps + g, cache_slots);
+  const ChainWork work = [&](int64_t length, CapturedChain& chain) {
+    RoundsBody(steps, c, length, pick, guess, chain);
+  };
+  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, c, kv_length, pick, absl::StrCat(pick.key(), "|rounds:", guess.key()),
+                                                c + steps + g - 1, work));
+  chain_in.start.copy_(at.start);
+  chain_in.position.copy_(at.start);
+  chain_in.tokens.narrow(0, 0, c).copy_(prefix);
+  const int64_t known = std::min(context.size(0), chain_in.sequence.size(0));
+  chain_in.sequence.narrow(0, 0, known).copy_(context.narrow(0, 0, known));
+  ChainResult result = RunChain(*chain, c + steps, kv_length, pick, work);
+  last_later_rounds = chain->later_rounds.clone();
   committed = at.max_start + c + steps - 1;
   tentative = 0;
   return result;

@@ -21,10 +21,11 @@ std::pair<at::Tensor, at::Tensor> WarpedDraw(const WarpParams& warp, const at::T
 ChainPick SamplingPick(const SamplingParams& sampling, at::Generator* generator) {
   if (sampling.greedy()) {
     return ChainPick::Of([](const std::tuple<>&, const at::Tensor& logits, const at::Tensor&) {
-      return std::make_pair(GreedyTokens(logits), at::Tensor());
-    });
+             return std::make_pair(GreedyTokens(logits), at::Tensor());
+           })
+        .RowWise();
   }
-  return ChainPick::Of(WarpedDraw, WarpOf(sampling), generator);
+  return ChainPick::Of(WarpedDraw, WarpOf(sampling), generator).RowWise();
 }
 
 }  // namespace speclab::tree_builders

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -109,7 +110,59 @@ __global__ void AdvanceStop(bool* go, int64_t* kept, const bool* stop, bool set_
 #endif
 }
 
+// Thread j writes pick j; thread 0 then moves the state on.
+__global__ void AdvanceRound(const int64_t* __restrict__ picks, const int64_t* __restrict__ guesses, int g,
+                             int64_t* state, int64_t* __restrict__ tokens, int64_t* __restrict__ sequence, int64_t c,
+                             int64_t steps, bool later, bool set_condition, unsigned long long condition) {
+  const int64_t p = state[0], root = state[4];
+  const int j = threadIdx.x;
+  if (j <= g) {
+    tokens[c + p + j] = picks[j];
+    sequence[root + 1 + j] = picks[j];
+  }
+  __syncthreads();  // every thread has read state before thread 0 writes it
+  if (j != 0) return;
+  int64_t matched = 0;
+  while (matched < g && picks[matched] == guesses[matched]) ++matched;
+  const int64_t kept = p < steps ? min(matched + 1, steps - p) : 0;
+  if (later && p < steps) state[1] += 1;
+  const int64_t q = p + kept;
+  state[0] = q;
+  if (kept > 0) state[2] = picks[kept - 1];
+  state[3] = c - 1 + q;
+  state[4] = root + kept;
+  for (int i = 0; i <= g; ++i) state[5 + i] = min(q + i, steps - 1);
+#if CUDART_VERSION >= 12040
+  if (set_condition) cudaGraphSetConditional(condition, q < steps ? 1u : 0u);
+#endif
+}
+
+__global__ void RoundRows(const float* __restrict__ block, int64_t count, const int64_t* __restrict__ state,
+                          float* __restrict__ rows, int64_t width) {
+  float* to = rows + state[0] * width;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    to[i] = block[i];
+}
+
 }  // namespace
+
+int LaunchAdvanceRound(const int64_t* picks, const int64_t* guesses, int64_t g, int64_t* state, int64_t* tokens,
+                       int64_t* sequence, int64_t c, int64_t steps, bool later, bool set_condition,
+                       unsigned long long condition, void* stream) {
+  if (g < 1 || g >= kMaxTreeItems || c < 1 || steps < 1) return cudaErrorInvalidValue;
+  AdvanceRound<<<1, static_cast<unsigned>(g + 1), 0, static_cast<cudaStream_t>(stream)>>>(
+      picks, guesses, static_cast<int>(g), state, tokens, sequence, c, steps, later, set_condition, condition);
+  return cudaGetLastError();
+}
+
+int LaunchRoundRows(const float* block, int64_t g, int64_t width, const int64_t* state, float* rows, void* stream) {
+  if (g < 1 || width < 1) return cudaErrorInvalidValue;
+  const int64_t count = (g + 1) * width;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 1024));
+  RoundRows<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(block, count, state, rows, width);
+  return cudaGetLastError();
+}
 
 int LaunchTreeAtInputs(const int64_t* start, const int64_t* tokens, const int64_t* depths, const bool* mask, int64_t n,
                        int64_t bucket, int64_t kv_length, int64_t allowed_stride, int64_t* token_buffer,

@@ -27,6 +27,19 @@ constexpr int64_t kMaxTreeItems = 1024;
 // kMaxTreeItems. One block.
 int LaunchTreeMask(const int64_t* parents, bool* mask, int64_t* depths, int64_t n, void* stream);
 
+// A chain in rounds after one round (fused::AdvanceRound, whose contract
+// this follows): state [6 + g] int64 as there, picks [g + 1] and guesses
+// [g] int64; picks j to tokens[c + p + j] and sequence[state[4] + 1 + j],
+// then the state moved on, and with set_condition `condition` set to p <
+// steps. One thread block of g + 1 threads; 1 <= g < kMaxTreeItems.
+int LaunchAdvanceRound(const int64_t* picks, const int64_t* guesses, int64_t g, int64_t* state, int64_t* tokens,
+                       int64_t* sequence, int64_t c, int64_t steps, bool later, bool set_condition,
+                       unsigned long long condition, void* stream);
+
+// The round's rows: block [g + 1, width] float32 to rows[p + j] (p =
+// state[0]), before LaunchAdvanceRound moves p on.
+int LaunchRoundRows(const float* block, int64_t g, int64_t width, const int64_t* state, float* rows, void* stream);
+
 // The static inputs of a tree forward whose start only the device knows
 // (start [1] int64): for each row r < bucket, write_slots[r] = start + r,
 // positions[r] = start + depths[r] (start for padding rows r >= n),
