@@ -17,6 +17,15 @@
 // of its forwards; every verifier that takes the drafter takes the cascade.
 // The proposals live in a tree of the cascade's own (the builder's nodes
 // and the guesses), which the drafter and the proposer are fed.
+//
+// Its device form (pipelined decoding) drafts a chain in rounds on the
+// device: the proposer's guess (DeviceDrafter::GuessOf, a function of the
+// sequence alone) after the chain's last token, one drafter forward of that
+// token and the guesses, and the picks through the guesses they match, each
+// round after the first skipped once the chain is complete
+// (DeviceModel::ForwardChainInRoundsAt). Trees grown level by level are the
+// drafter's own levels: a level of several nodes is one forward whatever the
+// guesses, so the device form takes no guesses there.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -26,12 +35,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "framework/core/status_macros.h"
+#include "framework/device/device_drafter.h"
 #include "framework/drafter.h"
 
 namespace speclab {
 namespace {
 
-class CascadeDrafter final : public Drafter {
+class CascadeDrafter final : public Drafter, public DeviceDrafter {
  public:
   CascadeDrafter(std::unique_ptr<Drafter> drafter, std::unique_ptr<Drafter> proposer, int proposal_tokens)
       : drafter_(std::move(drafter)), proposer_(std::move(proposer)), proposal_tokens_(proposal_tokens) {}
@@ -108,6 +118,24 @@ class CascadeDrafter final : public Drafter {
   absl::Status RidersScored(const at::Tensor& logits) override {
     return riders_.Scatter({drafter_.get(), proposer_.get()}, logits);
   }
+
+  absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override {
+    DeviceDrafter* drafter = DeviceFormOf(*drafter_);
+    DeviceDrafter* proposer = DeviceFormOf(*proposer_);
+    if (drafter == nullptr || proposer == nullptr)
+      return absl::UnimplementedError("cascade: its drafter or its proposer has no device form");
+    absl::StatusOr<ChainGuess> guess = proposer->GuessOf(proposal_tokens_);
+    if (!guess.ok()) return absl::Status(guess.status().code(), absl::StrCat("cascade's proposer: ", guess.status().message()));
+    return drafter->DraftChainInRoundsAt(root, length, pick, *guess);
+  }
+
+  absl::StatusOr<LevelsKept> DraftLevelsAt(const DeviceRoot& root, int levels, const LevelPick& pick) override {
+    DeviceDrafter* drafter = DeviceFormOf(*drafter_);
+    if (drafter == nullptr) return absl::UnimplementedError("cascade: its drafter has no device form");
+    return drafter->DraftLevelsAt(root, levels, pick);
+  }
+
+  DeviceGraphs* graphs() override { return DraftGraphsOf(*drafter_); }
 
   std::vector<LanguageModel*> models() override {
     std::vector<LanguageModel*> out = drafter_->models();

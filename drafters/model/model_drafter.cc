@@ -311,20 +311,36 @@ absl::StatusOr<ChainResult> ModelDrafter::DraftChain(int length, const ChainPick
 }
 
 absl::StatusOr<ChainResult> ModelDrafter::DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) {
+  return ChainAt(root, length, "DraftChainAt", [&](const at::Tensor& prefix, const DevicePosition& at) {
+    return device_model_->ForwardChainAt(prefix, at, length, pick);
+  });
+}
+
+absl::StatusOr<ChainResult> ModelDrafter::DraftChainInRoundsAt(const DeviceRoot& root, int length,
+                                                               const ChainPick& pick, const ChainGuess& guess) {
+  if (!root.context.defined())
+    return absl::UnimplementedError("the drafter's chain in rounds: the step handed over no context on the device");
+  return ChainAt(root, length, "DraftChainInRoundsAt", [&](const at::Tensor& prefix, const DevicePosition& at) {
+    return device_model_->ForwardChainInRoundsAt(prefix, at, length, pick, guess, root.context);
+  });
+}
+
+absl::StatusOr<ChainResult> ModelDrafter::ChainAt(const DeviceRoot& root, int length, const char* what,
+                                                  ChainForward forward) {
   if (device_model_ == nullptr) return absl::UnimplementedError("the drafter's model has no device form");
   if (vocab_map_) return absl::UnimplementedError("a drafter with a vocabulary map drafts token by token");
-  if (length < 1) return absl::InvalidArgumentError(absl::StrCat("DraftChainAt: length must be >= 1, got ", length));
+  if (length < 1) return absl::InvalidArgumentError(absl::StrCat(what, ": length must be >= 1, got ", length));
   if (!root.last_two.defined() || root.last_two.numel() != 2)
-    return absl::InvalidArgumentError("DraftChainAt: last_two must hold two tokens");
+    return absl::InvalidArgumentError(absl::StrCat(what, ": last_two must hold two tokens"));
   if (root.refeed == 0) {
-    ASSIGN_OR_RETURN(ChainResult chain, device_model_->ForwardChainAt(root.last_two, root.position, length, pick));
+    ASSIGN_OR_RETURN(ChainResult chain, forward(root.last_two, root.position));
     cache_on_device_only_ = true;
     chain.tokens = chain.tokens.narrow(0, 1, length + 1);
     return chain;
   }
   // The refeed tokens before last_two[0] come from the context, then last_two.
   ASSIGN_OR_RETURN(const FedPrefix fed, PrefixFromContext(root, root.refeed));
-  ASSIGN_OR_RETURN(ChainResult chain, device_model_->ForwardChainAt(fed.tokens, fed.at, length, pick));
+  ASSIGN_OR_RETURN(ChainResult chain, forward(fed.tokens, fed.at));
   cache_on_device_only_ = true;
   chain.tokens = chain.tokens.narrow(0, root.refeed + 1, length + 1);
   return chain;

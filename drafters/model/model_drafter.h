@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "framework/device/device_drafter.h"
 #include "framework/device/device_model.h"
 #include "framework/drafter.h"
@@ -52,6 +53,9 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
   // DraftLevelsAt's; Unimplemented until the root's position is at least
   // refeed + 1). Unimplemented with a vocabulary map.
   absl::StatusOr<ChainResult> DraftChainAt(const DeviceRoot& root, int length, const ChainPick& pick) override;
+  // DraftChainAt's prefix through the model's ForwardChainInRoundsAt.
+  absl::StatusOr<ChainResult> DraftChainInRoundsAt(const DeviceRoot& root, int length, const ChainPick& pick,
+                                                   const ChainGuess& guess) override;
   // The model's ForwardLevelsAt with DraftLevels' fixed prefix (levels + 2
   // tokens, the root last) gathered from root.context on the device.
   // Unimplemented until the root's position is at least levels + 1.
@@ -76,6 +80,12 @@ class ModelDrafter final : public Drafter, public DeviceDrafter {
     DevicePosition at;
   };
   absl::StatusOr<FedPrefix> PrefixFromContext(const DeviceRoot& root, int before);
+  // A device-rooted chain: `forward` of the prefix (last_two, after
+  // root.refeed tokens of the context), its tokens cut to the root and the
+  // picks; `what` names the caller in errors.
+  using ChainForward =
+      absl::FunctionRef<absl::StatusOr<ChainResult>(const at::Tensor& prefix, const DevicePosition& at)>;
+  absl::StatusOr<ChainResult> ChainAt(const DeviceRoot& root, int length, const char* what, ChainForward forward);
   // Feeds committed-context tokens as a causal chain of tentative slots.
   absl::Status FeedContext(absl::Span<const int32_t> tokens, int64_t first_position);
 

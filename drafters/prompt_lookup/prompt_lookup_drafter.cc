@@ -166,6 +166,44 @@ absl::StatusOr<DeviceContinuations> PromptLookupDrafter::ContinuationsAt(const D
 
 namespace {
 
+// FixedLengthContinuation() of sequence[0..root] as `count` tokens, the
+// rule ContinuationAt() follows: its kernel on CUDA (which also writes the
+// guesses past the root, as a guess may), a host loop elsewhere.
+at::Tensor NgramGuess(const std::tuple<int64_t, int64_t>& params, const at::Tensor& sequence,
+                      const at::Tensor& root) {
+  const auto [max_ngram, count] = params;
+#ifdef SPECLAB_WITH_CUDA
+  if (sequence.is_cuda()) {
+    at::Tensor out = at::empty({count + 1}, sequence.options());
+    kernel_launch::Check(prompt_lookup::LaunchNgramGuess(sequence.data_ptr<int64_t>(), sequence.size(0),
+                                                         root.data_ptr<int64_t>(), static_cast<int>(max_ngram),
+                                                         static_cast<int>(count), out.data_ptr<int64_t>(),
+                                                         kernel_launch::Stream(sequence)),
+                         "prompt_lookup: n-gram guess");
+    return out.narrow(0, 1, count);
+  }
+#endif
+  const int64_t end = root.item<int64_t>() + 1;
+  const at::Tensor host = sequence.narrow(0, 0, end).to(at::kCPU, at::kLong).contiguous();
+  const std::vector<int32_t> drafts = FixedLengthContinuation(
+      std::vector<int32_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + end), static_cast<int>(max_ngram),
+      static_cast<int>(count));
+  return LongsToDevice(std::vector<int64_t>(drafts.begin(), drafts.end()), sequence.device());
+}
+
+}  // namespace
+
+absl::StatusOr<ChainGuess> PromptLookupDrafter::GuessOf(int count) {
+  if (count < 1 || count > num_pred_tokens_)
+    return absl::UnimplementedError(absl::StrCat("prompt_lookup: ", count, " guesses a round, num_pred_tokens allows ",
+                                                 num_pred_tokens_));
+  if (device_.is_cuda() && !kernel_launch::Enabled())
+    return absl::UnimplementedError("prompt_lookup: its guess on CUDA is its n-gram kernel, and kernels are off");
+  return ChainGuess::Of(count, &NgramGuess, std::make_tuple(int64_t{max_ngram_}, int64_t{count}));
+}
+
+namespace {
+
 const bool kRegistered = DrafterRegistry::Add({
     .name = "prompt_lookup",
     .description = "n-gram match in the prompt and generated text (PLD); gives tokens only, every match as a tree "

@@ -55,6 +55,10 @@ class PromptLookupDrafter final : public Drafter, public DeviceDrafter {
   // CUDA (cuda/ngram_kernel.h), a host loop elsewhere. Unimplemented where
   // `length` exceeds num_pred_tokens (the engine then steps on the host).
   absl::StatusOr<at::Tensor> ContinuationAt(const DeviceRoot& root, int length) override;
+  // ContinuationAt's rule as a guess: FixedLengthContinuation() of the
+  // sequence through any position (one launch on CUDA). Unimplemented past
+  // num_pred_tokens, and on CUDA with kernels off.
+  absl::StatusOr<ChainGuess> GuessOf(int count) override;
   // LookupCandidates() of root.context and the root: one launch on CUDA, a
   // host loop elsewhere.
   absl::StatusOr<DeviceContinuations> ContinuationsAt(const DeviceRoot& root, int max_tokens,

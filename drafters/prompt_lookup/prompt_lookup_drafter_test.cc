@@ -140,6 +140,39 @@ TEST(PromptLookupTest, CudaKernelDraftsAsTheHost) {
   }
 }
 
+TEST(PromptLookupTest, GuessesAreTheFixedLengthContinuationThroughAnyPosition) {
+  // GuessOf's guess after position r of a sequence (stale entries past it)
+  // is FixedLengthContinuation of the sequence through r: the kernel on CUDA,
+  // the host rule elsewhere; at positions past one pass of the kernel's block.
+  const c10::Device device = testing::TestDevice();
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  PromptLookupDrafter drafter(/*max_ngram=*/3, /*num_pred_tokens=*/6, device);
+  auto guess = drafter.GuessOf(5);
+  ASSERT_TRUE(guess.ok()) << guess.status();
+  EXPECT_EQ(guess->count(), 5);
+  int matched = 0;
+  for (int vocab : {3, 40}) {
+    for (int64_t length : {2, 9, 1500}) {
+      const at::Tensor random = at::randint(vocab, {length}, gen, at::TensorOptions().dtype(at::kLong));
+      const std::vector<int32_t> sequence(random.data_ptr<int64_t>(), random.data_ptr<int64_t>() + length);
+      for (int64_t root : {int64_t{1}, length / 2, length - 1}) {
+        if (root < 1) continue;
+        // Through the root, then stale tokens outside the vocabulary.
+        const at::Tensor stored = at::cat({random.narrow(0, 0, root + 1), at::full({16}, vocab + 3, random.options())});
+        const at::Tensor got = (*guess)(stored.to(device), LongsToDevice({root}, device)).cpu();
+        const std::vector<int32_t> through(sequence.begin(), sequence.begin() + root + 1);
+        const std::vector<int32_t> expected = FixedLengthContinuation(through, 3, 5);
+        EXPECT_EQ(std::vector<int64_t>(got.data_ptr<int64_t>(), got.data_ptr<int64_t>() + got.numel()),
+                  std::vector<int64_t>(expected.begin(), expected.end()))
+            << "vocab " << vocab << ", length " << length << ", root " << root;
+        matched += LookupFrom(through, 3).has_value();
+      }
+    }
+  }
+  EXPECT_GT(matched, 5) << "too few matches to see the continuation rule";
+  EXPECT_EQ(drafter.GuessOf(7).status().code(), absl::StatusCode::kUnimplemented);  // past num_pred_tokens
+}
+
 // ContinuationsAt on `device` is LookupCandidates() of root.context's
 // sequence then the root: every candidate and its length, the root past it.
 // Returns how many candidates were found in all.

@@ -21,12 +21,15 @@ __device__ __forceinline__ unsigned long long MatchKey(int k, int64_t e) {
 
 __global__ void __launch_bounds__(kThreads)
     NgramContinuation(int64_t* context, int64_t capacity, const int64_t* __restrict__ last_two,
-                      const int64_t* __restrict__ start, int max_ngram, int length, int64_t* __restrict__ out) {
+                      const int64_t* __restrict__ start, int start_shift, int max_ngram, int length,
+                      int64_t* __restrict__ out) {
   __shared__ unsigned long long best;
-  const int64_t s = *start, n = s + 2;
+  const int64_t s = *start + start_shift, n = s + 2;
   if (threadIdx.x == 0) {
-    context[s] = last_two[0];
-    context[s + 1] = last_two[1];
+    if (last_two != nullptr) {  // else the context holds them (LaunchNgramGuess)
+      context[s] = last_two[0];
+      context[s + 1] = last_two[1];
+    }
     best = 0;
   }
   __syncthreads();
@@ -141,7 +144,15 @@ __global__ void __launch_bounds__(kThreads)
 int LaunchNgramContinuation(int64_t* context, int64_t capacity, const int64_t* last_two, const int64_t* start,
                             int max_ngram, int length, int64_t* out, void* stream) {
   if (capacity < 2 || capacity >= (int64_t{1} << 32) || max_ngram < 1 || length < 0) return cudaErrorInvalidValue;
-  NgramContinuation<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(context, capacity, last_two, start,
+  NgramContinuation<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(context, capacity, last_two, start, 0,
+                                                                           max_ngram, length, out);
+  return cudaGetLastError();
+}
+
+int LaunchNgramGuess(int64_t* sequence, int64_t capacity, const int64_t* root, int max_ngram, int length,
+                     int64_t* out, void* stream) {
+  if (capacity < 2 || capacity >= (int64_t{1} << 32) || max_ngram < 1 || length < 0) return cudaErrorInvalidValue;
+  NgramContinuation<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(sequence, capacity, nullptr, root, -1,
                                                                            max_ngram, length, out);
   return cudaGetLastError();
 }

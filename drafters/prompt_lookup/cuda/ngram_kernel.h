@@ -24,6 +24,13 @@ namespace prompt_lookup {
 int LaunchNgramContinuation(int64_t* context, int64_t capacity, const int64_t* last_two, const int64_t* start,
                             int max_ngram, int length, int64_t* out, void* stream);
 
+// The same continuation of a sequence that already holds the root, at
+// position *root of sequence [capacity] (PromptLookupDrafter::GuessOf):
+// LaunchNgramContinuation with s = *root - 1 and the last two tokens read
+// in place. Requires *root + 1 <= capacity.
+int LaunchNgramGuess(int64_t* sequence, int64_t capacity, const int64_t* root, int max_ngram, int length,
+                     int64_t* out, void* stream);
+
 // The most candidates one launch keeps.
 inline constexpr int kMaxCandidates = 64;
 
