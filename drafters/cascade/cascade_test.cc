@@ -88,6 +88,22 @@ TEST(CascadeTest, DraftsWhatItsDrafterDraftsWithFewerForwards) {
   }
 }
 
+TEST(CascadeTest, ProposersThatLearnOnlineStepOnTheHostAndSaySo) {
+  // An n-gram cache learns from the roots it sees, so its guesses are no
+  // function of the sequence alone: no rounds on the device.
+  auto target = TinyModel(1, /*vocab=*/16, /*layers=*/2);
+  auto method = MethodFromYaml(absl::StrCat("{name: m, drafter: {type: cascade, drafter: ", kDrafter,
+                                            ", proposer: {type: ngram_cache}}, verifier: {type: greedy}, "
+                                            "length_policy: {type: fixed, gamma: 3}}"),
+                               target.get());
+  ASSERT_TRUE(method.ok()) << method.status();
+  const DecodeOptions options{.sampling = {.temperature = 0}, .max_new_tokens = 8, .time_phases = false};
+  auto out = GenerateSpeculative(*target, *method, kPrompt, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->engine_form, ::testing::StartsWith("step by step"));
+  EXPECT_THAT(out->engine_form, HasSubstr("cascade's proposer"));
+}
+
 TEST(CascadeTest, RejectionSamplingKeepsTheTargetsLaw) {
   constexpr int kRuns = 2000;
   auto target = TinyModel(7, /*vocab=*/8, /*layers=*/2, /*logit_scale=*/40);
