@@ -125,7 +125,8 @@ class CascadeDrafter final : public Drafter, public DeviceDrafter {
     if (drafter == nullptr || proposer == nullptr)
       return absl::UnimplementedError("cascade: its drafter or its proposer has no device form");
     absl::StatusOr<ChainGuess> guess = proposer->GuessOf(proposal_tokens_);
-    if (!guess.ok()) return absl::Status(guess.status().code(), absl::StrCat("cascade's proposer: ", guess.status().message()));
+    if (!guess.ok())
+      return absl::Status(guess.status().code(), absl::StrCat("cascade's proposer: ", guess.status().message()));
     return drafter->DraftChainInRoundsAt(root, length, pick, *guess);
   }
 

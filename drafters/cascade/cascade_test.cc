@@ -57,8 +57,9 @@ TEST(CascadeTest, DraftsWhatItsDrafterDraftsWithFewerForwards) {
   const std::string tree =
       "tree_builder: {type: dynamic_topk, top_k: 2, depth: 4, total_tokens: 8}, verifier: {type: point_mass}";
   const std::string chain = "verifier: {type: greedy}, length_policy: {type: fixed, gamma: 4}";
-  for (const Case& c : {Case{chain.c_str(), true, "pipelined chain", true}, Case{chain.c_str(), false, "step by step", true},
-                        Case{tree.c_str(), true, "pipelined tree", false}, Case{tree.c_str(), false, "step by step", true}}) {
+  for (const Case& c :
+       {Case{chain.c_str(), true, "pipelined chain", true}, Case{chain.c_str(), false, "step by step", true},
+        Case{tree.c_str(), true, "pipelined tree", false}, Case{tree.c_str(), false, "step by step", true}}) {
     SCOPED_TRACE(absl::StrCat(c.parts, c.pipeline ? ", pipelined" : ", step by step"));
     DecodeOptions options = greedy_options;
     options.pipeline = c.pipeline;

@@ -205,8 +205,9 @@ absl::StatusOr<ChainResult> DeviceModel::ForwardChainInRoundsAt(const at::Tensor
                                                                   int64_t steps, const ChainPick& pick,
                                                                   const ChainGuess& guess, const at::Tensor& context) {
   try {
-    if (!prefix.defined() || prefix.dim() != 1 || !at.start.defined() || at.start.numel() != 1)
-      return absl::InvalidArgumentError("ForwardChainInRoundsAt: the prefix must be [c] and start [1]");
+    if (!prefix.defined() || prefix.dim() != 1 || !at.start.defined() || at.start.numel() != 1 ||
+        !context.defined() || context.dim() != 1)
+      return absl::InvalidArgumentError("ForwardChainInRoundsAt: the prefix and the context must be [n] and start [1]");
     const int64_t c = prefix.size(0);
     RETURN_IF_ERROR(CheckRounds(c, steps, pick, guess));
     const auto longs = prefix.options().dtype(at::kLong);

@@ -934,16 +934,18 @@ void AdvanceRound(const at::Tensor& picks, const at::Tensor& guesses, const at::
   const auto longs = state.options();
   const at::Tensor p = state.narrow(0, 0, 1).clone(), root = state.narrow(0, 4, 1).clone();
   const at::Tensor ahead = at::arange(g + 1, longs);
-  tokens.index_copy_(0, p + prefix + ahead, picks.reshape({g + 1}));
-  sequence.index_copy_(0, root + 1 + ahead, picks.reshape({g + 1}));
+  const at::Tensor picked = picks.reshape({g + 1});
+  tokens.index_copy_(0, p + prefix + ahead, picked);
+  sequence.index_copy_(0, root + 1 + ahead, picked);
   if (rows.defined()) rows.index_copy_(0, p + ahead, block.to(rows.scalar_type()));
-  const at::Tensor matched = at::cumprod(at::eq(picks.reshape({g + 1}).narrow(0, 0, g), guesses.reshape({g})).to(at::kLong), 0).sum();
+  const at::Tensor matched =
+      at::cumprod(at::eq(picked.narrow(0, 0, g), guesses.reshape({g})).to(at::kLong), 0).sum();
   const at::Tensor kept = at::clamp_min(at::minimum(matched.view({1}) + 1, steps - p), 0);
   if (later) state.narrow(0, 1, 1).add_(at::lt(p, steps).to(at::kLong));
   const at::Tensor q = p + kept;
   state.narrow(0, 0, 1).copy_(q);
-  state.narrow(0, 2, 1).copy_(at::where(at::gt(kept, 0), picks.reshape({g + 1}).index_select(0, at::clamp_min(kept - 1, 0)),
-                                        state.narrow(0, 2, 1)));
+  state.narrow(0, 2, 1).copy_(
+      at::where(at::gt(kept, 0), picked.index_select(0, at::clamp_min(kept - 1, 0)), state.narrow(0, 2, 1)));
   state.narrow(0, 3, 1).copy_(q + (prefix - 1));
   state.narrow(0, 4, 1).copy_(root + kept);
   state.narrow(0, 5, g + 1).copy_(at::clamp_max(q + ahead, steps - 1));
@@ -954,7 +956,8 @@ at::Tensor FirstRoundState(const at::Tensor& tokens, int64_t prefix, const at::T
   const auto longs = tokens.options().dtype(at::kLong);
   const at::Tensor offset = at::full({1}, prefix - 1, longs);
   return at::cat({at::zeros({2}, longs), tokens.narrow(0, prefix - 1, 1).to(at::kLong), offset,
-                  position.to(at::kLong).reshape({1}) + offset, at::clamp_max(at::arange(guesses + 1, longs), steps - 1)});
+                  position.to(at::kLong).reshape({1}) + offset,
+                  at::clamp_max(at::arange(guesses + 1, longs), steps - 1)});
 }
 
 at::Tensor CutChainAnswer(const at::Tensor& answer, const at::Tensor& kept, const at::Tensor& rows,

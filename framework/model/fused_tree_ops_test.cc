@@ -276,9 +276,11 @@ TEST(FusedTreeOps, AdvanceRoundKeepsThePicksThroughTheMatchedGuesses) {
   EXPECT_TRUE(at::equal(after.sequence.narrow(0, 14, 4), Longs({4, 5, 6, 9})));
   EXPECT_TRUE(at::equal(after.rows.narrow(0, 2, 4), at::arange(20, at::kFloat).reshape({4, 5})));
   // Cut at the chain's end (one pick left), and none once complete.
-  const RoundAfter cut = AdvanceRoundOn(c10::kCPU, {5, 2, 6, 6, 16, 5, 5, 5, 5}, {1, 2, 3, 4}, {1, 2, 3}, 6, true, false);
+  const RoundAfter cut =
+      AdvanceRoundOn(c10::kCPU, {5, 2, 6, 6, 16, 5, 5, 5, 5}, {1, 2, 3, 4}, {1, 2, 3}, 6, true, false);
   EXPECT_TRUE(at::equal(cut.state, Longs({6, 3, 1, 7, 17, 5, 5, 5, 5}))) << cut.state;
-  const RoundAfter done = AdvanceRoundOn(c10::kCPU, {6, 3, 1, 7, 17, 5, 5, 5, 5}, {1, 2, 3, 4}, {1, 2, 3}, 6, true, false);
+  const RoundAfter done =
+      AdvanceRoundOn(c10::kCPU, {6, 3, 1, 7, 17, 5, 5, 5, 5}, {1, 2, 3, 4}, {1, 2, 3}, 6, true, false);
   EXPECT_TRUE(at::equal(done.state, Longs({6, 3, 1, 7, 17, 5, 5, 5, 5}))) << done.state;
 }
 

@@ -735,7 +735,8 @@ TEST(LlamaModelTest, ChainsInRoundsAreThePlainChainInFewerForwards) {
     for (LlamaModel* model : {reference, subject}) ASSERT_TRUE(model->Commit({0}).ok());  // token 9 at 250
     const at::Tensor prefix = Longs({4, 5});
     const DevicePosition at{.start = Longs({251}), .max_start = 300};
-    const at::Tensor context = at::cat({Longs(RandomTokens(250, 64, 1)), Longs({9}), at::zeros({100}, prefix.options())});
+    const at::Tensor context =
+        at::cat({Longs(RandomTokens(250, 64, 1)), Longs({9}), at::zeros({100}, prefix.options())});
     for (bool greedy : {true, false}) {
       SCOPED_TRACE(greedy ? "greedy" : "sampled");
       at::Generator reference_noise = MakeGenerator(TestDevice(), 11);
@@ -782,7 +783,8 @@ TEST(LlamaModelTest, ChainsInRoundsRefuseStopsAndBadGuesses) {
     model->EnableCudaGraphs(static_shapes);
     const at::Tensor oracle = at::zeros({200}, Longs({0}).options());
     const DevicePosition at{.start = Longs({0}), .max_start = 0};
-    auto stopped = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, StoppedPick(stop), OracleGuess(oracle, 2), oracle);
+    auto stopped =
+        model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, StoppedPick(stop), OracleGuess(oracle, 2), oracle);
     EXPECT_EQ(stopped.status().code(), absl::StatusCode::kUnimplemented) << stopped.status();
     auto too_many = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, TestPick(true, nullptr),
                                                   OracleGuess(oracle, kMaxGuessesPerRound + 1), oracle);

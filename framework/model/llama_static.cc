@@ -401,8 +401,9 @@ absl::StatusOr<ChainResult> LlamaModel::Impl::ForwardChainInRoundsAtStatic(const
   const ChainWork work = [&](int64_t length, CapturedChain& chain) {
     RoundsBody(steps, c, length, pick, guess, chain);
   };
-  ASSIGN_OR_RETURN(CapturedChain * chain, Chain(steps, c, kv_length, pick, absl::StrCat(pick.key(), "|rounds:", guess.key()),
-                                                c + steps + g - 1, work));
+  ASSIGN_OR_RETURN(CapturedChain * chain,
+                   Chain(steps, c, kv_length, pick, absl::StrCat(pick.key(), "|rounds:", guess.key()),
+                         c + steps + g - 1, work));
   chain_in.start.copy_(at.start);
   chain_in.position.copy_(at.start);
   chain_in.tokens.narrow(0, 0, c).copy_(prefix);
