@@ -169,9 +169,9 @@ namespace {
 // FixedLengthContinuation() of sequence[0..root] as `count` tokens, the
 // rule ContinuationAt() follows: its kernel on CUDA (which also writes the
 // guesses past the root, as a guess may), a host loop elsewhere.
-at::Tensor NgramGuess(const std::tuple<int64_t, int64_t>& params, const at::Tensor& sequence,
-                      const at::Tensor& root) {
-  const auto [max_ngram, count] = params;
+at::Tensor NgramGuess(const std::tuple<int64_t>& params, const at::Tensor& sequence, const at::Tensor& root,
+                      int64_t count) {
+  const int64_t max_ngram = std::get<0>(params);
 #ifdef SPECLAB_WITH_CUDA
   if (sequence.is_cuda()) {
     at::Tensor out = at::empty({count + 1}, sequence.options());
@@ -199,7 +199,7 @@ absl::StatusOr<ChainGuess> PromptLookupDrafter::GuessOf(int count) {
                                                  num_pred_tokens_));
   if (device_.is_cuda() && !kernel_launch::Enabled())
     return absl::UnimplementedError("prompt_lookup: its guess on CUDA is its n-gram kernel, and kernels are off");
-  return ChainGuess::Of(count, &NgramGuess, std::make_tuple(int64_t{max_ngram_}, int64_t{count}));
+  return ChainGuess::Of(count, &NgramGuess, std::make_tuple(int64_t{max_ngram_}));
 }
 
 namespace {

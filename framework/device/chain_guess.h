@@ -25,22 +25,22 @@ namespace speclab {
 
 class ChainGuess {
  public:
-  // `function(params, sequence, root)` -> guesses [count] int64 on the
-  // sequence's device: the tokens that may follow position `root` ([1]
+  // `function(params, sequence, root, count)` -> guesses [count] int64 on
+  // the sequence's device: the tokens that may follow position `root` ([1]
   // int64) of `sequence` (int64 [L], the generation by position, valid
   // through root). Device work only, depending on nothing but its arguments
   // (no host reads, no RNG); it may write `sequence` past root, nowhere else.
   template <typename Function, typename... Params>
   static ChainGuess Of(int64_t count, Function function, std::tuple<Params...> params = {}) {
-    using Pointer = at::Tensor (*)(const std::tuple<Params...>&, const at::Tensor&, const at::Tensor&);
+    using Pointer = at::Tensor (*)(const std::tuple<Params...>&, const at::Tensor&, const at::Tensor&, int64_t);
     static_assert(std::is_convertible_v<Function, Pointer>,
                   "a guess is a function of its declared parameters and arguments: it may capture nothing");
     const Pointer pointer = function;
     ChainGuess guess;
     guess.key_ = absl::StrCat(PickFunctionKey(pointer), PickKeyParts(params), "x", count);
     guess.count_ = count;
-    guess.function_ = [pointer, params](const at::Tensor& sequence, const at::Tensor& root) {
-      return pointer(params, sequence, root);
+    guess.function_ = [pointer, params, count](const at::Tensor& sequence, const at::Tensor& root) {
+      return pointer(params, sequence, root, count);
     };
     return guess;
   }

@@ -62,10 +62,7 @@ absl::Status DraftInRounds(int64_t prefix, int64_t steps, const ChainPick& pick,
   std::vector<bool> nested;
   for (int64_t r = 0; r < steps; ++r) {
     if (r > 0 && skip == RoundSkip::kReadBack && state[0].item<int64_t>() >= steps) break;
-    if (r > 0 && skip == RoundSkip::kConditional) {
-      nested.push_back(CudaGraph::BeginIfSet(go_on));
-      rounds.conditional = rounds.conditional || nested.back();
-    }
+    if (r > 0 && skip == RoundSkip::kConditional) nested.push_back(CudaGraph::BeginIfSet(go_on));
     const at::Tensor position = state.narrow(0, 4, 1);  // the chain's last token's
     const at::Tensor guesses = guess(rounds.sequence, position);
     if (!guesses.defined() || guesses.numel() != g || guesses.scalar_type() != at::kLong)

@@ -42,7 +42,6 @@ struct ChainRounds {
   // Outputs.
   at::Tensor rows;          // [steps, width]: the picks' rows; undefined where the pick gives none
   at::Tensor later_rounds;  // [1] int64: the rounds after the first (each one forward of 1 + guesses tokens)
-  bool conditional = false;  // a graph being captured skips the rounds past the chain's end
 };
 
 // A causal forward of tokens [k] at the chain's slots offset .. offset + k

@@ -716,11 +716,10 @@ TEST(LlamaModelTest, StoppedChainsKeepThePicksUpToTheStop) {
 ChainGuess OracleGuess(const at::Tensor& oracle, int64_t count) {
   return ChainGuess::Of(
       count,
-      [](const std::tuple<at::Tensor, int64_t>& params, const at::Tensor&, const at::Tensor& root) {
-        const auto& [oracle, count] = params;
-        return oracle.index_select(0, root + 1 + at::arange(count, root.options()));
+      [](const std::tuple<at::Tensor>& params, const at::Tensor&, const at::Tensor& root, int64_t count) {
+        return std::get<0>(params).index_select(0, root + 1 + at::arange(count, root.options()));
       },
-      std::make_tuple(oracle, count));
+      std::make_tuple(oracle));
 }
 
 TEST(LlamaModelTest, ChainsInRoundsAreThePlainChainInFewerForwards) {
@@ -755,22 +754,24 @@ TEST(LlamaModelTest, ChainsInRoundsAreThePlainChainInFewerForwards) {
           {"every guess wrong", at::remainder(right + 1, variant.config.vocab_size), 5},
           {"the fourth wrong", fourth_wrong, 2}};
       for (const auto& [name, oracle, later_rounds] : cases) {
-       for (bool row_wise : {false, true}) {
-        SCOPED_TRACE(absl::StrCat(name, row_wise ? ", a row-wise pick" : ""));
-        ASSERT_TRUE(subject->Truncate(251).ok());
-        subject->ResetForwardCounts();
-        at::Generator noise = MakeGenerator(TestDevice(), 11);
-        const ChainPick pick = row_wise ? TestPick(greedy, &noise).RowWise() : TestPick(greedy, &noise);
-        auto chain = subject->ForwardChainInRoundsAt(prefix, at, kSteps, pick, OracleGuess(oracle, kGuesses), context);
-        ASSERT_TRUE(chain.ok()) << chain.status();
-        EXPECT_TRUE(at::equal(chain->tokens.cpu(), expected->tokens.cpu())) << chain->tokens << expected->tokens;
-        ASSERT_EQ(chain->rows.defined(), !greedy);
-        if (!greedy) EXPECT_LT(RelError(chain->rows, expected->rows), 2 * kTol);  // as ForwardChainEqualsForwardCalls
-        EXPECT_EQ(subject->forward_counts(),
-                  (std::map<int64_t, int64_t>{{2 + kGuesses, 1}, {1 + kGuesses, later_rounds}}));
-        ASSERT_TRUE(subject->Truncate(258).ok());
-        EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), after_chain), kTol);
-       }
+        for (bool row_wise : {false, true}) {
+          SCOPED_TRACE(absl::StrCat(name, row_wise ? ", a row-wise pick" : ""));
+          ASSERT_TRUE(subject->Truncate(251).ok());
+          subject->ResetForwardCounts();
+          at::Generator noise = MakeGenerator(TestDevice(), 11);
+          const ChainPick pick = row_wise ? TestPick(greedy, &noise).RowWise() : TestPick(greedy, &noise);
+          auto chain =
+              subject->ForwardChainInRoundsAt(prefix, at, kSteps, pick, OracleGuess(oracle, kGuesses), context);
+          ASSERT_TRUE(chain.ok()) << chain.status();
+          EXPECT_TRUE(at::equal(chain->tokens.cpu(), expected->tokens.cpu())) << chain->tokens << expected->tokens;
+          ASSERT_EQ(chain->rows.defined(), !greedy);
+          // The rows' tolerance as ForwardChainEqualsForwardCalls'.
+          if (!greedy) EXPECT_LT(RelError(chain->rows, expected->rows), 2 * kTol);
+          EXPECT_EQ(subject->forward_counts(),
+                    (std::map<int64_t, int64_t>{{2 + kGuesses, 1}, {1 + kGuesses, later_rounds}}));
+          ASSERT_TRUE(subject->Truncate(258).ok());
+          EXPECT_LT(RelError(FeedChain(*subject, {7, 8}), after_chain), kTol);
+        }
       }
     }
   });
@@ -789,8 +790,10 @@ TEST(LlamaModelTest, ChainsInRoundsRefuseStopsAndBadGuesses) {
     auto too_many = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, TestPick(true, nullptr),
                                                   OracleGuess(oracle, kMaxGuessesPerRound + 1), oracle);
     EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument) << too_many.status();
-    const ChainGuess wrong_shape = ChainGuess::Of(2, [](const std::tuple<>&, const at::Tensor& sequence,
-                                                        const at::Tensor&) { return sequence.narrow(0, 0, 3); });
+    const ChainGuess wrong_shape =
+        ChainGuess::Of(2, [](const std::tuple<>&, const at::Tensor& sequence, const at::Tensor&, int64_t count) {
+          return sequence.narrow(0, 0, count + 1);
+        });
     auto shaped = model->ForwardChainInRoundsAt(Longs({1, 2}), at, 4, TestPick(true, nullptr), wrong_shape, oracle);
     EXPECT_FALSE(shaped.ok());
     EXPECT_THAT(std::string(shaped.status().message()), ::testing::HasSubstr("int64 [2]"));

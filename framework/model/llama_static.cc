@@ -228,7 +228,6 @@ void LlamaModel::Impl::RoundsBody(int64_t steps, int64_t prefix, int64_t kv_leng
   if (!status.ok()) throw std::runtime_error(std::string(status.message()));  // Guarded's to report
   chain.rows = rounds.rows;
   chain.later_rounds = rounds.later_rounds;
-  chain.conditional = rounds.conditional;
 }
 
 // The chain of ForwardChainOnFeatures over chain_in (tokens[0] the root) and

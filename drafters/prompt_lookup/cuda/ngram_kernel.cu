@@ -141,20 +141,27 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+namespace {
+
+// NgramContinuation from s = *start + start_shift; last_two null: the context holds them.
+int LaunchContinuation(int64_t* context, int64_t capacity, const int64_t* last_two, const int64_t* start,
+                       int start_shift, int max_ngram, int length, int64_t* out, void* stream) {
+  if (capacity < 2 || capacity >= (int64_t{1} << 32) || max_ngram < 1 || length < 0) return cudaErrorInvalidValue;
+  NgramContinuation<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(context, capacity, last_two, start,
+                                                                           start_shift, max_ngram, length, out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
 int LaunchNgramContinuation(int64_t* context, int64_t capacity, const int64_t* last_two, const int64_t* start,
                             int max_ngram, int length, int64_t* out, void* stream) {
-  if (capacity < 2 || capacity >= (int64_t{1} << 32) || max_ngram < 1 || length < 0) return cudaErrorInvalidValue;
-  NgramContinuation<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(context, capacity, last_two, start, 0,
-                                                                           max_ngram, length, out);
-  return cudaGetLastError();
+  return LaunchContinuation(context, capacity, last_two, start, 0, max_ngram, length, out, stream);
 }
 
 int LaunchNgramGuess(int64_t* sequence, int64_t capacity, const int64_t* root, int max_ngram, int length,
                      int64_t* out, void* stream) {
-  if (capacity < 2 || capacity >= (int64_t{1} << 32) || max_ngram < 1 || length < 0) return cudaErrorInvalidValue;
-  NgramContinuation<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(sequence, capacity, nullptr, root, -1,
-                                                                           max_ngram, length, out);
-  return cudaGetLastError();
+  return LaunchContinuation(sequence, capacity, nullptr, root, -1, max_ngram, length, out, stream);
 }
 
 int LaunchNgramCandidates(const int64_t* context, const int64_t* last_two, const int64_t* start, int max_ngram,
